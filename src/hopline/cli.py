@@ -1,0 +1,64 @@
+"""``hopline …``: parse arguments, pick the command, run it.
+
+Each command is a module with ``add_arguments(parser)`` and ``run(args) -> int``,
+named in :data:`COMMANDS` and imported only when used, so ``hopline --help``
+stays fast and one command's dependencies never burden another (STYLE 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from hopline import __version__
+
+# command name → (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "relay": ("hopline.modes.relay_cli", "Relay mode: bridge one MCP server across transports (stdio ⇄ HTTP/SSE), protocol-unaware."),
+    "declare": ("hopline.declaration", "Print the conformance declaration (tier, modes) as JSON."),
+    "demo-server": ("hopline.demo.cli", "Run the built-in demo MCP server over stdio (what the relay serves by default)."),
+}
+
+EPILOG = """\
+examples:
+  hopline relay --port 8000                      relay the built-in demo server at http://127.0.0.1:8000/mcp
+  hopline relay --port 8000 -- npx -y @modelcontextprotocol/server-everything
+  hopline relay --stdio https://example.com/mcp  let a stdio-only client reach a remote server
+  hopline declare                                what this hopline claims (tier, modes), as JSON
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hopline",
+        description="hopline: a gateway for agent-tool protocols (MCP, ACP).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hopline {__version__}")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log verbosity on stderr (default: info)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return importlib.import_module(args._module).run(args)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,44 @@
+"""The one interface every connection is seen through: a :class:`Channel`.
+
+A channel carries whole JSON-RPC messages in both directions. Listeners turn a
+client connection into a channel; upstreams turn a backend connection into one;
+a mode joins channels through its pipeline. Five methods or fewer (STYLE 6).
+
+``receive`` raises :class:`ChannelClosed` once the peer is gone, with a reason a
+human can act on ("backend exited with status 1"). ``send`` on a closed channel
+raises it too. ``aclose`` is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator, Protocol, runtime_checkable
+
+from hopline.jsonrpc import Message
+
+
+class ChannelClosed(Exception):
+    """The other end of a channel is gone (EOF, exit, reset, closed by us)."""
+
+    def __init__(self, reason: str = "closed") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@runtime_checkable
+class Channel(Protocol):
+    async def send(self, message: Message) -> None: ...
+
+    async def receive(self) -> Message: ...
+
+    async def aclose(self) -> None: ...
+
+    def is_closed(self) -> bool: ...
+
+
+async def messages(channel: Channel) -> AsyncIterator[Message]:
+    """Iterate a channel until it closes."""
+    while True:
+        try:
+            yield await channel.receive()
+        except ChannelClosed:
+            return

@@ -1,0 +1,113 @@
+"""Server-Sent Events, sans-io: encode events, and parse a byte stream into events.
+
+Used by the HTTP listeners (encode) and the HTTP upstreams (parse). Follows the
+WHATWG event-stream rules that matter for MCP: ``data:`` lines joined with
+``\\n``, ``id:`` sets the last event id, ``retry:`` an integer, lines starting
+with ``:`` are comments (keepalives), an empty line dispatches the event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def encode_event(data: bytes, *, event: str | None = "message", event_id: str | None = None) -> bytes:
+    """One SSE event. ``data`` must not contain newlines (compact JSON never does)."""
+    parts = []
+    if event_id is not None:
+        parts.append(b"id: " + event_id.encode() + b"\n")
+    if event is not None:
+        parts.append(b"event: " + event.encode() + b"\n")
+    parts.append(b"data: " + data + b"\n\n")
+    return b"".join(parts)
+
+
+KEEPALIVE = b": ping\n\n"
+
+
+@dataclass(slots=True)
+class Event:
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEParser:
+    """Incremental parser: feed bytes, get complete events.
+
+    ``max_event`` bounds the bytes buffered for one event, so a peer that never
+    ends an event cannot exhaust memory.
+    """
+
+    def __init__(self, max_event: int = 16 * 1024 * 1024) -> None:
+        self._buf = b""
+        self._data: list[str] = []
+        self._size = 0
+        self._event = ""
+        self._id: str | None = None
+        self._retry: int | None = None
+        self.max_event = max_event
+        self.last_event_id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        self._buf += chunk
+        events: list[Event] = []
+        while True:
+            idx = self._find_eol()
+            if idx < 0:
+                if len(self._buf) > self.max_event:
+                    raise ValueError(f"SSE line longer than {self.max_event} bytes")
+                return events
+            line, rest = self._buf[:idx], self._buf[idx:]
+            # consume \r\n, \n or \r
+            if rest.startswith(b"\r\n"):
+                self._buf = rest[2:]
+            else:
+                self._buf = rest[1:]
+            ev = self._line(line.decode("utf-8", "replace"))
+            if ev is not None:
+                events.append(ev)
+
+    def _find_eol(self) -> int:
+        n = self._buf.find(b"\n")
+        r = self._buf.find(b"\r")
+        if r >= 0 and (n < 0 or r < n):
+            # a lone \r at the very end may be the first half of \r\n
+            if r == len(self._buf) - 1:
+                return -1
+            return r
+        return n
+
+    def _line(self, line: str) -> Event | None:
+        if line == "":
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+            self._size += len(value)
+            if self._size > self.max_event:
+                raise ValueError(f"SSE event larger than {self.max_event} bytes")
+        elif field == "event":
+            self._event = value
+        elif field == "id":
+            if "\0" not in value:
+                self._id = value
+        elif field == "retry":
+            if value.isdigit():
+                self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> Event | None:
+        if self._id is not None:
+            self.last_event_id = self._id
+        if not self._data and self._id is None and self._retry is None:
+            self._event = ""
+            return None
+        ev = Event(self._event or "message", "\n".join(self._data), self._id, self._retry)
+        self._data, self._size, self._event, self._id, self._retry = [], 0, "", None, None
+        return ev

@@ -1,0 +1,236 @@
+"""stdio framing (newline-delimited JSON), a backend child process, and our own stdio.
+
+- :class:`StdioChild` spawns a backend, speaks to it over stdin/stdout, passes its
+  stderr through to ours (prefixed) so it never enters the protocol stream, and
+  shuts it down gracefully: close stdin → SIGTERM → SIGKILL, always reaped. On
+  Linux the child also gets PDEATHSIG, so a hopline killed with SIGKILL leaves no
+  orphan behind.
+- :class:`StreamChannel` is the framing over any asyncio reader/writer pair; it
+  serves our own stdin/stdout (:func:`open_own_stdio`) as a client-facing listener.
+
+A line that is not a JSON-RPC message is dropped and logged (rate-limited); a line
+longer than ``max_frame`` closes the channel with a clear reason, because the
+stream cannot be resynchronised safely inside an unbounded line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Sequence
+
+from hopline.jsonrpc import Message, ProtocolError, parse
+from hopline.transports.base import ChannelClosed
+
+log = logging.getLogger("hopline.stdio")
+
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+
+class _RateLimitedLog:
+    """At most ``burst`` warnings per ``period`` seconds, then a count of the rest."""
+
+    def __init__(self, burst: int = 5, period: float = 10.0) -> None:
+        self.burst, self.period = burst, period
+        self.window_start, self.count, self.suppressed = 0.0, 0, 0
+
+    def warn(self, fmt: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self.window_start > self.period:
+            if self.suppressed:
+                log.warning("... %d similar messages suppressed", self.suppressed)
+            self.window_start, self.count, self.suppressed = now, 0, 0
+        if self.count < self.burst:
+            self.count += 1
+            log.warning(fmt, *args)
+        else:
+            self.suppressed += 1
+
+
+class StreamChannel:
+    """Newline-delimited JSON-RPC over an asyncio StreamReader/StreamWriter."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter | None,
+        *,
+        name: str,
+        max_frame: int = DEFAULT_MAX_FRAME,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._max_frame = max_frame
+        self._closed = False
+        self._close_reason = "closed"
+        self._garbage = _RateLimitedLog()
+        self.name = name
+        self.garbage_frames = 0
+
+    async def send(self, message: Message) -> None:
+        if self._closed or self._writer is None or self._writer.is_closing():
+            raise ChannelClosed(f"{self.name}: {self._close_reason}")
+        self._writer.write(message.encode() + b"\n")
+        # Only wait for the pipe when its buffer is above the high-water mark.
+        if self._writer.transport.get_write_buffer_size() > 65536:
+            try:
+                await self._writer.drain()
+            except (ConnectionError, BrokenPipeError) as exc:
+                self._closed, self._close_reason = True, f"write failed: {exc}"
+                raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+
+    async def receive(self) -> Message:
+        while True:
+            if self._closed:
+                raise ChannelClosed(f"{self.name}: {self._close_reason}")
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if exc.partial.strip():
+                    self._garbage.warn("%s: dropped a truncated frame at EOF (%d bytes)", self.name, len(exc.partial))
+                self._closed, self._close_reason = True, self._eof_reason()
+                raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+            except asyncio.LimitOverrunError:
+                self._closed = True
+                self._close_reason = f"a frame exceeded the {self._max_frame}-byte limit"
+                raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+            except (ConnectionError, OSError) as exc:
+                self._closed, self._close_reason = True, f"read failed: {exc}"
+                raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+            if len(line) <= 2 and not line.strip():
+                continue
+            try:
+                return parse(line)
+            except ProtocolError as exc:
+                self.garbage_frames += 1
+                preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
+                self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
+
+    def _eof_reason(self) -> str:
+        return "end of stream"
+
+    async def aclose(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+        self._closed = True
+
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} closed={self._closed}>"
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class StdioChild(StreamChannel):
+    """A backend server process spoken to over its stdin/stdout."""
+
+    def __init__(self, process: asyncio.subprocess.Process, *, name: str, max_frame: int) -> None:
+        assert process.stdout is not None and process.stdin is not None
+        super().__init__(process.stdout, process.stdin, name=name, max_frame=max_frame)
+        self.process = process
+        self._stderr_task: asyncio.Task | None = None
+
+    @classmethod
+    async def spawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        name: str | None = None,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        stderr_prefix: bool = True,
+    ) -> StdioChild:
+        if not argv:
+            raise ValueError("no command given for the stdio backend")
+        full_env = None if env is None else {**os.environ, **env}
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=full_env,
+                cwd=cwd,
+                limit=max_frame,
+                preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None,
+            )
+        except (FileNotFoundError, PermissionError) as exc:
+            raise ChannelClosed(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+        child = cls(process, name=name or os.path.basename(argv[0]), max_frame=max_frame)
+        child._stderr_task = asyncio.create_task(child._pump_stderr(stderr_prefix))
+        return child
+
+    async def _pump_stderr(self, prefix: bool) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        out = sys.stderr.buffer
+        tag = f"[{self.name} {self.process.pid}] ".encode() if prefix else b""
+        with contextlib.suppress(Exception):
+            while line := await stream.readline():
+                out.write(tag + line)
+                out.flush()
+
+    def _eof_reason(self) -> str:
+        code = self.process.returncode
+        return "backend closed its stdout" if code is None else f"backend exited with status {code}"
+
+    async def receive(self) -> Message:
+        try:
+            return await super().receive()
+        except ChannelClosed:
+            # Give the exit status a moment to arrive so the reason names it.
+            if self.process.returncode is None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.process.wait(), 0.2)
+                self._close_reason = self._eof_reason()
+            raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+
+    async def aclose(self, grace: float = 2.0) -> None:
+        """Close stdin, then SIGTERM, then SIGKILL; always reap."""
+        await super().aclose()
+        proc = self.process
+        for step in ("eof", "term", "kill"):
+            if proc.returncode is not None:
+                break
+            with contextlib.suppress(ProcessLookupError):
+                if step == "term":
+                    proc.terminate()
+                elif step == "kill":
+                    proc.kill()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.wait(), grace if step != "kill" else 10)
+        if self._stderr_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._stderr_task, 1)
+
+    def is_alive(self) -> bool:
+        return self.process.returncode is None
+
+    def __repr__(self) -> str:
+        return f"<StdioChild {self.name} pid={self.process.pid} rc={self.process.returncode}>"
+
+
+async def open_own_stdio(*, max_frame: int = DEFAULT_MAX_FRAME) -> StreamChannel:
+    """hopline's own stdin/stdout as a channel (a desktop client launched us)."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=max_frame)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    w_transport, w_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+    writer = asyncio.StreamWriter(w_transport, w_protocol, reader, loop)
+    return StreamChannel(reader, writer, name="stdio-client", max_frame=max_frame)
