@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import AsyncIterator, Protocol, runtime_checkable
 
+from hopline.binding import Era
 from hopline.jsonrpc import Message
 
 
@@ -42,3 +43,20 @@ async def messages(channel: Channel) -> AsyncIterator[Message]:
             yield await channel.receive()
         except ChannelClosed:
             return
+
+
+class Backends(Protocol):
+    """What a client-facing listener asks of the mode behind it.
+
+    ``open_session`` gives a channel dedicated to one handshake-era client session
+    (Relay: its own stdio child by default). ``open_exchange`` gives a transient
+    channel for one stateless exchange (a 2026-07-28 request, or a handshake-era
+    request on a stateless listener); closing it before the response arrives
+    cancels the request at the backend.
+    """
+
+    async def open_session(self, era: Era) -> Channel: ...
+
+    async def open_exchange(self, era: Era) -> Channel: ...
+
+    async def aclose(self) -> None: ...

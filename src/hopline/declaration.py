@@ -1,0 +1,85 @@
+"""The conformance declaration (draft §4.2): what this hopline claims, as data.
+
+Computed from the running configuration, never written by hand: the highest tier
+the implemented layers satisfy, the mode set, the handshake disposition per mode
+(§7.1), the TLS disposition, the bindings, and the requirement ids that have
+tests (``requirements.toml``). Printed by ``hopline declare`` and served at
+``/.well-known/agent-tool-proxy`` by every HTTP listener.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from hopline import NAME, __version__
+from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
+
+# Layers each mode brings into the pipeline (a mode is a composition of layers).
+MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,)}
+HANDSHAKE_DISPOSITION = {"relay": "single-handshake passthrough (MUST NOT dual-handshake)"}
+TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
+
+
+@dataclass
+class Deployment:
+    """The facts about a running hopline that the declaration is computed from."""
+
+    modes: list[str] = field(default_factory=lambda: ["relay"])
+    client_transports: list[str] = field(default_factory=lambda: ["stdio", "streamable-http", "sse"])
+    backend_transports: list[str] = field(default_factory=lambda: ["stdio", "streamable-http", "sse"])
+    tls: str = "plaintext"  # hopline does not terminate TLS yet
+    token_propagation: str = "none"
+    endpoints: dict[str, str] = field(default_factory=dict)
+
+
+def tier_for(layers: set[int]) -> int:
+    for tier, needed in TIERS:
+        if needed <= layers:
+            return tier
+    return 0
+
+
+def requirement_ids() -> list[str]:
+    data = tomllib.loads(resources.files("hopline").joinpath("requirements.toml").read_text())
+    return [r["id"] for r in data["req"]]
+
+
+def declare(deployment: Deployment | None = None) -> dict[str, Any]:
+    d = deployment or Deployment()
+    layers: set[int] = set()
+    for mode in d.modes:
+        layers.update(MODE_LAYERS[mode])
+    return {
+        "document": "draft: Agent-Tool Proxy Modes (August 2026)",
+        "intermediary": {"name": NAME, "version": __version__},
+        "tier": tier_for(layers),
+        "layers": sorted(layers),
+        "modes": sorted(d.modes),
+        "handshake": {m: HANDSHAKE_DISPOSITION[m] for m in d.modes},
+        "tls": d.tls,
+        "token_propagation": d.token_propagation,
+        "transports": {"client": d.client_transports, "backend": d.backend_transports},
+        "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
+        "requirements": requirement_ids(),
+        "endpoints": d.endpoints,
+    }
+
+
+# -- `hopline declare` ---------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", nargs="?", help="configuration file (not needed for Relay mode, which takes no config)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.config is not None:
+        print(f"hopline declare: configuration files arrive with Forward/Reverse mode; {args.config!r} was not read", file=sys.stderr)
+        return 2
+    sys.stdout.write(orjson.dumps(declare(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0

@@ -1,0 +1,82 @@
+"""Wiring for ``hopline relay``: build listeners and backends, run, close everything."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from hopline import runtime
+from hopline.declaration import Deployment, declare
+from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget, pump
+from hopline.transports import http_util as hu
+from hopline.transports.app import DECLARATION_PATH, HoplineApp
+from hopline.transports.http_session import SessionTable
+from hopline.transports.sse_server import SseListener
+from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
+
+log = logging.getLogger("hopline.relay")
+
+
+def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:
+    injected = isinstance(spec, RemoteTarget) and bool(spec.headers)
+    return Deployment(modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints)
+
+
+def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> int:
+    async def main() -> int:
+        backends = StdioBackends(spec, shared=args.shared) if isinstance(spec, StdioTarget) else RemoteBackends(spec, shared=args.shared)
+        sessions = SessionTable(max_sessions=args.max_sessions, idle_ttl=args.session_ttl)
+        options = ListenerOptions(max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http)
+        endpoints: dict[str, str] = {}
+        security = hu.SecurityPolicy(
+            bound_host=args.host,
+            allowed_origins=frozenset(args.allow_origin),
+            allowed_hosts=frozenset(h.lower() for h in args.allow_host),
+            check_host=not args.no_host_check,
+        )
+        app = HoplineApp(
+            StreamableHttpListener(backends, sessions, options),
+            sse=SseListener(backends, SessionTable(max_sessions=args.max_sessions, idle_ttl=args.session_ttl), max_body=args.max_body),
+            security=security,
+            declaration=lambda: declare(_deployment(spec, endpoints)),
+            mcp_path=args.mcp_path,
+        )
+
+        def ready(host: str, port: int) -> None:
+            base = f"http://{host}:{port}"
+            endpoints.update(mcp=base + args.mcp_path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
+            what = " ".join(spec.argv) if isinstance(spec, StdioTarget) else spec.url
+            runtime.announce(f"hopline relay: serving {what!r} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+
+        async def shutdown() -> None:
+            await sessions.close_all()
+            await app.sse.sessions.close_all() if app.sse else None
+            await backends.aclose()
+
+        await runtime.serve_http(app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown)
+        return 0
+
+    return runtime.run(main())
+
+
+def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
+    async def main() -> int:
+        from hopline.transports.stdio import open_own_stdio
+
+        backends = RemoteBackends(spec)
+        client = await open_own_stdio()
+        try:
+            backend = await backends.open_session(_era_unknown())
+            reason = await pump(client, backend)
+            log.info("relay ended: %s", reason)
+        finally:
+            await backends.aclose()
+        return 0
+
+    return runtime.run(main())
+
+
+def _era_unknown():  # the stdio client's era is decided per message by the upstream
+    from hopline.binding import Era
+
+    return Era.HANDSHAKE

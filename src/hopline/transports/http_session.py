@@ -1,0 +1,254 @@
+"""One handshake-era client session behind an HTTP listener, and the sessions table.
+
+A :class:`ClientSession` owns one backend channel and one reader task. Every
+message the backend sends is put into exactly one :class:`Sink` (one per open
+POST, plus the standalone GET stream), chosen by :meth:`ClientSession.route`:
+
+1. a response goes to the POST that carries its id (unknown ids are dropped);
+2. ``notifications/progress`` goes to the POST whose request named its token;
+3. anything else related to a request (sampling, elicitation, logs) goes to the
+   only POST in flight, else to the GET stream, else to the newest POST in flight;
+4. with no POST in flight and no GET stream it waits in a bounded backlog that the
+   next GET stream drains.
+
+Rule 3 is the relay's honest limit: a protocol-unaware hop cannot know which of
+several concurrent requests a log line belongs to. SDK clients read both kinds of
+stream, so nothing is lost; a message is never delivered to another session.
+
+Resumability (handshake era, 2025-11-25): each SSE event carries ``<stream>-<seq>``
+as its id and is kept in a bounded per-session event log; a GET with
+``Last-Event-ID`` replays that stream after the id and continues it. A client
+disconnect is not a cancellation in this era, so a POST's sink survives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import secrets
+import time
+from typing import Any, Awaitable, Callable
+
+from hopline.jsonrpc import Id, Message, UnavailableError
+from hopline.transports.base import Channel, ChannelClosed
+
+log = logging.getLogger("hopline.http")
+
+EVENT_LOG_SIZE = 1024
+BACKLOG_SIZE = 1024
+
+
+class Sink:
+    """The messages bound for one HTTP response stream."""
+
+    __slots__ = ("queue", "stream_no", "seq", "request_id", "attached")
+
+    def __init__(self, stream_no: int, request_id: Id | None = None) -> None:
+        self.queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.stream_no = stream_no
+        self.seq = 0
+        self.request_id = request_id
+        self.attached = True
+
+    def next_event_id(self) -> str:
+        self.seq += 1
+        return f"{self.stream_no}-{self.seq}"
+
+
+class ClientSession:
+    """A client's handshake-era session: its backend channel and its open streams."""
+
+    def __init__(self, session_id: str, backend: Channel, *, on_close: Callable[[ClientSession], None], stream_all: bool = False) -> None:
+        self.id = session_id
+        self.stream_all = stream_all  # legacy HTTP+SSE: everything, responses included, on the GET stream
+        self.backend = backend
+        self.protocol_version: str | None = None
+        self.posts: dict[Id, Sink] = {}
+        self.progress: dict[Any, Id] = {}
+        self.get_sink: Sink | None = None
+        self.streams: dict[int, Sink] = {}  # detached POST streams awaiting resumption
+        self.events: collections.deque[tuple[int, int, bytes]] = collections.deque(maxlen=EVENT_LOG_SIZE)
+        self.backlog: collections.deque[Message] = collections.deque(maxlen=BACKLOG_SIZE)
+        self.closed_reason: str | None = None
+        self.last_active = time.monotonic()
+        self._stream_counter = 0
+        self._on_close = on_close
+        self._reader: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._read_backend(), name=f"session-{self.id[:8]}")
+
+    # -- client → backend ------------------------------------------------------
+    def open_post(self, message: Message) -> Sink:
+        self.last_active = time.monotonic()
+        self._stream_counter += 1
+        sink = Sink(self._stream_counter, message.id)
+        self.posts[message.id] = sink
+        token = message.meta.get("progressToken")
+        if token is not None:
+            self.progress[token] = message.id
+        return sink
+
+    def finish_post(self, sink: Sink) -> None:
+        if self.posts.get(sink.request_id) is sink:
+            del self.posts[sink.request_id]
+        self._forget_progress(sink.request_id)
+        self.streams.pop(sink.stream_no, None)
+
+    def _forget_progress(self, request_id: Id | None) -> None:
+        for token in [t for t, rid in self.progress.items() if rid == request_id]:
+            del self.progress[token]
+
+    async def send(self, message: Message) -> None:
+        self.last_active = time.monotonic()
+        await self.backend.send(message)
+
+    def open_get(self) -> Sink | None:
+        """The standalone stream, or None if one is already open (409)."""
+        if self.get_sink is not None and self.get_sink.attached:
+            return None
+        self._stream_counter += 1
+        sink = Sink(self._stream_counter)
+        self.get_sink = sink
+        while self.backlog:
+            sink.queue.put_nowait(self.backlog.popleft())
+        return sink
+
+    def close_get(self, sink: Sink) -> None:
+        sink.attached = False
+        if self.get_sink is sink:
+            self.get_sink = None
+            while not sink.queue.empty():  # undelivered: keep for the next GET
+                self.backlog.append(sink.queue.get_nowait())
+
+    def record(self, sink: Sink, data: bytes) -> str:
+        event_id = sink.next_event_id()
+        self.events.append((sink.stream_no, sink.seq, data))
+        return event_id
+
+    def replay(self, last_event_id: str) -> tuple[list[tuple[str, bytes]], Sink | None] | None:
+        """Events after ``last_event_id`` and the sink to continue with, or None if unknown."""
+        stream, _, seq = last_event_id.partition("-")
+        if not (stream.isdigit() and seq.isdigit()):
+            return None
+        stream_no, after = int(stream), int(seq)
+        events = [(f"{s}-{n}", data) for s, n, data in self.events if s == stream_no and n > after]
+        sink = self.streams.pop(stream_no, None)
+        if sink is not None:
+            sink.attached = True
+        return events, sink
+
+    # -- backend → client ------------------------------------------------------
+    def route(self, message: Message) -> Sink | None:
+        if self.stream_all:
+            return self.get_sink
+        body = message.body
+        if "method" not in body:
+            return self.posts.pop(body.get("id"), None)  # type: ignore[arg-type]
+        if body["method"] == "notifications/progress":
+            rid = self.progress.get(message.params.get("progressToken"))
+            if rid is not None and rid in self.posts:
+                return self.posts[rid]
+        if len(self.posts) == 1:
+            return next(iter(self.posts.values()))
+        if self.get_sink is not None:
+            return self.get_sink
+        if self.posts:
+            return next(reversed(self.posts.values()))
+        return None
+
+    async def _read_backend(self) -> None:
+        reason = "backend closed"
+        try:
+            while True:
+                message = await self.backend.receive()
+                sink = self.route(message)
+                if sink is not None:
+                    sink.queue.put_nowait(message)
+                elif message.is_response():
+                    log.debug("session %s: dropped a response for unknown id %r", self.id[:8], message.id)
+                else:
+                    self.backlog.append(message)
+        except ChannelClosed as exc:
+            reason = exc.reason
+        except Exception as exc:  # a bug: close the session, never the process
+            log.exception("session %s: reader failed", self.id[:8])
+            reason = f"internal error: {type(exc).__name__}"
+        await self.close(reason)
+
+    async def close(self, reason: str) -> None:
+        if self.closed_reason is not None:
+            return
+        self.closed_reason = reason
+        log.info("session %s closed: %s", self.id[:8], reason)
+        for rid, sink in list(self.posts.items()):
+            err = UnavailableError(f"backend unavailable: {reason}", reason="backend_closed")
+            sink.queue.put_nowait(err.to_response(rid))
+        self.posts.clear()
+        if self.get_sink is not None:
+            self.get_sink.queue.put_nowait(_END)
+        self._on_close(self)
+        if self._reader is not None and self._reader is not asyncio.current_task():
+            self._reader.cancel()
+        with contextlib.suppress(Exception):
+            await self.backend.aclose()
+
+    def __repr__(self) -> str:
+        return f"<ClientSession {self.id[:8]} posts={len(self.posts)} closed={self.closed_reason!r}>"
+
+
+# Sentinel put on a GET sink when the session ends.
+_END = Message({"jsonrpc": "2.0", "method": "$/hopline/end"})
+
+
+def is_end(message: Message) -> bool:
+    return message is _END
+
+
+class SessionTable:
+    """Live sessions by id, with an idle TTL and a hard cap (test-battery LOAD-03, BAD-16).
+
+    Lookup of an unknown id allocates nothing. Ids are 128 random bits in hex.
+    """
+
+    def __init__(self, *, max_sessions: int = 10_000, idle_ttl: float = 1800.0) -> None:
+        self.sessions: dict[str, ClientSession] = {}
+        self.max_sessions = max_sessions
+        self.idle_ttl = idle_ttl
+        self._sweeper: asyncio.Task | None = None
+
+    def is_full(self) -> bool:
+        return len(self.sessions) >= self.max_sessions
+
+    def get(self, session_id: str) -> ClientSession | None:
+        return self.sessions.get(session_id)
+
+    async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False) -> ClientSession:
+        backend = await open_backend()
+        session = ClientSession(secrets.token_hex(16), backend, on_close=self._forget, stream_all=stream_all)
+        self.sessions[session.id] = session
+        session.start()
+        self._ensure_sweeper()
+        return session
+
+    def _forget(self, session: ClientSession) -> None:
+        self.sessions.pop(session.id, None)
+
+    def _ensure_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep(), name="session-sweeper")
+
+    async def _sweep(self) -> None:
+        period = max(0.05, min(60.0, self.idle_ttl / 4))
+        while self.sessions:
+            await asyncio.sleep(period)
+            cutoff = time.monotonic() - self.idle_ttl
+            for session in [s for s in self.sessions.values() if s.last_active < cutoff and not s.posts and s.get_sink is None]:
+                await session.close("idle timeout")
+
+    async def close_all(self, reason: str = "gateway shutting down") -> None:
+        await asyncio.gather(*(s.close(reason) for s in list(self.sessions.values())), return_exceptions=True)
+        if self._sweeper is not None:
+            self._sweeper.cancel()

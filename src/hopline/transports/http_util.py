@@ -1,0 +1,168 @@
+"""Small ASGI helpers shared by the HTTP listeners: headers, bodies, answers, guards.
+
+Every error a listener answers goes through :func:`send_error`, which writes a
+JSON-RPC-shaped body with the status the error class carries (jsonrpc.py), so no
+response ever contains a traceback.
+
+The guards implement the MCP transport's security rules (reference/mcp-wire.md §5,
+§9 "Origin, bind and auth"; test-battery BAD-02, BAD-14, BAD-17): a present but
+invalid ``Origin`` is refused with 403 (``null`` and duplicates included); when
+bound to loopback the ``Host`` header must name a loopback host (DNS rebinding),
+on by default; a body over the limit is refused with 413 before it is read whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
+
+import orjson
+
+from hopline.jsonrpc import Forbidden, HoplineError, Id, PayloadTooLarge, ProtocolError, error_response
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+SINGLETON_HEADERS = (b"origin", b"host", b"mcp-session-id", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"content-length", b"authorization")
+
+
+class Headers:
+    """Request headers, lower-cased; duplicated singleton headers are an error."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self._items: dict[bytes, bytes] = {}
+        for k, v in raw:
+            if k in self._items:
+                if k in SINGLETON_HEADERS:
+                    raise ProtocolError(f"duplicated {k.decode()} header")
+                self._items[k] = self._items[k] + b", " + v
+            else:
+                self._items[k] = v
+
+    def get(self, name: bytes, default: str | None = None) -> str | None:
+        v = self._items.get(name)
+        return default if v is None else v.decode("latin-1")
+
+    def __contains__(self, name: bytes) -> bool:
+        return name in self._items
+
+
+@dataclass
+class SecurityPolicy:
+    """Origin and Host rules for one listener."""
+
+    bound_host: str = "127.0.0.1"
+    allowed_origins: frozenset[str] = frozenset()
+    allowed_hosts: frozenset[str] = frozenset()
+    check_host: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def loopback(self) -> bool:
+        return self.bound_host in LOOPBACK_HOSTS or self.bound_host.startswith("127.")
+
+    def check(self, headers: Headers) -> None:
+        origin = headers.get(b"origin")
+        if origin is not None and not self._origin_ok(origin):
+            raise Forbidden(f"Invalid Origin header: {origin[:100]!r}")
+        if self.check_host and self.loopback:
+            host = headers.get(b"host")
+            if host is not None and not self._host_ok(host):
+                raise Forbidden(f"Invalid Host header: {host[:100]!r}")
+
+    def _origin_ok(self, origin: str) -> bool:
+        if origin in self.allowed_origins or "*" in self.allowed_origins:
+            return True
+        if origin == "null":
+            return False
+        try:
+            parts = urlsplit(origin)
+            host = parts.hostname
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or host is None:
+            return False
+        return _bare(host) in LOOPBACK_HOSTS or host in self.allowed_hosts
+
+    def _host_ok(self, host: str) -> bool:
+        name = host.strip()
+        if name.startswith("["):
+            name = name[: name.find("]") + 1] if "]" in name else name
+        else:
+            name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
+        return _bare(name.lower()) in LOOPBACK_HOSTS or name.lower() in self.allowed_hosts
+
+
+def _bare(host: str) -> str:
+    return host.strip("[]") if host.startswith("[") else host
+
+
+async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
+    """The whole request body, refusing (413) anything over ``limit`` bytes early."""
+    declared = headers.get(b"content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise ProtocolError("invalid Content-Length")
+        if int(declared) > limit:
+            raise PayloadTooLarge(f"request body of {declared} bytes exceeds the {limit}-byte limit")
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            raise ConnectionResetError("client disconnected")
+        body = event.get("body", b"")
+        if body:
+            size += len(body)
+            if size > limit:
+                raise PayloadTooLarge(f"request body exceeds the {limit}-byte limit")
+            chunks.append(body)
+        if not event.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def header_list(extra: dict[str, str] | None = None, content_type: bytes | None = None) -> list[tuple[bytes, bytes]]:
+    out: list[tuple[bytes, bytes]] = []
+    if content_type is not None:
+        out.append((b"content-type", content_type))
+    if extra:
+        out.extend((k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items())
+    return out
+
+
+async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes | None, headers: dict[str, str] | None = None) -> None:
+    hs = header_list(headers, content_type)
+    hs.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": hs})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    await send_bytes(send, status, body, b"application/json", headers)
+
+
+async def send_error(send: Send, error: HoplineError, msg_id: Id | None = None, headers: dict[str, str] | None = None, status: int | None = None) -> None:
+    body = error_response(msg_id if msg_id is not None else error.request_id, error).encode()
+    await send_json(send, status or error.http_status, body, headers)
+
+
+async def send_empty(send: Send, status: int, headers: dict[str, str] | None = None) -> None:
+    await send_bytes(send, status, b"", None, headers)
+
+
+async def start_sse(send: Send, headers: dict[str, str] | None = None) -> None:
+    hs = header_list(headers, b"text/event-stream")
+    hs.append((b"cache-control", b"no-cache, no-transform"))
+    hs.append((b"x-accel-buffering", b"no"))
+    await send({"type": "http.response.start", "status": 200, "headers": hs})
+
+
+def dumps(obj: Any) -> bytes:
+    return orjson.dumps(obj)

@@ -1,0 +1,94 @@
+"""The legacy HTTP+SSE listener (MCP 2024-11-05), for clients that predate Streamable HTTP.
+
+``GET /sse`` opens a session: the first event is ``endpoint`` naming the POST URL
+(``/messages?session_id=…``, a hopline-minted id); every message from the backend,
+responses included, then travels on that stream as a ``message`` event. ``POST
+/messages?session_id=…`` forwards one message and answers 202. The stream is the
+session: when it closes, the backend session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import parse_qs
+
+from hopline.binding import Era
+from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, SessionRequired, UnavailableError, parse
+from hopline.transports import http_util as hu
+from hopline.transports.base import Backends, ChannelClosed
+from hopline.transports.http_session import SessionTable, is_end
+from hopline.transports.sse import KEEPALIVE, encode_event
+
+
+class SseListener:
+    def __init__(self, backends: Backends, sessions: SessionTable, *, messages_path: str = "/messages", max_body: int = hu.DEFAULT_MAX_BODY, keepalive: float = 15.0) -> None:
+        self.backends = backends
+        self.sessions = sessions
+        self.messages_path = messages_path
+        self.max_body = max_body
+        self.keepalive = keepalive
+
+    async def stream(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+        if scope["method"] != "GET":
+            await hu.send_error(send, HoplineError("use GET to open the SSE stream"), status=405, headers={"allow": "GET"})
+            return
+        accept = headers.get(b"accept")
+        if accept is not None and "text/event-stream" not in accept and "*/*" not in accept:
+            await hu.send_error(send, NotAcceptable("Accept must include text/event-stream"))
+            return
+        if self.sessions.is_full():
+            await hu.send_empty(send, 503, {"retry-after": "5"})
+            return
+        try:
+            session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True)
+        except ChannelClosed as exc:
+            await hu.send_error(send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502)
+            return
+        sink = session.open_get()
+        assert sink is not None
+        root = scope.get("root_path", "")
+        await hu.start_sse(send)
+        endpoint = f"{root}{self.messages_path}?session_id={session.id}".encode()
+        await send({"type": "http.response.body", "body": encode_event(endpoint, event="endpoint"), "more_body": True})
+        disconnect = asyncio.ensure_future(receive())
+        try:
+            while True:
+                getter = asyncio.ensure_future(sink.queue.get())
+                done, _ = await asyncio.wait((getter, disconnect), timeout=self.keepalive, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    if disconnect in done:
+                        break
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    continue
+                message = getter.result()
+                if is_end(message):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    break
+                await send({"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True})
+        finally:
+            disconnect.cancel()
+            await session.close("SSE stream closed")
+
+    async def post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+        try:
+            if scope["method"] != "POST":
+                await hu.send_error(send, HoplineError("use POST to send a message"), status=405, headers={"allow": "POST"})
+                return
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+            session_id = (query.get("session_id") or query.get("sessionId") or [None])[0]
+            if session_id is None:
+                raise SessionRequired("session_id is required")
+            session = self.sessions.get(session_id)
+            if session is None:
+                raise SessionNotFound("Could not find session")
+            message = parse(await hu.read_body(receive, headers, self.max_body))
+            try:
+                await session.send(message)
+            except ChannelClosed as exc:
+                raise SessionNotFound(f"Session ended: {exc.reason}") from None
+            await hu.send_bytes(send, 202, b"Accepted", b"text/plain")
+        except HoplineError as exc:
+            await hu.send_error(send, exc)
+        except ConnectionResetError:
+            pass

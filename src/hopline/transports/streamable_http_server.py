@@ -1,0 +1,346 @@
+"""The Streamable HTTP listener (Layer 1, client side), both MCP eras, as ASGI.
+
+The era is chosen per request from ``MCP-Protocol-Version`` exactly as the SDK
+does (reference/mcp-wire.md §5 "SDK server era routing"): no header or a
+handshake version → the handshake era; a 2026-07-28 header → the modern era.
+
+Handshake era: ``initialize`` opens a session whose id hopline mints (never a
+backend's); later requests must name it (400 without, 404 if unknown); GET opens
+the standalone stream, with ``Last-Event-ID`` resumption; DELETE ends the
+session and its backend. With ``stateless=True`` no session is kept and each
+POST is a stateless exchange (the SDK's ``stateless_http`` variant).
+
+Modern era: POST only (GET/DELETE → 405), routing headers checked against the
+body (400/-32020), each request a stateless exchange whose client disconnect
+cancels it at the backend, JSON-RPC errors mapped to HTTP statuses (-32601 → 404,
+-32602/-32020/-32021/-32022 → 400).
+
+A response is held until the backend's answer arrives and sent as plain JSON; if
+the backend sends something first (progress, sampling, logs) the response turns
+into an SSE stream. A request the backend does not answer within
+``request_timeout`` gets a timeout error and the backend a cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from hopline.binding import HANDSHAKE_VERSIONS, MODERN_VERSIONS, META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_version
+from hopline.jsonrpc import (
+    BackendTimeout,
+    HeaderMismatch,
+    HoplineError,
+    InvalidParams,
+    InvalidRequest,
+    Message,
+    MethodNotAllowed,
+    NotAcceptable,
+    ProtocolError,
+    SessionNotFound,
+    SessionRequired,
+    UnavailableError,
+    UnsupportedProtocolVersion,
+    notification,
+    parse,
+)
+from hopline.transports import http_util as hu
+from hopline.transports.base import Backends, ChannelClosed
+from hopline.transports.header_codec import decode_header_value
+from hopline.transports.http_session import ClientSession, SessionTable, Sink, is_end
+from hopline.transports.sse import KEEPALIVE, encode_event
+
+log = logging.getLogger("hopline.http")
+
+KNOWN_VERSIONS = frozenset(HANDSHAKE_VERSIONS + MODERN_VERSIONS)
+MODERN_STATUS = {-32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32600: 400, -32700: 400}
+SESSION_HEADER = "mcp-session-id"
+
+
+@dataclass
+class ListenerOptions:
+    max_body: int = hu.DEFAULT_MAX_BODY
+    request_timeout: float = 300.0
+    stateless: bool = False
+    keepalive: float = 15.0
+
+
+class StreamableHttpListener:
+    """ASGI handler for one MCP endpoint (mount it at ``/mcp``)."""
+
+    def __init__(self, backends: Backends, sessions: SessionTable, options: ListenerOptions | None = None) -> None:
+        self.backends = backends
+        self.sessions = sessions
+        self.options = options or ListenerOptions()
+
+    async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+        method = scope["method"]
+        era = Era.HANDSHAKE
+        try:
+            version = headers.get(b"mcp-protocol-version")
+            if version is not None and version not in KNOWN_VERSIONS:
+                raise UnsupportedProtocolVersion(
+                    f"Unsupported protocol version: {version[:40]}",
+                    data={"supported": sorted(KNOWN_VERSIONS, reverse=True), "requested": version[:40]},
+                )
+            era = era_of_version(version)
+            if method == "POST":
+                await self._post(scope, receive, send, headers, era)
+            elif era is Era.MODERN or self.options.stateless or method not in ("GET", "DELETE"):
+                raise MethodNotAllowed(f"{method} is not allowed on this endpoint")
+            elif method == "GET":
+                await self._get(receive, send, headers)
+            else:
+                await self._delete(send, headers)
+        except MethodNotAllowed as exc:
+            stateful = era is Era.HANDSHAKE and not self.options.stateless
+            await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"})
+        except HoplineError as exc:
+            await hu.send_error(send, exc)
+        except ConnectionResetError:
+            pass
+
+    # -- POST --------------------------------------------------------------------
+    async def _post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, era: Era) -> None:
+        ctype = headers.get(b"content-type", "") or ""
+        if not ctype.lower().startswith("application/json"):
+            raise ProtocolError("Content-Type must be application/json", data=None)
+        accept = (headers.get(b"accept") or "*/*").lower()
+        if not any(t in accept for t in ("application/json", "text/event-stream", "*/*")):
+            raise NotAcceptable("Accept must include application/json and text/event-stream")
+        body = await hu.read_body(receive, headers, self.options.max_body)
+        message = parse(body)
+        if era is Era.MODERN:
+            await self._modern(receive, send, headers, message)
+        elif self.options.stateless:
+            await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False)
+        else:
+            await self._handshake(receive, send, headers, message)
+
+    async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
+        session_id = headers.get(b"mcp-session-id")
+        if message.method == "initialize" and message.is_request():
+            if self.sessions.is_full():
+                await hu.send_empty(send, 503, {"retry-after": "5"})
+                return
+            try:
+                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE))
+            except ChannelClosed as exc:
+                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+            session.protocol_version = message.params.get("protocolVersion")
+        else:
+            if session_id is None:
+                raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
+            found = self.sessions.get(session_id)
+            if found is None:
+                raise SessionNotFound("Session not found", request_id=message.id)
+            session = found
+        if not message.is_request():
+            try:
+                await session.send(message)
+            except ChannelClosed as exc:
+                raise SessionNotFound(f"Session ended: {exc.reason}") from None
+            await hu.send_empty(send, 202)
+            return
+        sink = session.open_post(message)
+        try:
+            await session.send(message)
+        except ChannelClosed as exc:
+            session.finish_post(sink)
+            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
+        extra = {SESSION_HEADER: session.id}
+        await self._respond(receive, send, sink.queue.get, message, extra, session=session, sink=sink)
+
+    # -- the modern era and stateless exchanges -----------------------------------
+    async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
+        if message.is_response():
+            raise InvalidRequest("a 2026-07-28 client must not POST a response")
+        if message.is_notification():
+            # No client→server notification exists in this era over HTTP; forwarding a
+            # raw cancel onto a shared backend could cancel another client's work.
+            await hu.send_empty(send, 202)
+            return
+        _check_modern_headers(headers, message)
+        await self._exchange(receive, send, message, Era.MODERN, modern=True)
+
+    async def _exchange(self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool) -> None:
+        try:
+            channel = await self.backends.open_exchange(era)
+        except ChannelClosed as exc:
+            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+        try:
+            await channel.send(message)
+            if message.is_request():
+                await self._respond(receive, send, channel.receive, message, None, modern=modern, cancel=channel)
+            else:
+                await hu.send_empty(send, 202)
+        except ChannelClosed as exc:
+            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
+        finally:
+            await channel.aclose()
+
+    # -- writing one response -------------------------------------------------------
+    async def _respond(
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        next_message: Callable[[], Awaitable[Message]],
+        request: Message,
+        headers: dict[str, str] | None,
+        *,
+        modern: bool = False,
+        session: ClientSession | None = None,
+        sink: Sink | None = None,
+        cancel: object | None = None,
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.options.request_timeout
+        disconnect = asyncio.ensure_future(receive())
+        streaming = False
+        try:
+            while True:
+                getter = asyncio.ensure_future(next_message())
+                done, _ = await asyncio.wait(
+                    (getter, disconnect), timeout=min(self.options.keepalive, max(0.0, deadline - loop.time())) if streaming else deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
+                if getter not in done:
+                    getter.cancel()
+                    if disconnect in done:
+                        self._client_gone(session, sink)
+                        return
+                    if loop.time() < deadline:
+                        await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                        continue
+                    message = await self._timed_out(request, session, sink, cancel)
+                else:
+                    message = getter.result()
+                final = message.is_response()
+                if final and not streaming:
+                    status = _modern_status(message) if modern else 200
+                    await hu.send_json(send, status, message.encode(), headers)
+                    break
+                if not streaming:
+                    await hu.start_sse(send, headers)
+                    streaming = True
+                event_id = session.record(sink, message.encode()) if session is not None and sink is not None else None
+                await send({"type": "http.response.body", "body": encode_event(message.encode(), event_id=event_id), "more_body": not final})
+                if final:
+                    break
+            if session is not None and sink is not None:
+                session.finish_post(sink)
+        except ChannelClosed as exc:
+            err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
+            if streaming:
+                await send({"type": "http.response.body", "body": encode_event(err.to_response(request.id).encode()), "more_body": False})
+            else:
+                await hu.send_error(send, err, request.id, headers, status=200)
+        finally:
+            disconnect.cancel()
+
+    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, channel: object | None) -> Message:
+        cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
+        if session is not None:
+            with contextlib.suppress(ChannelClosed):
+                await session.send(cancel)
+            if sink is not None:
+                session.finish_post(sink)
+        # a stateless exchange is cancelled by closing its channel (done by the caller)
+        return BackendTimeout(f"the backend did not answer within {self.options.request_timeout:g} s").to_response(request.id)
+
+    def _client_gone(self, session: ClientSession | None, sink: Sink | None) -> None:
+        if session is not None and sink is not None:
+            # Handshake era: a disconnect is not a cancellation; keep the stream for
+            # resumption with Last-Event-ID. Modern exchanges are cancelled by the
+            # caller closing the exchange channel.
+            sink.attached = False
+            session.streams[sink.stream_no] = sink
+            while len(session.streams) > 256:
+                session.streams.pop(next(iter(session.streams)))
+
+    # -- GET / DELETE (handshake era) -------------------------------------------------
+    async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+        session = self._session_for(headers)
+        if "text/event-stream" not in (headers.get(b"accept") or ""):
+            raise NotAcceptable("GET requires Accept: text/event-stream")
+        replayed: list[tuple[str, bytes]] = []
+        last = headers.get(b"last-event-id")
+        sink: Sink | None = None
+        standalone = True
+        if last is not None:
+            found = session.replay(last)
+            if found is not None:
+                replayed, sink = found
+                standalone = sink is None
+        if sink is None:
+            sink = session.open_get()
+            if sink is None:
+                await hu.send_error(send, InvalidRequest("Conflict: only one standalone SSE stream is allowed per session"), status=409)
+                return
+        await hu.start_sse(send, {SESSION_HEADER: session.id})
+        for event_id, data in replayed:
+            await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": True})
+        disconnect = asyncio.ensure_future(receive())
+        try:
+            while True:
+                getter = asyncio.ensure_future(sink.queue.get())
+                done, _ = await asyncio.wait((getter, disconnect), timeout=self.options.keepalive, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    if disconnect in done:
+                        break
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    continue
+                message = getter.result()
+                if is_end(message):
+                    break
+                final = not standalone and message.is_response()
+                await send({"type": "http.response.body", "body": encode_event(message.encode(), event_id=session.record(sink, message.encode())), "more_body": not final})
+                if final:
+                    session.finish_post(sink)
+                    return
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            disconnect.cancel()
+            if standalone:
+                session.close_get(sink)
+            elif sink.request_id in session.posts:
+                self._client_gone(session, sink)
+
+    async def _delete(self, send: hu.Send, headers: hu.Headers) -> None:
+        session = self._session_for(headers)
+        await session.close("client ended the session (DELETE)")
+        await hu.send_empty(send, 200)
+
+    def _session_for(self, headers: hu.Headers) -> ClientSession:
+        session_id = headers.get(b"mcp-session-id")
+        if session_id is None:
+            raise SessionRequired("Bad Request: Missing session ID")
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound("Session not found")
+        return session
+
+
+def _modern_status(message: Message) -> int:
+    err = message.body.get("error")
+    return MODERN_STATUS.get(err.get("code"), 200) if isinstance(err, dict) else 200
+
+
+def _check_modern_headers(headers: hu.Headers, message: Message) -> None:
+    """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version."""
+    method = message.method
+    if headers.get(b"mcp-method") != method:
+        raise HeaderMismatch("Mcp-Method header missing or different from the body's method", request_id=message.id)
+    param = NAME_HEADER_PARAM.get(method or "")
+    if param is not None:
+        name = headers.get(b"mcp-name")
+        if name is None or decode_header_value(name) != str(message.params.get(param)):
+            raise HeaderMismatch(f"Mcp-Name header missing or different from params.{param}", request_id=message.id)
+    version = message.meta.get(META_PROTOCOL_VERSION)
+    if version is None:
+        raise InvalidParams(f"params._meta must carry {META_PROTOCOL_VERSION}", request_id=message.id)
+    if version != headers.get(b"mcp-protocol-version"):
+        raise HeaderMismatch("MCP-Protocol-Version header differs from params._meta", request_id=message.id)

@@ -1,0 +1,195 @@
+"""A backend built on the official MCP SDK (mcp 2.3.0), for interop and fault tests.
+
+Usage::
+
+    python sdk_server.py stdio
+    python sdk_server.py http --port P [--stateless] [--json]
+
+``http`` serves Streamable HTTP at ``http://127.0.0.1:P/mcp`` with uvicorn.
+``--stateless`` sets ``stateless_http=True`` (no ``Mcp-Session-Id`` on the
+legacy path; the 2026-07-28 path is always stateless); ``--json`` sets
+``json_response=True`` (JSON instead of SSE where the SDK allows it). On both
+transports the SDK serves both eras: stdio locks the era on the first request,
+HTTP routes on the ``MCP-Protocol-Version`` header.
+
+Tools: ``echo(text)``, ``add(a, b)`` (structured result ``{"result": a+b}``),
+``slow(ms)`` (sleeps), ``progress(steps)`` (``ctx.report_progress`` per step),
+``sample(prompt)``, ``elicit(message)``, ``roots()``, ``whoami()``, and the
+legacy-only ``sample_direct(prompt)`` / ``elicit_direct(message)``.
+Resource ``test://info``; prompt ``review(code)``.
+
+How the client-side features travel (checked with the SDK client over stdio by
+tests/test_demo_server.py, ``Client(..., mode="legacy" | "2026-07-28")``):
+
+=====================  ====================================  ===========================================
+tool                   legacy (2025-11-25)                   2026-07-28
+=====================  ====================================  ===========================================
+``progress``           ``notifications/progress``            ``notifications/progress`` (same)
+``sample``             server→client ``sampling/createMessage``  ``InputRequiredResult`` (MRTR); the SDK
+                       mid-call                              client answers and retries automatically
+``elicit``             server→client ``elicitation/create``  MRTR, as above
+``roots``              server→client ``roots/list``          MRTR, as above
+``sample_direct``      works (``ctx.session.create_message``)  fails: isError, "no back-channel" — a
+``elicit_direct``      works (``ctx.elicit``)                modern stdio/HTTP request has no channel for
+                                                             server→client requests
+=====================  ====================================  ===========================================
+
+``sample``, ``elicit`` and ``roots`` use the SDK's ``Resolve(...)`` resolvers
+(``Sample``, ``Elicit``, ``ListRoots``), which pick the transport by the
+negotiated version; the ``Context`` API has ``elicit`` and ``report_progress``
+but no sampling helper, so sampling goes through ``Sample`` or
+``ctx.session.create_message``. A client that did not declare the capability
+gets -32021 (2026) from the resolver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Annotated, Any
+
+import anyio
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    Context,
+    Elicit,
+    ElicitationResult,
+    ListRoots,
+    MCPServer,
+    Resolve,
+    Sample,
+)
+from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
+from pydantic import BaseModel
+
+mcp = MCPServer("sdk-test-server", version="1.0.0", instructions="An official-SDK backend for hopline's tests.")
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+@mcp.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@mcp.tool()
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@mcp.tool()
+async def slow(ms: int) -> str:
+    """Sleep for `ms` milliseconds, then answer."""
+    await anyio.sleep(ms / 1000)
+    return f"slept {ms} ms"
+
+
+@mcp.tool()
+async def progress(steps: int, ctx: Context) -> str:
+    """Report progress `steps` times."""
+    for done in range(1, steps + 1):
+        await anyio.sleep(0.01)
+        await ctx.report_progress(done, steps, f"step {done}/{steps}")
+    return f"done after {steps} steps"
+
+
+def _ask_llm(prompt: str) -> Sample:
+    return Sample([SamplingMessage(role="user", content=TextContent(type="text", text=prompt))], max_tokens=64)
+
+
+def _ask_user(message: str) -> Elicit[Answer]:
+    return Elicit(message, Answer)
+
+
+def _ask_roots() -> ListRoots:
+    return ListRoots()
+
+
+@mcp.tool()
+async def sample(prompt: str, reply: Annotated[CreateMessageResult, Resolve(_ask_llm)]) -> str:
+    """Ask the client's LLM (sampling/createMessage) and return its text."""
+    content = reply.content
+    return f"{reply.model}: {content.text if isinstance(content, TextContent) else content}"
+
+
+@mcp.tool()
+async def elicit(message: str, outcome: Annotated[ElicitationResult[Answer], Resolve(_ask_user)]) -> str:
+    """Ask the user (elicitation/create, form mode) for {"answer": str}."""
+    if isinstance(outcome, AcceptedElicitation):
+        return f"accepted: {outcome.data.answer}"
+    return outcome.action
+
+
+@mcp.tool()
+async def roots(listing: Annotated[ListRootsResult, Resolve(_ask_roots)]) -> str:
+    """List the client's roots (roots/list) as a JSON array of URIs."""
+    return json.dumps([str(root.uri) for root in listing.roots])
+
+
+@mcp.tool()
+async def sample_direct(prompt: str, ctx: Context) -> str:
+    """Sampling through ctx.session.create_message: handshake era only."""
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=prompt))
+    reply = await ctx.session.create_message([message], max_tokens=64, related_request_id=ctx.request_id)
+    content = reply.content
+    return f"{reply.model}: {content.text if isinstance(content, TextContent) else content}"
+
+
+@mcp.tool()
+async def elicit_direct(message: str, ctx: Context) -> str:
+    """Elicitation through ctx.elicit: handshake era only."""
+    outcome = await ctx.elicit(message, Answer)
+    return f"accepted: {outcome.data.answer}" if isinstance(outcome, AcceptedElicitation) else outcome.action
+
+
+@mcp.tool()
+async def whoami(ctx: Context) -> dict[str, Any]:
+    """The protocol version and client identity this request arrived with."""
+    params = ctx.session.client_params
+    caps = ctx.client_capabilities
+    return {
+        "protocolVersion": ctx.protocol_version,
+        "clientInfo": params.client_info.model_dump(mode="json", exclude_none=True) if params else None,
+        "clientCapabilities": caps.model_dump(mode="json", by_alias=True, exclude_none=True) if caps else None,
+    }
+
+
+@mcp.resource("test://info", mime_type="text/plain")
+def info() -> str:
+    """A fixed text resource."""
+    return "sdk-test-server info"
+
+
+@mcp.prompt()
+def review(code: str) -> str:
+    """Ask for a code review."""
+    return f"Please review this code:\n\n{code}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="official-SDK MCP backend for hopline tests")
+    sub = parser.add_subparsers(dest="transport", required=True)
+    sub.add_parser("stdio", help="serve on stdin/stdout")
+    http = sub.add_parser("http", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
+    http.add_argument("--port", type=int, required=True)
+    http.add_argument("--stateless", action="store_true", help="stateless_http=True (no legacy sessions)")
+    http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
+    args = parser.parse_args(argv)
+    if args.transport == "stdio":
+        mcp.run("stdio")
+        return 0
+    import uvicorn
+
+    app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    print(f"sdk_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
