@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit
 
 import orjson
 
@@ -25,7 +24,7 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+LOOPBACK_BINDS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 SINGLETON_HEADERS = (b"origin", b"host", b"mcp-session-id", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"content-length", b"authorization")
 
@@ -39,6 +38,8 @@ class Headers:
         self._items: dict[bytes, bytes] = {}
         for k, v in raw:
             if k in self._items:
+                if k in (b"origin", b"host"):
+                    raise Forbidden(f"duplicated {k.decode()} header")
                 if k in SINGLETON_HEADERS:
                     raise ProtocolError(f"duplicated {k.decode()} header")
                 self._items[k] = self._items[k] + b", " + v
@@ -65,7 +66,7 @@ class SecurityPolicy:
 
     @property
     def loopback(self) -> bool:
-        return self.bound_host in LOOPBACK_HOSTS or self.bound_host.startswith("127.")
+        return self.bound_host in LOOPBACK_BINDS or self.bound_host.startswith("127.")
 
     def check(self, headers: Headers) -> None:
         origin = headers.get(b"origin")
@@ -79,28 +80,33 @@ class SecurityPolicy:
     def _origin_ok(self, origin: str) -> bool:
         if origin in self.allowed_origins or "*" in self.allowed_origins:
             return True
-        if origin == "null":
+        scheme, sep, hostport = origin.partition("://")
+        if not sep or scheme not in ("http", "https") or "/" in hostport:
             return False
-        try:
-            parts = urlsplit(origin)
-            host = parts.hostname
-        except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or host is None:
-            return False
-        return _bare(host) in LOOPBACK_HOSTS or host in self.allowed_hosts
+        host = split_host(hostport)
+        return host is not None and (host in LOOPBACK_NAMES or host in self.allowed_hosts)
 
-    def _host_ok(self, host: str) -> bool:
-        name = host.strip()
-        if name.startswith("["):
-            name = name[: name.find("]") + 1] if "]" in name else name
-        else:
-            name = name.rsplit(":", 1)[0] if name.count(":") == 1 else name
-        return _bare(name.lower()) in LOOPBACK_HOSTS or name.lower() in self.allowed_hosts
+    def _host_ok(self, hostport: str) -> bool:
+        host = split_host(hostport.strip())
+        return host is not None and (host in LOOPBACK_NAMES or host in self.allowed_hosts)
 
 
-def _bare(host: str) -> str:
-    return host.strip("[]") if host.startswith("[") else host
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def split_host(hostport: str) -> str | None:
+    """The lower-cased host of ``host[:port]`` / ``[v6][:port]``, or None if malformed."""
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            return None
+        host, rest = hostport[1:end], hostport[end + 1 :]
+    else:
+        host, sep, port = hostport.partition(":")
+        rest = sep + port
+    if rest and not (rest.startswith(":") and rest[1:].isdigit()):
+        return None
+    return host.lower() if host else None
 
 
 async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes:
@@ -166,3 +172,9 @@ async def start_sse(send: Send, headers: dict[str, str] | None = None) -> None:
 
 def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
+
+
+async def wait_disconnect(receive: Receive) -> None:
+    """Return once the client has gone (any unread request body is discarded)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -50,7 +50,7 @@ class SseListener:
         await hu.start_sse(send)
         endpoint = f"{root}{self.messages_path}?session_id={session.id}".encode()
         await send({"type": "http.response.body", "body": encode_event(endpoint, event="endpoint"), "more_body": True})
-        disconnect = asyncio.ensure_future(receive())
+        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
         try:
             while True:
                 getter = asyncio.ensure_future(sink.queue.get())

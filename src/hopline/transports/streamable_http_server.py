@@ -198,7 +198,7 @@ class StreamableHttpListener:
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.request_timeout
-        disconnect = asyncio.ensure_future(receive())
+        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
         streaming = False
         try:
             while True:
@@ -282,7 +282,7 @@ class StreamableHttpListener:
         await hu.start_sse(send, {SESSION_HEADER: session.id})
         for event_id, data in replayed:
             await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": True})
-        disconnect = asyncio.ensure_future(receive())
+        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
         try:
             while True:
                 getter = asyncio.ensure_future(sink.queue.get())

@@ -1,0 +1,124 @@
+"""Shared fixtures: run hopline as a real process and reach it as a real client would.
+
+``hopline_relay(*args)`` starts ``hopline relay --port 0 …`` and waits for the
+line it announces on stderr, so tests never guess ports or sleep. Every process
+started here is stopped in teardown, and the test fails if it left a child
+behind (test-battery F6, FAULT-14).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS = ROOT / "tests" / "servers"
+PY = sys.executable
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "req(id): the draft requirement (requirements.toml id) this test proves")
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen
+    lines: "queue.Queue[str]" = field(default_factory=queue.Queue)
+    stderr: list[str] = field(default_factory=list)
+    url: str = ""
+
+    @property
+    def base(self) -> str:
+        return self.url.rsplit("/", 1)[0]
+
+    def wait_line(self, pattern: str, timeout: float = 15.0) -> re.Match:
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no line matching {pattern!r} within {timeout}s; stderr so far:\n" + "".join(self.stderr[-30:]))
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            m = rx.search(line)
+            if m:
+                return m
+            if self.popen.poll() is not None and self.lines.empty():
+                raise RuntimeError(f"process exited with {self.popen.returncode}; stderr:\n" + "".join(self.stderr[-30:]))
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.popen.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        return self.popen.returncode
+
+
+def start(argv: list[str], env: dict[str, str] | None = None, stdin=None, stdout=None) -> Proc:
+    popen = subprocess.Popen(
+        argv,
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        stdout=stdout if stdout is not None else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        cwd=ROOT,
+    )
+    proc = Proc(popen)
+
+    def drain() -> None:
+        assert popen.stderr is not None
+        for raw in popen.stderr:
+            line = raw.decode("utf-8", "replace")
+            proc.stderr.append(line)
+            proc.lines.put(line)
+
+    threading.Thread(target=drain, daemon=True).start()
+    return proc
+
+
+@pytest.fixture
+def hopline_relay():
+    started: list[tuple[Proc, list[psutil.Process]]] = []
+
+    def launch(*args: str, env: dict[str, str] | None = None) -> Proc:
+        argv = [PY, "-m", "hopline", "relay", "--port", "0", *args]
+        proc = start(argv, env)
+        m = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)")
+        proc.url = m.group(1)
+        started.append((proc, []))
+        return proc
+
+    yield launch
+    for proc, _ in started:
+        children = proc.descendants()
+        proc.stop()
+        gone, alive = psutil.wait_procs(children, timeout=5)
+        for p in alive:
+            p.kill()
+        assert not alive, f"hopline left children behind: {alive}"
+
+
+def sdk_server_cmd(*extra: str) -> list[str]:
+    return [PY, str(SERVERS / "sdk_server.py"), "stdio", *extra]

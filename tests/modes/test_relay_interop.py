@@ -1,0 +1,126 @@
+"""Relay mode with real peers: the official MCP SDK as client and as server, both eras.
+
+Directions covered: stdio server → relay → HTTP client (Streamable HTTP and legacy
+SSE); HTTP server → ``relay --stdio`` → stdio client; HTTP server → relay → HTTP
+client. In each, what the client sees through the relay equals what it sees
+directly (draft §5.1: the relay does not change content).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import httpx
+import orjson
+import pytest
+from mcp import StdioServerParameters
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+
+from tests.conftest import PY, SERVERS, sdk_server_cmd
+from tests.peers import MODES, bounded, client, exercise, free_port, text_of, wait_port
+
+
+@pytest.fixture
+def sdk_http_server():
+    procs: list[subprocess.Popen] = []
+
+    def launch(*flags: str) -> str:
+        port = free_port()
+        p = subprocess.Popen([PY, str(SERVERS / "sdk_server.py"), "http", "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(p)
+        wait_port(port, p)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    yield launch
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+async def direct_baseline(mode: str) -> dict:
+    async with client(StdioServerParameters(command=PY, args=[str(SERVERS / "sdk_server.py"), "stdio"]), mode) as c:
+        return await exercise(c)
+
+
+@pytest.mark.req("L1-MUST")
+@pytest.mark.req("RELAY-NO-INSPECT")
+@pytest.mark.parametrize("mode", MODES)
+async def test_stdio_server_to_http_client_equals_direct(hopline_relay, mode):
+    relay = hopline_relay("--", *sdk_server_cmd())
+    async with client(relay.url, mode) as c:
+        through = await bounded(exercise(c))
+        assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
+    assert through == await bounded(direct_baseline(mode))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_sampling_elicitation_roots_progress_pass_through(hopline_relay, mode):
+    relay = hopline_relay("--", *sdk_server_cmd())
+    seen: list[float] = []
+
+    async def on_progress(progress, total, message):
+        seen.append(progress)
+
+    async with client(relay.url, mode) as c:
+        assert text_of(await bounded(c.call_tool("sample", {"prompt": "ping"}))).endswith("sampled:ping")
+        assert "yes" in text_of(await bounded(c.call_tool("elicit", {"message": "ok?"})))
+        assert "file:///tmp/project" in text_of(await bounded(c.call_tool("roots", {})))
+        await bounded(c.call_tool("progress", {"steps": 3}, progress_callback=on_progress))
+    assert seen == [1, 2, 3]
+
+
+async def test_legacy_direct_server_requests_pass_through(hopline_relay):
+    """sample_direct/elicit_direct send real server→client requests (handshake era)."""
+    relay = hopline_relay("--", *sdk_server_cmd())
+    async with client(relay.url, "legacy") as c:
+        assert "sampled:" in text_of(await bounded(c.call_tool("sample_direct", {"prompt": "hi"})))
+        assert "yes" in text_of(await bounded(c.call_tool("elicit_direct", {"message": "sure?"})))
+
+
+async def test_legacy_sse_client(hopline_relay):
+    relay = hopline_relay("--", *sdk_server_cmd())
+    async with sse_client(relay.base + "/sse") as (read, write):
+        async with ClientSession(read, write) as session:
+            await bounded(session.initialize())
+            tools = await bounded(session.list_tools())
+            assert "echo" in [t.name for t in tools.tools]
+            result = await bounded(session.call_tool("echo", {"text": "over sse"}))
+            assert text_of(result) == "over sse"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("flags", [(), ("--stateless",)])
+async def test_stdio_client_to_remote_http_server(sdk_http_server, mode, flags):
+    url = sdk_http_server(*flags)
+    params = StdioServerParameters(command=PY, args=["-m", "hopline", "relay", "--stdio", url])
+    async with client(params, mode) as c:
+        result = await bounded(exercise(c))
+    assert result["echo"] == "héllo" and result["add"] == {"result": 5}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_http_to_http_relay(sdk_http_server, hopline_relay, mode):
+    url = sdk_http_server()
+    relay = hopline_relay(url)
+    async with client(relay.url, mode) as c:
+        result = await bounded(exercise(c))
+        assert text_of(await bounded(c.call_tool("sample", {"prompt": "x"}))).endswith("sampled:x")
+    assert result["echo"] == "héllo"
+
+
+@pytest.mark.req("RELAY-NO-DUAL-HANDSHAKE")
+def test_initialize_flows_through_unchanged(hopline_relay):
+    """The client's initialize reaches the backend and the backend's own result comes back
+    byte-for-byte in content: the relay neither answers nor composes the handshake."""
+    init = {"jsonrpc": "2.0", "id": "init-1", "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "probe", "version": "9"}}}
+    direct = subprocess.run(sdk_server_cmd(), input=orjson.dumps(init) + b"\n", capture_output=True, timeout=20)
+    direct_result = orjson.loads(direct.stdout.splitlines()[0])
+    relay = hopline_relay("--", *sdk_server_cmd())
+    r = httpx.post(relay.url, content=orjson.dumps(init), headers={"content-type": "application/json", "accept": "application/json, text/event-stream"}, timeout=20)
+    body = r.json() if r.headers["content-type"].startswith("application/json") else orjson.loads(r.text.split("data: ", 1)[1].split("\n", 1)[0])
+    assert body == direct_result
+    assert body["id"] == "init-1" and body["result"]["protocolVersion"] == "2025-06-18"

@@ -1,0 +1,77 @@
+"""Real MCP peers for tests: the official SDK client with callbacks, and checks.
+
+``exercise(client)`` runs the same conversation against any target (a relay, a
+backend directly) and returns what the client saw, so tests can compare the
+relayed result with the direct one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import time
+from typing import Any
+
+from mcp import Client, types
+
+MODES = ("legacy", "2026-07-28")
+
+
+async def sampling_cb(context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    text = params.messages[0].content.text if params.messages else ""
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=f"sampled:{text}"), model="test-model")
+
+
+async def elicitation_cb(context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"answer": "yes"})
+
+
+async def roots_cb(context) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
+
+
+def client(target: Any, mode: str, **kw: Any) -> Client:
+    return Client(target, mode=mode, sampling_callback=sampling_cb, elicitation_callback=elicitation_cb, list_roots_callback=roots_cb, **kw)
+
+
+def text_of(result: Any) -> str:
+    return result.content[0].text
+
+
+async def exercise(c: Client) -> dict[str, Any]:
+    """list/call/read/get on sdk_server.py's surface, as plain data."""
+    tools = await c.list_tools()
+    echo = await c.call_tool("echo", {"text": "héllo"})
+    add = await c.call_tool("add", {"a": 2, "b": 3})
+    res = await c.read_resource("test://info")
+    prompt = await c.get_prompt("review", {"code": "x = 1"})
+    return {
+        "tools": sorted(t.name for t in tools.tools),
+        "echo": text_of(echo),
+        "add": add.structured_content,
+        "resource": res.contents[0].text,
+        "prompt": prompt.messages[0].content.text,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"port {port} not listening after {timeout}s")
+
+
+async def bounded(coro: Any, seconds: float = 20.0) -> Any:
+    return await asyncio.wait_for(coro, seconds)
