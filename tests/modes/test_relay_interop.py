@@ -124,3 +124,38 @@ def test_initialize_flows_through_unchanged(hopline_relay):
     body = r.json() if r.headers["content-type"].startswith("application/json") else orjson.loads(r.text.split("data: ", 1)[1].split("\n", 1)[0])
     assert body == direct_result
     assert body["id"] == "init-1" and body["result"]["protocolVersion"] == "2025-06-18"
+
+
+@pytest.mark.req("SESSION-NO-BACKEND-IDS")
+def test_backend_session_id_never_reaches_the_client(sdk_http_server, hopline_relay):
+    url = sdk_http_server()
+    relay = hopline_relay(url)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    r = httpx.post(relay.url, content=orjson.dumps(init), headers=headers, timeout=20)
+    client_sid = r.headers["mcp-session-id"]
+    # the id the client holds means nothing to the backend: it is hopline's, not the backend's
+    probe = httpx.post(url, content=orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), headers={**headers, "mcp-session-id": client_sid, "mcp-protocol-version": "2025-11-25"}, timeout=20)
+    assert probe.status_code == 404
+    assert client_sid not in r.text
+
+
+@pytest.mark.req("STATELESS-META-FORWARD")
+@pytest.mark.req("TRACE-VERBATIM")
+def test_modern_meta_and_trace_context_reach_the_backend_verbatim(hopline_relay):
+    """whoami on sdk_server.py reports the _meta it received; the relay forwards it untouched."""
+    relay = hopline_relay("--", *sdk_server_cmd())
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "meta-probe", "version": "3"},
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "vendor=opaque,other=1",
+        "com.example/custom": {"keep": [1, 2, 3]},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "meta", "arguments": {}, "_meta": meta}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "meta"}
+    r = httpx.post(relay.url, content=orjson.dumps(body), headers=headers, timeout=20)
+    assert r.status_code == 200, r.text
+    seen = orjson.loads(r.json()["result"]["content"][0]["text"])
+    assert seen == meta

@@ -18,28 +18,32 @@ Tools: ``echo(text)``, ``add(a, b)`` (structured result ``{"result": a+b}``),
 legacy-only ``sample_direct(prompt)`` / ``elicit_direct(message)``.
 Resource ``test://info``; prompt ``review(code)``.
 
-How the client-side features travel (checked with the SDK client over stdio by
-tests/test_demo_server.py, ``Client(..., mode="legacy" | "2026-07-28")``):
+How the client-side features travel, checked with the SDK client
+(``Client(target, mode=...)`` with sampling/elicitation/roots callbacks; the
+stdio cases and default-HTTP cases are asserted by tests/test_demo_server.py):
 
-=====================  ====================================  ===========================================
-tool                   legacy (2025-11-25)                   2026-07-28
-=====================  ====================================  ===========================================
-``progress``           ``notifications/progress``            ``notifications/progress`` (same)
-``sample``             server→client ``sampling/createMessage``  ``InputRequiredResult`` (MRTR); the SDK
-                       mid-call                              client answers and retries automatically
-``elicit``             server→client ``elicitation/create``  MRTR, as above
-``roots``              server→client ``roots/list``          MRTR, as above
-``sample_direct``      works (``ctx.session.create_message``)  fails: isError, "no back-channel" — a
-``elicit_direct``      works (``ctx.elicit``)                modern stdio/HTTP request has no channel for
-                                                             server→client requests
-=====================  ====================================  ===========================================
+- ``sample`` / ``elicit`` / ``roots``, legacy era: real server→client requests
+  (``sampling/createMessage``, ``elicitation/create``, ``roots/list``) sent
+  mid-call. They work on stdio and on HTTP with stateful SSE (the default). With
+  ``--stateless`` or ``--json`` they FAIL with JSON-RPC -32600 "no back-channel
+  for server-initiated requests".
+- ``sample`` / ``elicit`` / ``roots``, 2026-07-28 era (``mode="2026-07-28"`` or
+  ``"auto"``): the call first returns an ``InputRequiredResult`` (MRTR:
+  ``resultType: "input_required"``, ``inputRequests`` keyed by resolver, e.g.
+  ``"__main__:_ask_llm"``, plus an opaque ``requestState``); the SDK client runs
+  its callback and retries on its own. Works on stdio and every HTTP flavour.
+- ``sample_direct`` / ``elicit_direct``: in the legacy era, as the first item
+  (same transports); in the 2026-07-28 era they FAIL everywhere with JSON-RPC -32600 "no
+  back-channel" (a modern request has no channel for server→client requests).
+- ``progress``: ``notifications/progress`` in both eras on stdio and SSE; with
+  ``--json`` none are delivered (a plain JSON response), the call still succeeds.
 
 ``sample``, ``elicit`` and ``roots`` use the SDK's ``Resolve(...)`` resolvers
 (``Sample``, ``Elicit``, ``ListRoots``), which pick the transport by the
-negotiated version; the ``Context`` API has ``elicit`` and ``report_progress``
-but no sampling helper, so sampling goes through ``Sample`` or
-``ctx.session.create_message``. A client that did not declare the capability
-gets -32021 (2026) from the resolver.
+negotiated version. The ``Context`` API offers ``elicit`` and
+``report_progress`` but no sampling helper: sampling goes through ``Sample`` or
+``ctx.session.create_message`` (what ``sample_direct`` uses). A client that did
+not declare the capability gets -32021 from a resolver, in both eras.
 """
 
 from __future__ import annotations
@@ -47,9 +51,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from typing import Annotated, Any
 
 import anyio
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     Context,
@@ -62,6 +68,9 @@ from mcp.server.mcpserver import (
 )
 from mcp_types import CreateMessageResult, ListRootsResult, SamplingMessage, TextContent
 from pydantic import BaseModel
+
+# Sampling and roots are deprecated in 2026-07-28 (SEP-2577) but still work; keep stderr quiet.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 mcp = MCPServer("sdk-test-server", version="1.0.0", instructions="An official-SDK backend for hopline's tests.")
 
@@ -157,6 +166,13 @@ async def whoami(ctx: Context) -> dict[str, Any]:
         "clientInfo": params.client_info.model_dump(mode="json", exclude_none=True) if params else None,
         "clientCapabilities": caps.model_dump(mode="json", by_alias=True, exclude_none=True) if caps else None,
     }
+
+
+@mcp.tool()
+async def meta(ctx: Context) -> str:
+    """The raw params._meta this request arrived with, as JSON text (for pass-through tests)."""
+    params = ctx.request_context.params or {}
+    return json.dumps(params.get("_meta") or {})
 
 
 @mcp.resource("test://info", mime_type="text/plain")

@@ -16,4 +16,7 @@ from hopline.demo.context import Request, ToolError
 from hopline.demo.protocol import DemoProtocol
 from hopline.demo.server import StdioServer, open_stdio, serve_stdio
 
-__all__ = ["DEMO", "Catalog", "DemoProtocol", "Prompt", "Request", "Resource", "StdioServer", "Tool", "ToolError", "open_stdio", "serve_stdio"]
+__all__ = [
+    "DEMO", "Catalog", "DemoProtocol", "Prompt", "Request", "Resource",
+    "StdioServer", "Tool", "ToolError", "open_stdio", "serve_stdio",
+]

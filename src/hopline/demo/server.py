@@ -96,7 +96,7 @@ class StdioServer:
         loop = asyncio.get_running_loop()
         reading = asyncio.create_task(self._read_loop(), name="demo-stdin")
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, reading.cancel)
+            loop.add_signal_handler(signal.SIGTERM, self._on_sigterm, reading)
         try:
             await asyncio.wait([reading])
         finally:
@@ -108,6 +108,10 @@ class StdioServer:
         if failed:
             log.error("reading stdin failed: %r", reading.exception())
         return 1 if failed else 0
+
+    def _on_sigterm(self, reading: asyncio.Task[None]) -> None:
+        log.info("SIGTERM; shutting down")
+        reading.cancel()
 
     async def _shutdown(self) -> None:
         tasks = list(self.inflight.values())

@@ -1,0 +1,145 @@
+"""A stdio MCP backend that misbehaves on command, for the gateway's fault tests.
+
+Usage::
+
+    python fault_server.py [--crash-after N] [--garbage-first]
+
+It is hopline's demo server machinery (:mod:`hopline.demo`, stdlib + orjson)
+with its own catalog, so ``initialize``, ``tools/list`` and both eras behave
+normally. Its tools:
+
+- ``echo(text)``: a well-behaved call, to show the server is still alive.
+- ``crash()``: the process exits with status 3 mid-call, without answering.
+- ``hang()``: never answers (``notifications/cancelled`` ends it, still without an answer).
+- ``garbage()``: writes a non-JSON line, then a response whose id was never
+  requested (``"fault-unknown-<n>"``), then the real answer.
+- ``stderr_noise(bytes=1048576)``: writes that much to stderr (blocking, so a
+  parent that does not drain stderr stalls us, as real servers do), then answers.
+- ``big(bytes=1048576)``: answers with one text block of that many bytes.
+
+Flags:
+
+- ``--crash-after N``: after answering its N-th ``tools/call`` the process exits
+  with status 3 (the answer is flushed first); later calls are never answered.
+- ``--garbage-first``: before reading anything, print chatter to stdout: a plain
+  text banner and a JSON line that is not JSON-RPC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+try:
+    import hopline  # noqa: F401
+except ImportError:  # run from a checkout without an installed hopline
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+from hopline.demo import Catalog, DemoProtocol, Request, StdioServer, Tool, open_stdio
+from hopline.demo.catalog import integer, text
+
+EXIT_STATUS = 3
+_unknown_ids = itertools.count(1)
+_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _die() -> None:
+    sys.stderr.write(f"fault_server: exiting with status {EXIT_STATUS} as asked\n")
+    sys.stderr.flush()
+    os._exit(EXIT_STATUS)
+
+
+async def _echo(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    return text(str(args.get("text", "")))
+
+
+async def _crash(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    _die()
+    raise AssertionError("unreachable")
+
+
+async def _hang(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def _garbage(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    req.outbox.send_raw(b"this line is not JSON at all\n")
+    stray = {"jsonrpc": "2.0", "id": f"fault-unknown-{next(_unknown_ids)}", "result": {"content": text("stray")}}
+    req.outbox.send(stray)
+    return text("garbage sent, and this is the real answer")
+
+
+async def _stderr_noise(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    size = integer(args, "bytes", 1 << 20, 0, 1 << 30)
+    line = b"fault_server noise " + b"." * 80 + b"\n"
+    written = 0
+    while written < size:
+        chunk = line[: size - written]
+        sys.stderr.buffer.write(chunk)
+        written += len(chunk)
+    sys.stderr.buffer.flush()
+    return text(f"wrote {written} bytes to stderr")
+
+
+async def _big(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    return text("x" * integer(args, "bytes", 1 << 20, 0, 1 << 28))
+
+
+def _size_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {"bytes": {"type": "integer", "minimum": 0, "default": 1 << 20}}}
+
+
+CATALOG = Catalog().add(
+    Tool("echo", "Return the text.", {"type": "object", "properties": {"text": {"type": "string"}}}, _echo),
+    Tool("crash", f"Exit with status {EXIT_STATUS} without answering.", _NO_ARGS, _crash),
+    Tool("hang", "Never answer.", _NO_ARGS, _hang),
+    Tool("garbage", "Write a non-JSON line and a response with an unknown id, then answer.", _NO_ARGS, _garbage),
+    Tool("stderr_noise", "Write `bytes` bytes to stderr, then answer.", _size_schema(), _stderr_noise),
+    Tool("big", "Answer with `bytes` bytes of text.", _size_schema(), _big),
+)
+
+
+class FaultProtocol(DemoProtocol):
+    def __init__(self, crash_after: int | None) -> None:
+        super().__init__(CATALOG, server_info={"name": "fault-server", "version": "1.0.0"},
+                         instructions="A test backend that misbehaves on command.", ttl_ms=0, cache_scope="private")
+        self.crash_after = crash_after
+        self.tool_calls = 0
+
+    async def call(self, req: Request) -> dict[str, Any]:
+        if req.method != "tools/call" or self.crash_after is None:
+            return await super().call(req)
+        if self.tool_calls >= self.crash_after:  # the process is about to exit: never answer
+            await asyncio.Event().wait()
+        self.tool_calls += 1
+        value = await super().call(req)
+        if self.tool_calls >= self.crash_after:
+            # Runs after the server has written this answer (same task step).
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(_flush_and_die(req)))
+        return value
+
+
+async def _flush_and_die(req: Request) -> None:
+    await req.outbox.drain()
+    _die()
+
+
+async def main(args: argparse.Namespace) -> int:
+    reader, outbox = await open_stdio()
+    if args.garbage_first:
+        outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
+        outbox.send_raw(b'{"log": "a JSON line that is not JSON-RPC"}\n')
+    return await StdioServer(FaultProtocol(args.crash_after), reader, outbox, drain=0.2).run()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="a stdio MCP backend that misbehaves on command")
+    parser.add_argument("--crash-after", type=int, metavar="N", help=f"exit with status {EXIT_STATUS} after answering N tool calls")
+    parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
+    raise SystemExit(asyncio.run(main(parser.parse_args())))

@@ -1,0 +1,49 @@
+"""The conformance declaration (draft §4.2), from the CLI and from the HTTP endpoint."""
+
+from __future__ import annotations
+
+import subprocess
+
+import httpx
+import orjson
+import pytest
+
+from hopline.declaration import Deployment, declare, requirement_ids, tier_for
+from tests.conftest import PY
+
+
+@pytest.mark.req("TIER-DECLARE")
+def test_cli_declares_tier_1_relay():
+    out = subprocess.run([PY, "-m", "hopline", "declare"], capture_output=True, timeout=30, check=True)
+    decl = orjson.loads(out.stdout)
+    assert decl["tier"] == 1
+    assert decl["modes"] == ["relay"]
+    assert decl["layers"] == [1]
+    assert decl["handshake"]["relay"].startswith("single-handshake passthrough")
+    assert decl["intermediary"]["name"] == "hopline"
+    assert {b["HOP-KEY"] for b in decl["bindings"]} == {"io.modelcontextprotocol/proxy-hops"}
+    assert decl["requirements"] == requirement_ids()
+
+
+@pytest.mark.req("TIER-DECLARE")
+def test_http_endpoint_serves_the_same_declaration(hopline_relay):
+    relay = hopline_relay()
+    served = httpx.get(relay.base + "/.well-known/agent-tool-proxy", timeout=10).json()
+    assert served["tier"] == 1 and served["modes"] == ["relay"]
+    assert served["endpoints"]["mcp"] == relay.url
+
+
+def test_tier_is_computed_from_layers():
+    assert tier_for({1}) == 1
+    assert tier_for({1, 2, 3}) == 2
+    assert tier_for({1, 2}) == 1
+    assert tier_for(set(range(1, 8))) == 3
+    assert declare(Deployment(modes=["relay"]))["tier"] == 1
+
+
+def test_credential_injection_is_declared_when_headers_are_configured():
+    from hopline.modes.relay import RemoteTarget
+    from hopline.modes.relay_serve import _deployment
+
+    assert _deployment(RemoteTarget("http://x/mcp", headers={"Authorization": "Bearer s"}), {}).token_propagation == "credential-injection"
+    assert declare(Deployment())["token_propagation"] == "none"
