@@ -9,6 +9,9 @@ Contract
   the bytes.
 - Unknown fields and unknown methods are never dropped: the body dict is the
   message; nothing is validated beyond the envelope.
+- orjson reads integers beyond 64 bits as floats. An unmodified message still
+  travels as its original bytes; a message hopline must rewrite (an id remapped)
+  carries such a number as a float. An id beyond 64 bits is refused (-32600).
 
 Error tree (STYLE habit 4): every error knows its JSON-RPC code and the HTTP
 status a Streamable HTTP front end should use. Three families are kept apart:

@@ -1,0 +1,42 @@
+"""The SSE codec: what the listeners write, the upstreams can read back, in any chunking."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from hopline.transports.sse import SSEParser, encode_event
+
+
+def test_encode_parse_round_trip_with_ids():
+    stream = encode_event(b'{"a":1}', event_id="1-1") + b": ping\n\n" + encode_event(b'{"b":2}', event_id="1-2")
+    parser = SSEParser()
+    events = parser.feed(stream)
+    assert [(e.event, e.data, e.id) for e in events] == [("message", '{"a":1}', "1-1"), ("message", '{"b":2}', "1-2")]
+    assert parser.last_event_id == "1-2"
+
+
+@given(st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=50))
+def test_any_chunking_gives_the_same_events(cuts):
+    stream = b"".join(encode_event(f'{{"n":{i}}}'.encode(), event_id=str(i)) for i in range(5)) + b"event: endpoint\r\ndata: /messages?x=1\r\n\r\n"
+    parser, events, pos = SSEParser(), [], 0
+    for cut in cuts * 40:
+        if pos >= len(stream):
+            break
+        events += parser.feed(stream[pos : pos + cut])
+        pos += cut
+    events += parser.feed(stream[pos:])
+    assert [e.data for e in events] == [f'{{"n":{i}}}' for i in range(5)] + ["/messages?x=1"]
+    assert events[-1].event == "endpoint"
+
+
+def test_multiline_data_retry_and_priming_event():
+    events = SSEParser().feed(b"retry: 1500\nid: p\ndata:\n\ndata: a\ndata: b\n\n")
+    assert events[0].id == "p" and events[0].data == "" and events[0].retry == 1500
+    assert events[1].data == "a\nb"
+
+
+def test_oversize_event_is_refused():
+    parser = SSEParser(max_event=100)
+    with pytest.raises(ValueError):
+        parser.feed(b"data: " + b"x" * 200 + b"\n")
