@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "relay": ("hopline.modes.relay_cli", "Relay mode: bridge one MCP server across transports (stdio ⇄ HTTP/SSE), protocol-unaware."),
     "declare": ("hopline.declaration", "Print the conformance declaration (tier, modes) as JSON."),
     "demo-server": ("hopline.demo.cli", "Run the built-in demo MCP server over stdio (what the relay serves by default)."),
+    "acp": ("hopline.acp.cli", "ACP conductor: run a chain of proxies in front of an ACP agent."),
 }
 
 EPILOG = """\
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Libraries log every request at INFO; hopline logs what matters itself.
+    for noisy in ("httpx", "httpcore", "uvicorn.error"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         return importlib.import_module(args._module).run(args)
     except KeyboardInterrupt:

@@ -159,3 +159,26 @@ def test_modern_meta_and_trace_context_reach_the_backend_verbatim(hopline_relay)
     assert r.status_code == 200, r.text
     seen = orjson.loads(r.json()["result"]["content"][0]["text"])
     assert seen == meta
+
+
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+def test_stdio_client_that_closes_stdin_still_gets_every_answer(sdk_http_server, tmp_path, stdin_kind):
+    url = sdk_http_server()
+    frames = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slow", "arguments": {"ms": 300}}},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "last"}}},
+    ]
+    payload = b"".join(orjson.dumps(f) + b"\n" for f in frames)
+    argv = [PY, "-m", "hopline", "relay", "--stdio", url]
+    if stdin_kind == "pipe":
+        out = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    else:
+        (tmp_path / "in.jsonl").write_bytes(payload)
+        with open(tmp_path / "in.jsonl", "rb") as f:
+            out = subprocess.run(argv, stdin=f, capture_output=True, timeout=30)
+    answers = {m["id"]: m for m in map(orjson.loads, out.stdout.splitlines())}
+    assert set(answers) == {1, 2, 3}, out.stderr.decode()[-2000:]
+    assert answers[3]["result"]["content"][0]["text"] == "last"
+    assert b"\n\n" not in out.stdout  # one frame per line, no blank lines

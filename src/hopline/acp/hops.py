@@ -33,6 +33,7 @@ class Pending:
     method: str
     kind: int = FORWARD
     position: int = 0  # chain position the request was sent to
+    source: int = 0  # chain position it came from (for traces)
     params: Any = None  # kept for PROBE, to offer the next dialect
     dialect: str | None = None  # PROBE / PARENT_INIT: which handshake this is
 
@@ -87,7 +88,12 @@ class Hops:
         return awaited, sent
 
     def outstanding(self, conn: int) -> int:
+        """Requests the conductor awaits an answer to on ``conn``."""
         return len(self._pending[conn])
+
+    def in_flight_from(self, conn: int) -> int:
+        """Requests ``conn`` sent that are still awaiting their answer somewhere."""
+        return len(self._forwarded[conn])
 
     def __repr__(self) -> str:
         return f"<Hops pending={[len(p) for p in self._pending]}>"

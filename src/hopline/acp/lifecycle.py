@@ -4,9 +4,12 @@ A position is a component (proxy or agent) or, in proxy mode, the conductor's
 own successor reached through its parent. It starts ``IDLE``; the first
 ``initialize`` reaching it either offers it the proxy role (``PROBING``: the
 dialect is not known yet) or initialises it plainly (``READY``). A probing
-proxy becomes ``READY`` when it shows its dialect: it forwards ``initialize``
-to its successor, or answers the handshake. It becomes ``FAILED`` when every
-handshake it was offered was refused or not acknowledged. A component whose
+proxy becomes ``READY`` when it shows its dialect by forwarding ``initialize``
+to its successor (a proxy must do so before answering; an answer without it,
+even a success, is a refusal: that is how an agent that treats
+``_proxy/initialize`` as just another extension method is recognised). It
+becomes ``FAILED`` when every handshake it was offered was refused, or when it
+answered without acknowledging the role (D1's ``_meta.proxy`` echo). A component whose
 process exits is ``DEAD``; under the bypass policy it is then ``BYPASSED`` and
 routing skips it.
 
@@ -32,7 +35,7 @@ class Event(str, Enum):
     OFFER = "offer"  # a proxy handshake was sent
     INITIALIZE = "initialize"  # a plain initialize was sent (agent, or parent's successor)
     FORWARDED = "forwarded"  # the proxy forwarded initialize to its successor
-    ACCEPTED = "accepted"  # the proxy answered the handshake, acknowledging the role
+    ACCEPTED = "accepted"  # the proxy (READY) answered the handshake, acknowledging the role
     REFUSED = "refused"  # the handshake was refused; another dialect is left to try
     EXHAUSTED = "exhausted"  # no dialect left, or the role was not acknowledged
     EXITED = "exited"  # the process is gone
@@ -44,8 +47,7 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.IDLE, E.OFFER): S.PROBING,
     (S.IDLE, E.INITIALIZE): S.READY,
     (S.PROBING, E.FORWARDED): S.READY,
-    (S.PROBING, E.ACCEPTED): S.READY,
-    (S.READY, E.ACCEPTED): S.READY,  # it forwarded first, then answered
+    (S.READY, E.ACCEPTED): S.READY,  # it forwarded initialize first, then answered
     (S.PROBING, E.REFUSED): S.PROBING,
     (S.PROBING, E.EXHAUSTED): S.FAILED,
     (S.READY, E.EXHAUSTED): S.FAILED,  # D1: forwarded, then answered without the echo

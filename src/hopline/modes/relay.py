@@ -133,22 +133,47 @@ class RemoteBackends:
         await self._client.aclose()
 
 
-async def pump(client: Channel, backend: Channel) -> str:
-    """Copy messages both ways until either side closes; close both; return why."""
+async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: float = 10.0) -> str:
+    """Join a client (its receiving and sending halves) to a backend until one side ends.
 
-    async def copy(src: Channel, dst: Channel) -> str:
+    When the client's input ends first, answers to requests it already sent still
+    reach it (for up to ``drain`` seconds), so ``printf … | hopline relay --stdio URL``
+    loses nothing. Both sides are closed on return; the result says why it ended.
+    """
+    outstanding: set = set()
+    drained = asyncio.Event()
+
+    async def up() -> str:
         try:
             while True:
-                await dst.send(await src.receive())
+                message = await inbound.receive()
+                if message.is_request():
+                    outstanding.add(message.id)
+                await backend.send(message)
         except ChannelClosed as exc:
             return exc.reason
 
-    tasks = [asyncio.create_task(copy(client, backend)), asyncio.create_task(copy(backend, client))]
-    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    for t in pending:
-        t.cancel()
+    async def down() -> str:
+        try:
+            while True:
+                message = await backend.receive()
+                if message.is_response():
+                    outstanding.discard(message.id)
+                    if not outstanding:
+                        drained.set()
+                await outbound.send(message)
+        except ChannelClosed as exc:
+            return exc.reason
+
+    up_task, down_task = asyncio.create_task(up()), asyncio.create_task(down())
+    done, _ = await asyncio.wait((up_task, down_task), return_when=asyncio.FIRST_COMPLETED)
+    if up_task in done and not down_task.done() and outstanding:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.wait((down_task, asyncio.ensure_future(drained.wait())), return_when=asyncio.FIRST_COMPLETED), drain)
+    for task in (up_task, down_task):
+        task.cancel()
     reason = next(iter(done)).result()
-    for ch in (client, backend):
+    for ch in (inbound, outbound, backend):
         with contextlib.suppress(Exception):
             await ch.aclose()
     return reason

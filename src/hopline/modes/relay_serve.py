@@ -60,23 +60,27 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> in
 
 
 def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
+    """One stdio client (a desktop app launched us) ⇄ a remote server."""
+
     async def main() -> int:
-        from hopline.transports.stdio import open_own_stdio
+        from hopline.binding import Era
+        from hopline.transports.base import ChannelClosed
+        from hopline.transports.stdio import open_own_stdio_halves
 
         backends = RemoteBackends(spec)
-        client = await open_own_stdio()
+        inbound, outbound, feeder = await open_own_stdio_halves()
         try:
-            backend = await backends.open_session(_era_unknown())
-            reason = await pump(client, backend)
+            try:
+                backend = await backends.open_session(Era.HANDSHAKE)  # the era is decided per message
+            except ChannelClosed as exc:
+                log.error("cannot reach %s: %s", spec.url, exc.reason)
+                return 1
+            reason = await pump(inbound, outbound, backend, drain=args.request_timeout)
             log.info("relay ended: %s", reason)
         finally:
+            if feeder is not None:
+                feeder.cancel()
             await backends.aclose()
         return 0
 
     return runtime.run(main())
-
-
-def _era_unknown():  # the stdio client's era is decided per message by the upstream
-    from hopline.binding import Era
-
-    return Era.HANDSHAKE

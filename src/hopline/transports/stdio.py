@@ -6,7 +6,7 @@
   Linux the child also gets PDEATHSIG, so a hopline killed with SIGKILL leaves no
   orphan behind.
 - :class:`StreamChannel` is the framing over any asyncio reader/writer pair; it
-  serves our own stdin/stdout (:func:`open_own_stdio`) as a client-facing listener.
+  serves our own stdin/stdout (:func:`open_own_stdio_halves`) as a client-facing listener.
 
 A line that is not a JSON-RPC message is dropped and logged (rate-limited); a line
 longer than ``max_frame`` closes the channel with a clear reason, because the
@@ -20,9 +20,10 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from hopline.jsonrpc import Message, ProtocolError, parse
 from hopline.transports.base import ChannelClosed
@@ -102,10 +103,15 @@ class StreamChannel:
             except (ConnectionError, OSError) as exc:
                 self._closed, self._close_reason = True, f"read failed: {exc}"
                 raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
-            if len(line) <= 2 and not line.strip():
+            # Strip the frame's newline (and a CR from CRLF peers) so the bytes kept for
+            # forwarding are exactly the message.
+            end = len(line) - 1
+            if end and line[end - 1] == 13:
+                end -= 1
+            if not line[:end].strip():
                 continue
             try:
-                return parse(line)
+                return parse(line[:end])
             except ProtocolError as exc:
                 self.garbage_frames += 1
                 preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
@@ -226,11 +232,62 @@ class StdioChild(StreamChannel):
         return f"<StdioChild {self.name} pid={self.process.pid} rc={self.process.returncode}>"
 
 
-async def open_own_stdio(*, max_frame: int = DEFAULT_MAX_FRAME) -> StreamChannel:
-    """hopline's own stdin/stdout as a channel (a desktop client launched us)."""
+class _FileWriter:
+    """Just enough of ``asyncio.StreamWriter`` for :class:`StreamChannel` over a regular file
+    (asyncio pipes refuse files; writes to a file never block on a peer)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.closed = fd, False
+        self.transport = self
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    async def drain(self) -> None:
+        return None
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def _feed_from_file(fd: int, reader: asyncio.StreamReader) -> None:
+    loop = asyncio.get_running_loop()
+    while chunk := await loop.run_in_executor(None, os.read, fd, 1 << 16):
+        reader.feed_data(chunk)
+    reader.feed_eof()
+
+
+def _is_file(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
+
+
+async def open_own_stdio_halves(max_frame: int = DEFAULT_MAX_FRAME) -> tuple[StreamChannel, StreamChannel, asyncio.Task | None]:
+    """hopline's own stdin and stdout as two half channels (receiving, sending, feeder task).
+
+    Separate halves, because output must go on after stdin ends (``printf … | hopline …``
+    still wants every answer). Pipes, ttys and regular files all work.
+    """
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=max_frame)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    w_transport, w_protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
-    writer = asyncio.StreamWriter(w_transport, w_protocol, reader, loop)
-    return StreamChannel(reader, writer, name="stdio-client", max_frame=max_frame)
+    feeder = None
+    if _is_file(0):
+        feeder = asyncio.create_task(_feed_from_file(0, reader))
+    else:
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    writer: Any
+    if _is_file(1):
+        writer = _FileWriter(1)
+    else:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    receiving = StreamChannel(reader, None, name="stdio-client", max_frame=max_frame)
+    sending = StreamChannel(asyncio.StreamReader(), writer, name="stdio-client", max_frame=max_frame)
+    return receiving, sending, feeder

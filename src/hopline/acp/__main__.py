@@ -1,0 +1,3 @@
+from hopline.acp.cli import main
+
+raise SystemExit(main())

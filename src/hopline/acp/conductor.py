@@ -1,0 +1,233 @@
+"""The asyncio shell around :class:`~hopline.acp.router.Router`: channels in, channels out.
+
+Contract
+- One reader task per connection feeds each message to the router as it
+  arrives; the router answers at once with the messages to send. Each
+  connection has one writer task draining an unbounded FIFO outbox, so the
+  routing path never waits on a slow peer (no deadlock between a proxy that
+  awaits its successor and the answer queued behind it) and every
+  (source → destination) order is kept.
+- The chain is built lazily: components are spawned when the router first sends
+  them something (the first ``initialize``), all at once. A component that
+  cannot be started or that exits is reported to the router, which answers
+  every affected request with the conductor's own error (never a hang).
+- A component that writes non-JSON-RPC lines to stdout is named in a warning
+  (the lines are dropped by the framing and the stream stays in sync).
+- Upstream EOF means the client has no more to say: requests it already sent
+  are still answered (bounded by ``drain_timeout``), then each component's
+  stdin is closed, what they still send is routed, and they are stopped (stdin
+  EOF → SIGTERM → SIGKILL, always reaped). Upstream may be two half channels
+  (``upstream`` to receive, ``upstream_out`` to send) so that its output
+  outlives its input. :meth:`Conductor.run` returns when all is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from typing import Awaitable, Callable
+
+from hopline.acp.chain import Chain, Component
+from hopline.acp.router import Output, Router, Tracer
+from hopline.jsonrpc import InternalError, Message
+from hopline.transports.base import Channel, ChannelClosed
+
+log = logging.getLogger("hopline.acp")
+
+Spawner = Callable[[Component], Awaitable[Channel]]
+
+
+async def spawn_stdio(component: Component, env: dict[str, str] | None = None) -> Channel:
+    from hopline.transports.stdio import StdioChild
+
+    return await StdioChild.spawn(component.argv, name=component.name, env=env or None)
+
+
+class Outbox:
+    """An unbounded FIFO of messages for one channel, drained by one writer task."""
+
+    __slots__ = ("queue", "wakeup", "empty", "channel", "dead")
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[Message] = collections.deque()
+        self.wakeup = asyncio.Event()
+        self.empty = asyncio.Event()
+        self.empty.set()
+        self.channel: Channel | None = None  # None until the component is spawned
+        self.dead = False
+
+    def push(self, message: Message) -> None:
+        if not self.dead:
+            self.queue.append(message)
+            self.empty.clear()
+            self.wakeup.set()
+
+    async def drain(self) -> None:
+        while True:
+            await self.wakeup.wait()
+            self.wakeup.clear()
+            channel = self.channel
+            if channel is None:
+                continue
+            while self.queue:
+                try:
+                    await channel.send(self.queue.popleft())
+                except ChannelClosed:
+                    self.dead = True
+                    self.queue.clear()
+            self.empty.set()
+            if self.dead:
+                return
+
+    async def flushed(self) -> None:
+        if not self.dead and self.channel is not None:
+            await self.empty.wait()
+
+
+class Conductor:
+    def __init__(
+        self,
+        chain: Chain,
+        upstream: Channel,
+        *,
+        upstream_out: Channel | None = None,
+        spawn: Spawner | None = None,
+        tracer: Tracer | None = None,
+        drain_timeout: float = 10.0,
+    ) -> None:
+        self.chain = chain
+        self.router = Router(chain, tracer=tracer)
+        self._spawn = spawn or (lambda component: spawn_stdio(component, chain.env))
+        self.drain_timeout = drain_timeout
+        n = len(chain.components)
+        self.outboxes = [Outbox() for _ in range(n + 1)]
+        self.outboxes[0].channel = upstream_out or upstream
+        self.channels: list[Channel | None] = [upstream, *([None] * n)]
+        self._started = False
+        self._tasks: set[asyncio.Task] = set()
+        self._garbage = [0] * (n + 1)
+        self._input_done = False  # upstream said all it will say
+        self._closing = False  # the chain is being stopped
+        self._answered = asyncio.Event()  # set while closing once upstream has all its answers
+
+    async def run(self) -> None:
+        """Serve until upstream's input ends; answer what is in flight; stop the chain."""
+        writer = asyncio.create_task(self.outboxes[0].drain(), name="acp-write-upstream")
+        try:
+            await self._read(0)
+            self._input_done = True
+            self._check_answered()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._answered.wait(), self.drain_timeout)
+            await self._shutdown()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.outboxes[0].flushed(), 5)
+        finally:
+            self._closing = True
+            writer.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(writer, *self._tasks, return_exceptions=True)
+            await self._close_all()
+
+    # -- pumping ----------------------------------------------------------------------
+    async def _read(self, conn: int) -> None:
+        channel = self.channels[conn]
+        assert channel is not None
+        handle, dispatch = self.router.handle, self._dispatch
+        while True:
+            try:
+                message = await channel.receive()
+            except ChannelClosed as exc:
+                self._report_garbage(conn, channel)
+                if conn != 0:
+                    self._lost(conn, exc.reason)
+                    if not self._closing:  # reap it now; shutdown closes the rest
+                        self._own(asyncio.create_task(channel.aclose(), name=f"acp-reap-{conn}"))
+                return
+            if getattr(channel, "garbage_frames", 0) != self._garbage[conn]:
+                self._report_garbage(conn, channel)
+            try:
+                dispatch(handle(conn, message))
+            except Exception:  # a bug must cost one message, never the whole chain
+                log.exception("ACP conductor: internal error while routing %r from connection %d", message, conn)
+                if message.is_request():
+                    self.outboxes[conn].push(InternalError("internal error in the conductor").to_response(message.id))
+
+    def _dispatch(self, outputs: list[Output]) -> None:
+        outboxes = self.outboxes
+        for conn, message in outputs:
+            outboxes[conn].push(message)
+            if conn and not self._started:
+                self._start_chain()
+        if self._input_done:
+            self._check_answered()
+
+    def _check_answered(self) -> None:
+        if self.router.in_flight(0) == 0:
+            self._answered.set()
+
+    def _lost(self, conn: int, reason: str) -> None:
+        if not self._closing:
+            log.warning("ACP component %r is gone: %s", self.chain.components[conn - 1].name, reason)
+        self.outboxes[conn].dead = True
+        self._dispatch(self.router.lost(conn, reason))
+
+    def _report_garbage(self, conn: int, channel: Channel) -> None:
+        count = getattr(channel, "garbage_frames", 0)
+        if conn == 0 or count == self._garbage[conn]:
+            return
+        self._garbage[conn] = count
+        log.warning(
+            "ACP component %r polluted its stdout: %d line(s) that are not JSON-RPC were dropped "
+            "(stdout carries ACP messages only; a component must log to stderr)",
+            self.chain.components[conn - 1].name,
+            count,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------
+    def _start_chain(self) -> None:
+        self._started = True
+        self._own(asyncio.create_task(self._spawn_all(), name="acp-spawn"))
+
+    async def _spawn_all(self) -> None:
+        components = self.chain.components
+        results = await asyncio.gather(*(self._spawn(c) for c in components), return_exceptions=True)
+        for conn, result in enumerate(results, start=1):
+            if isinstance(result, BaseException):
+                reason = result.reason if isinstance(result, ChannelClosed) else f"could not start: {result}"
+                self._lost(conn, reason)
+                continue
+            if self._closing:
+                await result.aclose()
+                continue
+            self.channels[conn] = result
+            outbox = self.outboxes[conn]
+            outbox.channel = result
+            self._own(asyncio.create_task(outbox.drain(), name=f"acp-write-{conn}"))
+            outbox.wakeup.set()
+            self._own(asyncio.create_task(self._read(conn), name=f"acp-read-{conn}"))
+
+    def _own(self, task: asyncio.Task) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _shutdown(self) -> None:
+        """Close the components' stdin, route what they still say, reap them."""
+        self._closing = True
+        spawning = [t for t in self._tasks if t.get_name() == "acp-spawn"]
+        if spawning:
+            await asyncio.wait(spawning, timeout=10)
+        for outbox in self.outboxes[1:]:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(outbox.flushed(), 1)
+        await self._close_all()
+        readers = [t for t in self._tasks if t.get_name().startswith("acp-read")]
+        if readers:
+            await asyncio.wait(readers, timeout=5)
+
+    async def _close_all(self) -> None:
+        closers = [ch.aclose() for ch in self.channels[1:] if ch is not None]
+        await asyncio.gather(*closers, return_exceptions=True)

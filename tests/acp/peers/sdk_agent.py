@@ -1,0 +1,89 @@
+"""An echo agent built on the official Python SDK (agent-client-protocol 0.12.x).
+
+Prompt text drives it (the first word, then arguments):
+- ``updates N text``: N agent_message_chunk updates "echo i: text", then end_turn;
+- ``permission``: asks the client for permission and echoes the chosen option;
+- ``wait``: waits until ``session/cancel`` for this session, then ``cancelled``;
+- ``crash``: exits with status 3 mid-request;
+- anything else: one chunk "echo: TEXT", then end_turn.
+``_example/ping`` extension requests are answered with their params.
+``loadSession`` is supported (sessions survive only in this process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any
+
+import acp
+from acp import InitializeResponse, NewSessionResponse, PromptResponse, text_block, update_agent_message_text
+from acp.schema import AgentCapabilities, Implementation, LoadSessionResponse, PermissionOption, ToolCallUpdate
+
+
+class EchoAgent:
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.cancelled: dict[str, asyncio.Event] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities=None, client_info=None, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=protocol_version,
+            agent_capabilities=AgentCapabilities(load_session=True),
+            agent_info=Implementation(name="sdk-echo-agent", version="1.0"),
+        )
+
+    async def new_session(self, cwd: str, mcp_servers=None, **kwargs: Any) -> NewSessionResponse:
+        sid = f"sess-{uuid.uuid4().hex[:8]}"
+        self.cancelled[sid] = asyncio.Event()
+        return NewSessionResponse(session_id=sid)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers=None, **kwargs: Any) -> LoadSessionResponse:
+        self.cancelled.setdefault(session_id, asyncio.Event())
+        return LoadSessionResponse()
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def prompt(self, session_id: str, prompt: list, **kwargs: Any) -> PromptResponse:
+        text = " ".join(getattr(b, "text", "") for b in prompt)
+        word, _, rest = text.partition(" ")
+        if word == "crash":
+            os._exit(3)
+        if word == "wait":
+            await self.cancelled.setdefault(session_id, asyncio.Event()).wait()
+            return PromptResponse(stop_reason="cancelled")
+        if word == "permission":
+            answer = await self.conn.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id="call-1", title="write a file"),
+                options=[PermissionOption(option_id="yes", name="Allow", kind="allow_once"), PermissionOption(option_id="no", name="Deny", kind="reject_once")],
+            )
+            outcome = answer.outcome
+            chosen = getattr(outcome, "option_id", None) or getattr(outcome, "outcome", "?")
+            await self.conn.session_update(session_id=session_id, update=update_agent_message_text(f"permission: {chosen}"))
+            return PromptResponse(stop_reason="end_turn")
+        if word == "updates":
+            count, _, body = rest.partition(" ")
+            for i in range(int(count)):
+                await self.conn.session_update(session_id=session_id, update=update_agent_message_text(f"echo {i}: {body}"))
+            return PromptResponse(stop_reason="end_turn")
+        await self.conn.session_update(session_id=session_id, update=update_agent_message_text(f"echo: {text}"))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def ext_method(self, method: str, params: dict) -> dict:
+        return {"method": method, "echo": params}
+
+    async def ext_notification(self, method: str, params: dict) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    asyncio.run(acp.run_agent(EchoAgent()))
