@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -81,6 +80,12 @@ class Stats:
     json_responses: int = 0
     error_samples: list[str] = field(default_factory=list)
 
+    def reset(self) -> None:
+        self.latencies_us = []
+        self.ok = self.errors = self.reconnects = self.rehandshakes = 0
+        self.sse_left_open = self.sse_responses = self.json_responses = 0
+        self.error_samples = []
+
     def error(self, what: str) -> None:
         self.errors += 1
         if len(self.error_samples) < 10:
@@ -123,7 +128,9 @@ class Conn:
         return b"\r\n".join(lines) + b"\r\n\r\n"
 
     async def request(self, method: bytes, body: bytes | None, extra: list[tuple[bytes, bytes]], want_id) -> Response:
-        if self.writer is None:
+        if self.writer is None or self.reader.at_eof():
+            # never connected, or the server closed the idle keep-alive connection (uvicorn and
+            # Node close idle connections after ~5 s, e.g. between two windows of a run)
             await self.connect()
             self.stats.reconnects += 1
         head = self._head(method, extra, None if body is None else len(body))
@@ -298,15 +305,19 @@ class Client:
             raise ProtocolError(f"notifications/initialized: HTTP {r.status} {r.message}")
 
     async def goodbye(self) -> None:
+        """End the session with DELETE (so relays can stop a per-session backend)."""
         c = self.conn
-        try:
-            if self.era == "legacy" and c.session_id:
-                await asyncio.wait_for(
-                    c.request(b"DELETE", None, [(b"MCP-Protocol-Version", (c.protocol_version or LEGACY_VERSION).encode())], None),
-                    5,
-                )
-        except Exception:
-            pass
+        if self.era == "legacy" and c.session_id:
+            for _attempt in range(2):
+                try:
+                    r = await asyncio.wait_for(
+                        c.request(b"DELETE", None, [(b"MCP-Protocol-Version", (c.protocol_version or LEGACY_VERSION).encode())], None),
+                        5,
+                    )
+                    if r.status in (200, 202, 204, 404, 405):
+                        break
+                except Exception:  # noqa: BLE001  (stale connection: retry once on a fresh one)
+                    await c.close()
         await c.close()
 
     def build_call(self) -> tuple[int, str, bytes, list[tuple[bytes, bytes]]]:
@@ -391,16 +402,16 @@ def summarize(latencies_us: list[int], ok: int, window_s: float) -> dict:
     }
 
 
-async def run(args) -> dict:
-    stats = Stats()
+async def setup_clients(args, stats: Stats) -> tuple[list[Client], dict]:
+    """Connect every virtual client and (legacy era) run its handshake. Not timed."""
     clients = [Client(i, args.url, args.era, stats, args.payload) for i in range(args.concurrency)]
-
-    # Phase 1: connect and handshake (sequential-ish to avoid a thundering herd on slow-starting
-    # relays that spawn a backend per session; bounded parallelism of 8).
+    # Bounded parallelism: relays that spawn a backend per session would otherwise face a
+    # thundering herd of process starts.
     sem = asyncio.Semaphore(8)
     setup_errors: list[str] = []
 
     async def setup(cl: Client) -> None:
+        err = "?"
         async with sem:
             for attempt in range(3):
                 try:
@@ -412,23 +423,34 @@ async def run(args) -> dict:
                     await asyncio.sleep(0.2)
             setup_errors.append(err)
 
-    t_setup = time.perf_counter()
+    t0 = time.perf_counter()
     try:
         async with asyncio.timeout(args.setup_timeout):
             await asyncio.gather(*(setup(cl) for cl in clients))
     except TimeoutError:
         setup_errors.append(f"setup timed out after {args.setup_timeout}s")
-    setup_s = time.perf_counter() - t_setup
+    info = {"setup_s": time.perf_counter() - t0}
     if setup_errors:
         await asyncio.gather(*(cl.goodbye() for cl in clients))
-        return {"fatal": "; ".join(setup_errors[:3]), "setup_s": setup_s}
-
+        info["fatal"] = "; ".join(setup_errors[:3])
+    stats.reset()
     gc.collect()
-    gc.freeze()  # keep the cyclic GC from walking setup garbage during the window
-    loop = asyncio.get_running_loop()
+    gc.freeze()  # keep the cyclic GC from walking setup garbage during windows
+    return clients, info
+
+
+def _marker(args, text: str) -> None:
+    if args.markers:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+async def measure(clients: list[Client], stats: Stats, args, warmup: float, duration: float, count: int) -> dict:
+    """Warm up, then one measured window (duration seconds, or count calls per client)."""
+    stats.reset()
     phase = {"record": False, "stop": False}
     start_evt = asyncio.Event()
-    remaining = [args.count * args.concurrency] if args.count else None
+    remaining = [count * len(clients)] if count else None
 
     async def worker(cl: Client) -> None:
         await start_evt.wait()
@@ -441,49 +463,35 @@ async def run(args) -> dict:
             await cl.call_once(rec)
 
     tasks = [asyncio.create_task(worker(cl)) for cl in clients]
-    cpu0 = time.process_time()
     start_evt.set()
-    await asyncio.sleep(args.warmup)
-    # measured window
-    if args.markers:
-        sys.stdout.write("#MEASURE_START\n")
-        sys.stdout.flush()
-    stats.latencies_us.clear()
+    await asyncio.sleep(warmup)
+    _marker(args, "#MEASURE_START")
+    stats.reset()
     t0 = time.perf_counter()
     c0 = time.process_time()
     phase["record"] = True
     if remaining is None:
-        await asyncio.sleep(args.duration)
-        phase["stop"] = True
-        t1 = time.perf_counter()
-        c1 = time.process_time()
-        if args.markers:
-            sys.stdout.write("#MEASURE_END\n")
-            sys.stdout.flush()
-        # in-flight requests still finish (and are counted if correct) but outside the window:
-        # cap them by only counting requests completed before t1 for rps.
-        n_at_end = stats.ok
-        await asyncio.wait(tasks, timeout=30)
+        await asyncio.sleep(duration)
     else:
-        await asyncio.wait(tasks, timeout=args.duration * 100 + 60)
-        phase["stop"] = True
-        t1 = time.perf_counter()
-        c1 = time.process_time()
-        if args.markers:
-            sys.stdout.write("#MEASURE_END\n")
-            sys.stdout.flush()
-        n_at_end = stats.ok
-    for t in tasks:
+        await asyncio.wait(tasks, timeout=max(60.0, duration * 100))
+    phase["stop"] = True
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    _marker(args, "#MEASURE_END")
+    # Requests in flight at the end still complete (their latency is kept) but only those
+    # finished inside the window count towards req/s.
+    n = stats.ok
+    done, pending = await asyncio.wait(tasks, timeout=30)
+    for t in pending:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await asyncio.gather(*(cl.goodbye() for cl in clients))
     window = t1 - t0
-    res = summarize(stats.latencies_us, n_at_end, window)
+    res = summarize(stats.latencies_us, n, window)
     res.update(
         {
             "url": args.url,
             "era": args.era,
-            "concurrency": args.concurrency,
+            "concurrency": len(clients),
             "errors": stats.errors,
             "error_samples": stats.error_samples,
             "reconnects": stats.reconnects,
@@ -491,16 +499,58 @@ async def run(args) -> dict:
             "sse_left_open": stats.sse_left_open,
             "sse_responses": stats.sse_responses,
             "json_responses": stats.json_responses,
-            "setup_s": setup_s,
             "loadgen_cpu_s": c1 - c0,
-            "loadgen_cpu_ms_per_req": (c1 - c0) * 1000 / n_at_end if n_at_end else None,
+            "loadgen_cpu_ms_per_req": (c1 - c0) * 1000 / n if n else None,
             "loadgen_cpu_util": (c1 - c0) / window if window > 0 else None,
-            "warmup_cpu_s": c0 - cpu0,
         }
     )
     if args.samples:
-        res["latencies_us"] = stats.latencies_us
+        res["latencies_us"] = list(stats.latencies_us)
     return res
+
+
+def emit(args, res: dict) -> None:
+    if args.json:
+        sys.stdout.write(dumps(res).decode() + "\n")
+        sys.stdout.flush()
+
+
+async def run_once(args) -> dict:
+    stats = Stats()
+    clients, info = await setup_clients(args, stats)
+    if "fatal" in info:
+        return info
+    try:
+        res = await measure(clients, stats, args, args.warmup, args.duration, args.count)
+    finally:
+        await asyncio.gather(*(cl.goodbye() for cl in clients))
+    res.update(info)
+    return res
+
+
+async def serve(args) -> int:
+    """Keep the sessions open and run one window per command read from stdin:
+    ``RUN <warmup_s> <duration_s>`` → markers + one JSON line; ``QUIT`` → DELETE sessions, exit."""
+    stats = Stats()
+    clients, info = await setup_clients(args, stats)
+    if "fatal" in info:
+        emit(args, info)
+        return 1
+    sys.stdout.write("#READY " + dumps(info).decode() + "\n")
+    sys.stdout.flush()
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            line = await loop.run_in_executor(None, sys.stdin.readline)
+            words = line.split()
+            if not words or words[0] == "QUIT":
+                break
+            if words[0] == "RUN":
+                warmup, duration = float(words[1]), float(words[2])
+                emit(args, await measure(clients, stats, args, warmup, duration, 0))
+    finally:
+        await asyncio.gather(*(cl.goodbye() for cl in clients))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -512,21 +562,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=0, help="measured calls per client instead of a duration")
     p.add_argument("--warmup", type=float, default=1.0, help="unrecorded seconds before the window")
     p.add_argument("--payload", type=int, default=32, help="approximate length of the echoed text")
-    p.add_argument("--setup-timeout", type=float, default=120.0)
+    p.add_argument("--setup-timeout", type=float, default=180.0)
     p.add_argument("--markers", action="store_true", help="print #MEASURE_START/#MEASURE_END on stdout")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line on stdout")
     p.add_argument("--samples", action="store_true", help="include raw latencies (µs) in the JSON")
+    p.add_argument("--serve", action="store_true", help="keep sessions open; windows on stdin commands (used by run_relay.py)")
     args = p.parse_args(argv)
+
     try:
         import uvloop  # type: ignore
 
         uvloop.install()
     except ImportError:
         pass
-    res = asyncio.run(run(args))
-    if args.json:
-        sys.stdout.write(dumps(res).decode() + "\n")
-        sys.stdout.flush()
+    if args.serve:
+        return asyncio.run(serve(args))
+    res = asyncio.run(run_once(args))
+    emit(args, res)
     if "fatal" in res:
         print(f"loadgen: FATAL {res['fatal']}", file=sys.stderr)
         return 1
@@ -536,11 +588,10 @@ def main(argv: list[str] | None = None) -> int:
         f"loadgen CPU {res['loadgen_cpu_util'] * 100:.0f}% ({res['loadgen_cpu_ms_per_req'] or 0:.3f} ms/req)",
         file=sys.stderr,
     )
-    for s in res["error_samples"][:3]:
-        print(f"  error: {s}", file=sys.stderr)
+    for e in res["error_samples"][:3]:
+        print(f"  error: {e}", file=sys.stderr)
     return 0 if res["errors"] == 0 else 3
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.exit(main())

@@ -149,6 +149,7 @@ async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: 
                 message = await inbound.receive()
                 if message.is_request():
                     outstanding.add(message.id)
+                    drained.clear()
                 await backend.send(message)
         except ChannelClosed as exc:
             return exc.reason

@@ -45,6 +45,16 @@ async def messages(channel: Channel) -> AsyncIterator[Message]:
             return
 
 
+@runtime_checkable
+class Source(Protocol):
+    """What a response writer reads from: a channel end that can wait with a
+    timeout and be interrupted (the HTTP client went away) without a task."""
+
+    async def receive(self, timeout: float | None = None) -> Message: ...
+
+    def interrupt(self, exc: BaseException) -> None: ...
+
+
 class Backends(Protocol):
     """What a client-facing listener asks of the mode behind it.
 
@@ -57,6 +67,10 @@ class Backends(Protocol):
 
     async def open_session(self, era: Era) -> Channel: ...
 
-    async def open_exchange(self, era: Era) -> Channel: ...
+    async def open_exchange(self, era: Era) -> "Exchange": ...
 
     async def aclose(self) -> None: ...
+
+
+class Exchange(Channel, Source, Protocol):
+    """A channel for one stateless exchange (see ``Backends.open_exchange``)."""

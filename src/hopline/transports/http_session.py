@@ -33,6 +33,7 @@ from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import Id, Message, UnavailableError
 from hopline.transports.base import Channel, ChannelClosed
+from hopline.transports.inbox import Inbox
 
 log = logging.getLogger("hopline.http")
 
@@ -40,17 +41,40 @@ EVENT_LOG_SIZE = 1024
 BACKLOG_SIZE = 1024
 
 
-class Sink:
-    """The messages bound for one HTTP response stream."""
+class HandedOver(Exception):
+    """This stream's consumer was replaced (the client resumed it with Last-Event-ID)."""
 
-    __slots__ = ("queue", "stream_no", "seq", "request_id", "attached")
+
+class Sink:
+    """The messages bound for one HTTP response stream.
+
+    ``generation`` changes when another HTTP response takes the stream over (a
+    resumption), so the previous writer knows to stop and give back what it took.
+    """
+
+    __slots__ = ("inbox", "stream_no", "seq", "request_id", "attached", "generation")
 
     def __init__(self, stream_no: int, request_id: Id | None = None) -> None:
-        self.queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.inbox: Inbox[Message] = Inbox()
         self.stream_no = stream_no
         self.seq = 0
         self.request_id = request_id
         self.attached = True
+        self.generation = 0
+
+    def put(self, message: Message) -> None:
+        self.inbox.put_nowait(message)
+
+    async def receive(self, timeout: float | None = None) -> Message:
+        return await self.inbox.get(timeout)
+
+    def interrupt(self, exc: BaseException) -> None:
+        self.inbox.interrupt(exc)
+
+    def take_over(self) -> None:
+        self.generation += 1
+        self.attached = True
+        self.inbox.interrupt_waiter(HandedOver())
 
     def next_event_id(self) -> str:
         self.seq += 1
@@ -105,23 +129,26 @@ class ClientSession:
         self.last_active = time.monotonic()
         await self.backend.send(message)
 
-    def open_get(self) -> Sink | None:
-        """The standalone stream, or None if one is already open (409)."""
+    def open_get(self) -> Sink:
+        """The standalone stream. A second GET takes it over from the first, which
+        ends: a client reconnecting before we noticed its old connection drop must
+        not be locked out (test-battery F8), and only one stream ever receives."""
         if self.get_sink is not None and self.get_sink.attached:
-            return None
+            self.get_sink.take_over()
+            return self.get_sink
         self._stream_counter += 1
         sink = Sink(self._stream_counter)
         self.get_sink = sink
         while self.backlog:
-            sink.queue.put_nowait(self.backlog.popleft())
+            sink.put(self.backlog.popleft())
         return sink
 
     def close_get(self, sink: Sink) -> None:
         sink.attached = False
         if self.get_sink is sink:
             self.get_sink = None
-            while not sink.queue.empty():  # undelivered: keep for the next GET
-                self.backlog.append(sink.queue.get_nowait())
+            while not sink.inbox.empty():  # undelivered: keep for the next GET
+                self.backlog.append(sink.inbox.get_nowait())
 
     def record(self, sink: Sink, data: bytes) -> str:
         event_id = sink.next_event_id()
@@ -134,10 +161,13 @@ class ClientSession:
         if not (stream.isdigit() and seq.isdigit()):
             return None
         stream_no, after = int(stream), int(seq)
-        events = [(f"{s}-{n}", data) for s, n, data in self.events if s == stream_no and n > after]
         sink = self.streams.pop(stream_no, None)
+        if sink is None:
+            # The POST's writer may not have noticed its client left yet: take the stream over.
+            sink = next((p for p in self.posts.values() if p.stream_no == stream_no), None)
         if sink is not None:
-            sink.attached = True
+            sink.take_over()
+        events = [(f"{s}-{n}", data) for s, n, data in self.events if s == stream_no and n > after]
         return events, sink
 
     # -- backend → client ------------------------------------------------------
@@ -166,7 +196,7 @@ class ClientSession:
                 message = await self.backend.receive()
                 sink = self.route(message)
                 if sink is not None:
-                    sink.queue.put_nowait(message)
+                    sink.put(message)
                 elif message.is_response():
                     log.debug("session %s: dropped a response for unknown id %r", self.id[:8], message.id)
                 else:
@@ -185,10 +215,10 @@ class ClientSession:
         log.info("session %s closed: %s", self.id[:8], reason)
         for rid, sink in list(self.posts.items()):
             err = UnavailableError(f"backend unavailable: {reason}", reason="backend_closed")
-            sink.queue.put_nowait(err.to_response(rid))
+            sink.put(err.to_response(rid))
         self.posts.clear()
         if self.get_sink is not None:
-            self.get_sink.queue.put_nowait(_END)
+            self.get_sink.put(_END)
         self._on_close(self)
         if self._reader is not None and self._reader is not asyncio.current_task():
             self._reader.cancel()

@@ -17,6 +17,7 @@ from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, Sessio
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed
 from hopline.transports.http_session import SessionTable, is_end
+from hopline.transports.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
 
 
@@ -45,29 +46,27 @@ class SseListener:
             await hu.send_error(send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502)
             return
         sink = session.open_get()
-        assert sink is not None
         root = scope.get("root_path", "")
         await hu.start_sse(send)
         endpoint = f"{root}{self.messages_path}?session_id={session.id}".encode()
         await send({"type": "http.response.body", "body": encode_event(endpoint, event="endpoint"), "more_body": True})
-        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
         try:
             while True:
-                getter = asyncio.ensure_future(sink.queue.get())
-                done, _ = await asyncio.wait((getter, disconnect), timeout=self.keepalive, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    if disconnect in done:
-                        break
+                try:
+                    message = await sink.receive(self.keepalive)
+                except TimeoutError:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                     continue
-                message = getter.result()
+                except Interrupted:
+                    break
                 if is_end(message):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                     break
                 await send({"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True})
         finally:
-            disconnect.cancel()
+            watcher.cancel()
             await session.close("SSE stream closed")
 
     async def post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:

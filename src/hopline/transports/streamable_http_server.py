@@ -48,9 +48,10 @@ from hopline.jsonrpc import (
     parse,
 )
 from hopline.transports import http_util as hu
-from hopline.transports.base import Backends, ChannelClosed
+from hopline.transports.base import Backends, ChannelClosed, Source
 from hopline.transports.header_codec import decode_header_value
-from hopline.transports.http_session import ClientSession, SessionTable, Sink, is_end
+from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
+from hopline.transports.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
 
 log = logging.getLogger("hopline.http")
@@ -152,7 +153,7 @@ class StreamableHttpListener:
             session.finish_post(sink)
             raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
         extra = {SESSION_HEADER: session.id}
-        await self._respond(receive, send, sink.queue.get, message, extra, session=session, sink=sink)
+        await self._respond(receive, send, sink, message, extra, session=session, sink=sink)
 
     # -- the modern era and stateless exchanges -----------------------------------
     async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
@@ -174,7 +175,7 @@ class StreamableHttpListener:
         try:
             await channel.send(message)
             if message.is_request():
-                await self._respond(receive, send, channel.receive, message, None, modern=modern, cancel=channel)
+                await self._respond(receive, send, channel, message, None, modern=modern)
             else:
                 await hu.send_empty(send, 202)
         except ChannelClosed as exc:
@@ -187,36 +188,48 @@ class StreamableHttpListener:
         self,
         receive: hu.Receive,
         send: hu.Send,
-        next_message: Callable[[], Awaitable[Message]],
+        source: Source,
         request: Message,
         headers: dict[str, str] | None,
         *,
         modern: bool = False,
         session: ClientSession | None = None,
         sink: Sink | None = None,
-        cancel: object | None = None,
     ) -> None:
+        """Wait for the backend's answer to ``request`` and write it: JSON, or SSE if
+        other messages come first. Waits park on a future, not a task (inbox.py).
+
+        Modern exchanges watch for the client leaving (that is their cancellation);
+        handshake-era writers do not, because there a disconnect is not a cancel and
+        the stream stays resumable."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.options.request_timeout
-        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher = None
+        if modern or sink is None:
+            watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+            watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
+        generation = sink.generation if sink is not None else 0
         streaming = False
         try:
             while True:
-                getter = asyncio.ensure_future(next_message())
-                done, _ = await asyncio.wait(
-                    (getter, disconnect), timeout=min(self.options.keepalive, max(0.0, deadline - loop.time())) if streaming else deadline - loop.time(), return_when=asyncio.FIRST_COMPLETED
-                )
-                if getter not in done:
-                    getter.cancel()
-                    if disconnect in done:
-                        self._client_gone(session, sink)
-                        return
+                if sink is not None and sink.generation != generation:
+                    return  # the client resumed this stream on another response
+                remaining = deadline - loop.time()
+                try:
+                    message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
+                except TimeoutError:
                     if loop.time() < deadline:
                         await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                         continue
-                    message = await self._timed_out(request, session, sink, cancel)
-                else:
-                    message = getter.result()
+                    message = await self._timed_out(request, session, sink)
+                except HandedOver:
+                    return
+                except Interrupted:
+                    self._client_gone(session, sink)
+                    return
+                if sink is not None and sink.generation != generation:
+                    sink.inbox.push_front(message)  # the stream was resumed elsewhere
+                    return
                 final = message.is_response()
                 if final and not streaming:
                     status = _modern_status(message) if modern else 200
@@ -225,8 +238,9 @@ class StreamableHttpListener:
                 if not streaming:
                     await hu.start_sse(send, headers)
                     streaming = True
-                event_id = session.record(sink, message.encode()) if session is not None and sink is not None else None
-                await send({"type": "http.response.body", "body": encode_event(message.encode(), event_id=event_id), "more_body": not final})
+                data = message.encode()
+                event_id = session.record(sink, data) if session is not None and sink is not None else None
+                await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
                 if final:
                     break
             if session is not None and sink is not None:
@@ -238,9 +252,10 @@ class StreamableHttpListener:
             else:
                 await hu.send_error(send, err, request.id, headers, status=200)
         finally:
-            disconnect.cancel()
+            if watcher is not None:
+                watcher.cancel()
 
-    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, channel: object | None) -> Message:
+    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None) -> Message:
         cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
         if session is not None:
             with contextlib.suppress(ChannelClosed):
@@ -276,38 +291,40 @@ class StreamableHttpListener:
                 standalone = sink is None
         if sink is None:
             sink = session.open_get()
-            if sink is None:
-                await hu.send_error(send, InvalidRequest("Conflict: only one standalone SSE stream is allowed per session"), status=409)
-                return
         await hu.start_sse(send, {SESSION_HEADER: session.id})
         for event_id, data in replayed:
             await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": True})
-        disconnect = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
+        generation = sink.generation
         try:
-            while True:
-                getter = asyncio.ensure_future(sink.queue.get())
-                done, _ = await asyncio.wait((getter, disconnect), timeout=self.options.keepalive, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    if disconnect in done:
-                        break
+            while sink.generation == generation:
+                try:
+                    message = await sink.receive(self.options.keepalive)
+                except TimeoutError:
                     await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
                     continue
-                message = getter.result()
+                except (Interrupted, HandedOver):
+                    break
+                if sink.generation != generation:
+                    sink.inbox.push_front(message)
+                    return
                 if is_end(message):
                     break
                 final = not standalone and message.is_response()
-                await send({"type": "http.response.body", "body": encode_event(message.encode(), event_id=session.record(sink, message.encode())), "more_body": not final})
+                data = message.encode()
+                await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
                 if final:
                     session.finish_post(sink)
                     return
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            disconnect.cancel()
-            if standalone:
-                session.close_get(sink)
-            elif sink.request_id in session.posts:
-                self._client_gone(session, sink)
+            watcher.cancel()
+            if sink.generation == generation:
+                if standalone:
+                    session.close_get(sink)
+                elif sink.request_id in session.posts:
+                    self._client_gone(session, sink)
 
     async def _delete(self, send: hu.Send, headers: hu.Headers) -> None:
         session = self._session_for(headers)

@@ -19,7 +19,6 @@ import warnings
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventStore
-from mcp.server.transport_security import TransportSecuritySettings
 
 warnings.simplefilter("ignore")
 
@@ -133,16 +132,15 @@ def main() -> None:
     ap.add_argument("--event-store", action="store_true")
     ap.add_argument("--retry-ms", type=int, default=None)
     args = ap.parse_args()
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    # The SDK's default for 127.0.0.1: DNS-rebinding protection on (Host and Origin checked).
     if args.sse:
-        app = mcp.sse_app(transport_security=security)
+        app = mcp.sse_app()
     else:
         app = mcp.streamable_http_app(
             stateless_http=args.stateless,
             json_response=args.json,
             event_store=MemoryEventStore() if args.event_store else None,
             retry_interval=args.retry_ms,
-            transport_security=security,
         )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -30,6 +30,7 @@ from typing import Any
 from hopline.jsonrpc import InternalError, Message, UnavailableError, notification
 from hopline.layers.session.idmap import IdMap
 from hopline.transports.base import Channel, ChannelClosed
+from hopline.transports.inbox import Inbox
 
 log = logging.getLogger("hopline.mux")
 
@@ -215,7 +216,7 @@ class MuxView:
 
     def __init__(self, mux: Multiplexer) -> None:
         self.mux = mux
-        self.inbox: asyncio.Queue[Message] = asyncio.Queue()
+        self.inbox: Inbox[Message] = Inbox()
         self._closed = False
 
     async def send(self, message: Message) -> None:
@@ -223,12 +224,16 @@ class MuxView:
             raise ChannelClosed(self.mux.closed_reason or "view closed")
         await self.mux._send(self, message)
 
-    async def receive(self) -> Message:
-        message = await self.inbox.get()
+    async def receive(self, timeout: float | None = None) -> Message:
+        """The next message; TimeoutError after ``timeout``; ChannelClosed when the backend is gone."""
+        message = await self.inbox.get(timeout)
         if message is _CLOSED:
-            self.inbox.put_nowait(_CLOSED)
+            self.inbox.push_front(_CLOSED)
             raise ChannelClosed(self.mux.closed_reason or "closed")
         return message
+
+    def interrupt(self, exc: BaseException) -> None:
+        self.inbox.interrupt(exc)
 
     async def aclose(self) -> None:
         if not self._closed:
