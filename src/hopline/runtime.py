@@ -43,6 +43,9 @@ async def serve_http(
         access_log=False,
         log_level="warning",
         timeout_graceful_shutdown=graceful,
+        proxy_headers=False,  # hopline reads no X-Forwarded-*; skip the middleware on the hot path
+        server_header=False,
+        date_header=False,
         h11_max_incomplete_event_size=64 * 1024,
     )
     server = uvicorn.Server(config)

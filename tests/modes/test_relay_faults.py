@@ -203,3 +203,17 @@ async def test_idle_sessions_expire_to_404_and_free_their_child(hopline_relay):
         assert relay.descendants() == []
         r = await http.post(relay.url, content=orjson.dumps(rpc(2, "tools/list")), headers={**HEADERS, "mcp-session-id": sid})
         assert r.status_code == 404
+
+
+async def test_client_cancellation_reaches_the_backend(hopline_relay):
+    """A handshake-era notifications/cancelled from the client stops the backend's work."""
+    relay = hopline_relay()  # the demo server logs the cancellations it receives
+    async with httpx.AsyncClient(timeout=15) as http:
+        sid = await legacy_session(http, relay.url)
+        long_call = asyncio.create_task(call(http, relay.url, sid, "long-1", "countdown", {"steps": 100, "delay_ms": 100}))
+        await asyncio.sleep(0.3)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long-1", "reason": "user"}}
+        r = await http.post(relay.url, content=orjson.dumps(cancel), headers={**HEADERS, "mcp-session-id": sid})
+        assert r.status_code == 202
+        relay.wait_line(r"request 'long-1' cancelled by the client \(user\)", timeout=5)
+        long_call.cancel()

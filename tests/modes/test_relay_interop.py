@@ -182,3 +182,33 @@ def test_stdio_client_that_closes_stdin_still_gets_every_answer(sdk_http_server,
     assert set(answers) == {1, 2, 3}, out.stderr.decode()[-2000:]
     assert answers[3]["result"]["content"][0]["text"] == "last"
     assert b"\n\n" not in out.stdout  # one frame per line, no blank lines
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_log_messages_reach_the_client(hopline_relay, mode):
+    relay = hopline_relay("--", *sdk_server_cmd())
+    seen: list = []
+
+    async def on_log(params):
+        seen.append(params.data)
+
+    async with client(relay.url, mode, logging_callback=on_log, **({"log_level": "info"} if mode != "legacy" else {})) as c:
+        assert text_of(await bounded(c.call_tool("log", {"message": "hello log"}))) == "logged"
+    assert "hello log" in seen
+
+
+async def test_shared_relay_routes_sampling_to_the_caller(hopline_relay):
+    relay = hopline_relay("--shared", "--", *sdk_server_cmd())
+    async with client(relay.url, "legacy") as a, client(relay.url, "legacy") as b:
+        assert text_of(await bounded(a.call_tool("sample_direct", {"prompt": "from-a"}))).endswith("sampled:from-a")
+        assert text_of(await bounded(b.call_tool("sample_direct", {"prompt": "from-b"}))).endswith("sampled:from-b")
+
+
+async def test_relay_stdio_to_a_legacy_sse_server(hopline_relay):
+    """hopline's own /sse endpoint as the remote: SSE listener and SSE upstream end to end."""
+    inner = hopline_relay("--", *sdk_server_cmd())
+    params = StdioServerParameters(command=PY, args=["-m", "hopline", "relay", "--stdio", inner.base + "/sse"])
+    async with client(params, "legacy") as c:
+        result = await bounded(exercise(c))
+        assert text_of(await bounded(c.call_tool("sample_direct", {"prompt": "via sse"}))).endswith("sampled:via sse")
+    assert result["echo"] == "héllo"

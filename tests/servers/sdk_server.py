@@ -175,6 +175,13 @@ async def meta(ctx: Context) -> str:
     return json.dumps(params.get("_meta") or {})
 
 
+@mcp.tool()
+async def log(message: str, ctx: Context) -> str:
+    """Send ``message`` as a notifications/message at level info, then answer."""
+    await ctx.info(message)
+    return "logged"
+
+
 @mcp.resource("test://info", mime_type="text/plain")
 def info() -> str:
     """A fixed text resource."""
