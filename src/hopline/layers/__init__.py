@@ -1,0 +1,1 @@
+"""The seven layers of the draft's pipeline (§6): pure parts, no I/O."""

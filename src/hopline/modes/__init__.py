@@ -1,0 +1,1 @@
+"""Modes (draft §5): each a composition of layers."""
