@@ -1,0 +1,162 @@
+"""Request/response over one channel: the gateway's side of a backend session.
+
+:class:`RpcPeer` sends requests with ids it mints (integers, never a client's),
+awaits their responses on futures, and hands everything the peer sends on its
+own initiative to the owner: server→client requests to ``on_request`` (whose
+answer goes back under the peer's id), notifications to ``on_notification``.
+Progress notifications are matched by the token the gateway minted for the
+request (``progress_token``) and delivered to that request's ``on_progress``.
+
+Never raises out of the reader; a closed channel fails every waiting request
+with :class:`UnavailableError`, and a request that outlives ``timeout`` gets
+:class:`BackendTimeout` and a ``notifications/cancelled`` to the peer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import Any, Awaitable, Callable
+
+from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
+from hopline.transports.base import Channel, ChannelClosed
+
+log = logging.getLogger("hopline.rpc")
+
+OnRequest = Callable[[Message], Awaitable[Message]]
+OnNotification = Callable[[Message], None]
+
+
+class RpcPeer:
+    def __init__(self, channel: Channel, *, name: str, on_request: OnRequest | None = None, on_notification: OnNotification | None = None) -> None:
+        self.channel = channel
+        self.name = name
+        self.on_request = on_request
+        self.on_notification = on_notification
+        self.closed_reason: str | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[Message]] = {}
+        self._progress: dict[str, Callable[[Message], None]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    async def call(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        timeout: float | None = None,
+        msg_id: int | None = None,
+        on_progress: Callable[[Message], None] | None = None,
+    ) -> Message:
+        """Send a request and return the peer's response message (result or error)."""
+        if self.closed_reason is not None:
+            raise UnavailableError(f"backend {self.name} unavailable: {self.closed_reason}", backend=self.name, reason="backend_closed")
+        msg_id = self.next_id() if msg_id is None else msg_id
+        token = None
+        if on_progress is not None:
+            token = f"hl-{self.name}-{msg_id}"
+            params = dict(params or {})
+            params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
+            self._progress[token] = on_progress
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._waiting[msg_id] = future
+        try:
+            await self.channel.send(request(msg_id, method, params))
+            if timeout is None:
+                return await future
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            except asyncio.TimeoutError:
+                await self.notify("notifications/cancelled", {"requestId": msg_id, "reason": "timeout"})
+                raise BackendTimeout(f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name) from None
+        except ChannelClosed as exc:
+            raise UnavailableError(f"backend {self.name} unavailable: {exc.reason}", backend=self.name, reason="backend_closed") from None
+        except asyncio.CancelledError:
+            if not future.done():  # our caller gave up: tell the peer
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.notify("notifications/cancelled", {"requestId": msg_id, "reason": "cancelled"}))
+            raise
+        finally:
+            self._waiting.pop(msg_id, None)
+            if token is not None:
+                self._progress.pop(token, None)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        with contextlib.suppress(ChannelClosed):
+            await self.channel.send(notification(method, params))
+
+    async def _read(self) -> None:
+        reason = "closed"
+        try:
+            while True:
+                self._dispatch(await self.channel.receive())
+        except ChannelClosed as exc:
+            reason = exc.reason
+        except Exception as exc:  # a bug: fail this peer, never the process
+            log.exception("%s: reader failed", self.name)
+            reason = f"internal error: {type(exc).__name__}"
+        self._fail(reason)
+
+    def _dispatch(self, message: Message) -> None:
+        body = message.body
+        if "method" not in body:
+            future = self._waiting.get(body.get("id"))  # type: ignore[arg-type]
+            if future is not None and not future.done():
+                future.set_result(message)
+            else:
+                log.debug("%s: dropped a response for unknown id %r", self.name, body.get("id"))
+            return
+        if "id" in body:
+            task = asyncio.create_task(self._answer(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        if body["method"] == "notifications/progress":
+            callback = self._progress.get(message.params.get("progressToken"))
+            if callback is not None:
+                callback(message)
+            return
+        if self.on_notification is not None:
+            self.on_notification(message)
+
+    async def _answer(self, message: Message) -> None:
+        try:
+            if self.on_request is None:
+                raise InternalError(f"no client can answer {message.method}")
+            answer = await self.on_request(message)
+            out = Message({**answer.body, "id": message.id})
+        except Exception as exc:
+            err = exc if isinstance(exc, (InternalError, UnavailableError)) else InternalError(f"could not relay {message.method}")
+            out = err.to_response(message.id)
+        with contextlib.suppress(ChannelClosed):
+            await self.channel.send(out)
+
+    def _fail(self, reason: str) -> None:
+        self.closed_reason = reason
+        for msg_id, future in list(self._waiting.items()):
+            if not future.done():
+                err = UnavailableError(f"backend {self.name} unavailable: {reason}", backend=self.name, reason="backend_closed")
+                future.set_result(err.to_response(msg_id))
+
+    def is_closed(self) -> bool:
+        return self.closed_reason is not None
+
+    async def aclose(self) -> None:
+        self._reader.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader
+        if self.closed_reason is None:
+            self._fail("closed")
+        with contextlib.suppress(Exception):
+            await self.channel.aclose()
+
+    def __repr__(self) -> str:
+        return f"<RpcPeer {self.name} waiting={len(self._waiting)} closed={self.closed_reason!r}>"
