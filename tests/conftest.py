@@ -98,19 +98,36 @@ def start(argv: list[str], env: dict[str, str] | None = None, stdin=None, stdout
     return proc
 
 
-@pytest.fixture
-def hopline_relay():
+def _launcher(command: str):
     started: list[tuple[Proc, list[psutil.Process]]] = []
 
     def launch(*args: str, env: dict[str, str] | None = None) -> Proc:
-        argv = [PY, "-m", "hopline", "relay", "--port", "0", *args]
+        argv = [PY, "-m", "hopline", command, "--port", "0", *args]
         proc = start(argv, env)
         m = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)")
         proc.url = m.group(1)
         started.append((proc, []))
         return proc
 
+    return launch, started
+
+
+@pytest.fixture
+def hopline_relay():
+    launch, started = _launcher("relay")
     yield launch
+    _stop_all(started)
+
+
+@pytest.fixture
+def hopline_serve():
+    """``hopline_serve(config_path)`` runs the gateway on a free port."""
+    launch, started = _launcher("serve")
+    yield launch
+    _stop_all(started)
+
+
+def _stop_all(started) -> None:
     for proc, _ in started:
         children = proc.descendants()
         proc.stop()

@@ -22,8 +22,12 @@ from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
 
 # Layers each mode brings into the pipeline (a mode is a composition of layers).
-MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,)}
-HANDSHAKE_DISPOSITION = {"relay": "single-handshake passthrough (MUST NOT dual-handshake)"}
+MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7)}
+HANDSHAKE_DISPOSITION = {
+    "relay": "single-handshake passthrough (MUST NOT dual-handshake)",
+    "forward": "dual-handshake (composed capabilities)",
+    "reverse": "dual-handshake (the single backend's surface, unprefixed)",
+}
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 
 
@@ -36,6 +40,7 @@ class Deployment:
     backend_transports: list[str] = field(default_factory=lambda: ["stdio", "streamable-http", "sse"])
     tls: str = "plaintext"  # hopline does not terminate TLS yet
     token_propagation: str = "none"
+    collision: str | None = None
     endpoints: dict[str, str] = field(default_factory=dict)
 
 
@@ -65,6 +70,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         "handshake": {m: HANDSHAKE_DISPOSITION[m] for m in d.modes},
         "tls": d.tls,
         "token_propagation": d.token_propagation,
+        **({"collision_strategy": d.collision} if d.collision else {}),
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
         "requirements": requirement_ids(),
@@ -74,12 +80,26 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
 
 # -- `hopline declare` ---------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="configuration file (not needed for Relay mode, which takes no config)")
+    parser.add_argument("config", nargs="?", help="gateway configuration file; without it, what `hopline relay` declares")
+
+
+def for_config(config: object) -> Deployment:
+    """The deployment a gateway configuration describes (Forward or Reverse mode)."""
+    mode = getattr(config, "mode")
+    backends = getattr(config, "backends")
+    injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
+    return Deployment(modes=[mode], token_propagation="credential-injection" if injected else "none", collision=getattr(config, "routing").collision)
 
 
 def run(args: argparse.Namespace) -> int:
+    deployment = None
     if args.config is not None:
-        print(f"hopline declare: configuration files arrive with Forward/Reverse mode; {args.config!r} was not read", file=sys.stderr)
-        return 2
-    sys.stdout.write(orjson.dumps(declare(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        from hopline.config.load import ConfigError, load_config
+
+        try:
+            deployment = for_config(load_config(args.config))
+        except (ConfigError, OSError) as exc:
+            print(f"hopline declare: {exc}", file=sys.stderr)
+            return 1
+    sys.stdout.write(orjson.dumps(declare(deployment), option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0

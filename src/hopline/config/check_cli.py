@@ -1,0 +1,107 @@
+"""``hopline check CONFIG``: validate a configuration file and explain what it sets up.
+
+Exit 0 with a short explanation on stdout (mode, listen URL, naming and collision
+strategy, each backend with its kind, command or URL and exposed-name pattern, and
+the notes of an ``mcpServers`` import); exit 1 with every problem on stderr when the
+file is unreadable or invalid; exit 2 for bad usage (argparse). Never a traceback.
+Values that came from ``${VAR}`` are shown as written, and URL passwords and query
+values are masked, so the output never echoes a secret.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from hopline.config.schema import BackendConfig, GatewayConfig
+
+COLLISIONS = {
+    "prefix": "a clashing unprefixed name falls back to its prefixed form",
+    "priority": "the higher priority keeps a clashing name; the others fall back to their prefixed form",
+    "rename": "only an explicit rename keeps a clashing name; the other claims are withheld",
+    "reject": "every claim on a clashing name is withheld",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="configuration file (hopline YAML, or a desktop client's mcpServers JSON)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hopline.config.load import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug must still not greet an operator with a traceback
+        print(f"{args.config}: could not be checked ({type(exc).__name__})", file=sys.stderr)
+        return 1
+    print("\n".join([f"{args.config}: valid", *explain(config)]))
+    return 0
+
+
+def explain(config: GatewayConfig) -> list[str]:
+    listen = config.listen
+    host = f"[{listen.host}]" if ":" in listen.host else listen.host
+    enabled = sum(b.enabled for b in config.backends.values())
+    lines = [
+        f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
+        f"listen: http://{host}:{listen.port}{listen.path}",
+    ]
+    if config.mode == "reverse":
+        lines.append("names: passed through unchanged (reverse mode)")
+    else:
+        lines.append(f"names: {{backend}}{config.routing.delimiter}{{name}}, at most {config.routing.max_name_length} characters")
+        lines.append(f"collisions: {config.routing.collision} ({COLLISIONS[config.routing.collision]})")
+    lines.append("backends:")
+    for bid, backend in config.backends.items():
+        lines.append(f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}")
+        lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
+    if config.import_notes:
+        lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
+    return lines
+
+
+def _pattern(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
+    if config.mode == "reverse":
+        return "<name>"
+    if not backend.prefix:
+        return "<name> (prefix off)"
+    return f"{bid}{config.routing.delimiter}<name>"
+
+
+def _extras(config: GatewayConfig, backend: BackendConfig) -> str:
+    extras = []
+    if backend.rename:
+        extras.append("renamed " + ", ".join(f"{a} -> {b}" for a, b in backend.rename.items()))
+    if config.routing.collision == "priority":
+        extras.append(f"priority {backend.priority}")
+    if backend.stateless:
+        extras.append("one shared session")
+    if backend.timeout is not None:
+        extras.append(f"timeout {backend.timeout:g}s")
+    return "; " + "; ".join(extras) if extras else ""
+
+
+def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
+    if backend.command is not None:
+        words = [config.as_written("backends", bid, "command") or backend.command]
+        words += [config.as_written("backends", bid, "args", i) or a for i, a in enumerate(backend.args)]
+        return shlex.join(words)
+    url = config.as_written("backends", bid, "url") or _mask(backend.url or "")
+    return url if backend.transport == "auto" else f"{url} ({backend.transport})"
+
+
+def _mask(url: str) -> str:
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username}:***@" + netloc.rsplit("@", 1)[1]
+    query = "&".join(f"{k}=***" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

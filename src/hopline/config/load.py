@@ -1,0 +1,170 @@
+"""Load a configuration file: read → YAML/JSON → ``${VAR}`` → ``mcpServers`` → schema.
+
+In: a path, bytes or text (JSON is YAML, so one parser reads both) and an environment
+(``os.environ`` by default). Out: a validated :class:`GatewayConfig`, or a
+:class:`ConfigError` listing every problem found as ``key.path: message`` under a
+header naming the source. Never a traceback for a bad file, and never a value from
+the file in a message: values may be secrets from the environment. Duplicate keys,
+which YAML would silently resolve to the last one, are an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import ValidationError
+
+from hopline.config.desktop import SECTION, Imported, import_servers
+from hopline.config.errors import ConfigError, format_path
+from hopline.config.interpolate import interpolate
+from hopline.config.schema import PROBLEMS, GatewayConfig, RoutingConfig, model_for
+
+__all__ = ["ConfigError", "parse_config", "parse_config_bytes", "load_config"]
+
+Loc = tuple[str | int, ...]
+
+
+class _Loader(yaml.SafeLoader):
+    """yaml.SafeLoader that rejects a key repeated in one mapping."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor` may be overridden by explicit keys
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    seen = key in first
+                except TypeError:
+                    continue  # unhashable key: the base class reports it
+                if seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {first[key]})", key_node.start_mark)
+                first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> GatewayConfig:
+    source = os.fspath(path)
+    try:
+        raw = Path(source).expanduser().read_bytes()
+    except OSError as exc:
+        raise ConfigError(source, [("", f"cannot read the file: {exc.strerror or exc}")]) from None
+    return parse_config_bytes(raw, source=source, env=env)
+
+
+def parse_config_bytes(raw: bytes, *, source: str = "<config>", env: Mapping[str, str] | None = None) -> GatewayConfig:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [("", f"not UTF-8 text (invalid byte at offset {exc.start})")]) from None
+    return parse_config(text, source=source, env=env)
+
+
+def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] | None = None) -> GatewayConfig:
+    data = _parse_yaml(text, source)
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(source, [("", f"the file is {what}; expected a mapping with `backends` or `{SECTION}`")])
+    data, problems, templates = interpolate(data, os.environ if env is None else env)
+    imported = _import_desktop(data)
+    problems += imported.problems
+    config: GatewayConfig | None = None
+    try:
+        config = GatewayConfig.model_validate(data)
+    except ValidationError as exc:
+        reported = [loc for loc, _ in problems]
+        if imported.problems:
+            reported.append(("backends",))  # counting backends is moot while an entry is broken
+        for loc, msg in _schema_problems(exc):
+            loc = _to_file_loc(loc, imported)
+            if loc not in reported:  # one problem per spot
+                problems.append((loc, msg))
+    if problems or config is None:
+        raise ConfigError(source, [(format_path(loc), msg) for loc, msg in problems])
+    config._import_notes = imported.notes
+    config._templates = {_to_config_loc(loc, imported): t for loc, t in templates.items()}
+    return config
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(source, [("", f"not valid YAML or JSON: {where}{exc.problem or exc.context}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(source, [("", f"not valid YAML or JSON: {exc}")]) from None
+
+
+def _import_desktop(data: dict[str, Any]) -> Imported:
+    if SECTION not in data:
+        return Imported()
+    try:  # ids are derived for the file's own routing settings
+        routing = RoutingConfig.model_validate(data.get("routing") or {})
+        namespace = routing.namespace()
+    except (ValidationError, ValueError):  # reported by the schema; derive for the defaults
+        namespace = RoutingConfig().namespace()
+    backends = data.get("backends")
+    taken = {k for k in backends if isinstance(k, str)} if isinstance(backends, dict) else set()
+    imported = import_servers(data.pop(SECTION), delimiter=namespace.delimiter,
+                              max_length=namespace.max_backend_length, taken=taken)
+    if backends is None:
+        data["backends"] = imported.backends
+    elif isinstance(backends, dict):
+        data["backends"] = {**backends, **imported.backends}
+    return imported
+
+
+def _schema_problems(exc: ValidationError) -> list[tuple[Loc, str]]:
+    out: list[tuple[Loc, str]] = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc: Loc = tuple(err["loc"])
+        if loc and loc[-1] == "[key]":
+            loc = loc[:-1]
+        ctx = err.get("ctx") or {}
+        if err["type"] == PROBLEMS:
+            out += [((*loc, *rel), msg) for rel, msg in ctx["problems"]]
+        elif err["type"] == "value_error":
+            out.append((loc, str(ctx.get("error", err["msg"]))))
+        elif err["type"] == "extra_forbidden":
+            out.append((loc, _unknown_key(loc)))
+        elif err["type"] == "missing":
+            out.append((loc, "is required"))
+        else:
+            out.append((loc, err["msg"]))
+    return out
+
+
+def _unknown_key(loc: Loc) -> str:
+    model = model_for(loc)
+    if model is None or not isinstance(loc[-1], str):
+        return "unknown key"
+    allowed = list(model.model_fields) + ([SECTION] if model is GatewayConfig else [])
+    close = difflib.get_close_matches(loc[-1], allowed, n=1)
+    return f"unknown key (did you mean {close[0]!r}?)" if close else f"unknown key (allowed: {', '.join(allowed)})"
+
+
+def _to_file_loc(loc: Loc, imported: Imported) -> Loc:
+    """A schema loc inside an imported backend, as the path in the file's mcpServers."""
+    if len(loc) >= 2 and loc[0] == "backends" and loc[1] in imported.origins:
+        origin = imported.origins[str(loc[1])]
+        rest = (origin.keys.get(str(loc[2]), loc[2]), *loc[3:]) if len(loc) > 2 else ()
+        return (SECTION, origin.name, *rest)
+    return loc
+
+
+def _to_config_loc(loc: Loc, imported: Imported) -> Loc:
+    """The inverse of :func:`_to_file_loc`, for locs of values as written."""
+    if len(loc) >= 3 and loc[0] == SECTION:
+        for bid, origin in imported.origins.items():
+            if origin.name == loc[1]:
+                field = next((f for f, k in origin.keys.items() if k == loc[2]), loc[2])
+                return ("backends", bid, field, *loc[3:])
+    return loc

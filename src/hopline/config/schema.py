@@ -1,0 +1,236 @@
+"""The configuration schema: pydantic models for the one configuration file (DESIGN §3.8).
+
+In: a mapping already parsed from YAML/JSON, with ``${VAR}`` already interpolated and
+any ``mcpServers`` section already turned into ``backends`` (``load.py`` does both).
+Out: a :class:`GatewayConfig`, or a pydantic ``ValidationError``. Every model forbids
+unknown keys, so a typo is an error rather than a silently ignored setting.
+
+Rules that involve more than one field are reported as one error of type
+:data:`PROBLEMS` whose ``ctx["problems"]`` lists ``(relative loc, message)`` pairs, so
+the loader can print each one at its own key path. Messages never contain a value
+from the file (values may be secrets interpolated from the environment); backend ids
+are keys, never interpolated, and may be named.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from hopline.config.ids import DEFAULT_DELIMITER, ID_PATTERN, NAME_CHARSET, id_problem, is_charset_text
+from hopline.layers.routing.namespace import Namespace
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
+PROBLEMS = "hopline_problems"  # error type carrying several located problems
+MiB = 1024 * 1024
+Loc = tuple[str | int, ...]
+
+
+def raise_problems(problems: list[tuple[Loc, str]]) -> None:
+    """Raise one pydantic error that carries each problem with its own relative loc."""
+    if problems:
+        summary = "; ".join(f"{'.'.join(map(str, loc)) or '(here)'}: {msg}" for loc, msg in problems)
+        raise PydanticCustomError(PROBLEMS, "{summary}", {"summary": summary, "problems": problems})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BackendConfig(_Section):
+    """One backend: a stdio child (``command``) or an HTTP endpoint (``url``)."""
+
+    command: str | None = Field(None, min_length=1, description="Program to start as a stdio MCP server.")
+    args: list[str] = Field(default_factory=list, description="Arguments for `command`.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for `command` (use ${VAR} for secrets).")
+    cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
+    url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
+    transport: Literal["auto", "streamable-http", "sse"] = Field("auto", description="HTTP transport of `url`; auto tries Streamable HTTP, then legacy SSE.")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to `url` (use ${VAR} for tokens).")
+    prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
+    stateless: bool = Field(False, description="Share one backend session among all clients.")
+    priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
+    rename: dict[str, str] = Field(default_factory=dict, description="Original name -> exact exposed name (never prefixed).")
+    timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
+    enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
+    description: str | None = Field(None, description="Free text for operators.")
+
+    def kind(self) -> Literal["stdio", "http"]:
+        return "stdio" if self.command is not None else "http"
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            try:
+                parts = urlsplit(url)
+                parts.port  # noqa: B018 - raises ValueError when out of range
+            except ValueError:
+                parts = None
+            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("must be an http:// or https:// URL with a host (and a valid port, if any)")
+        return url
+
+    @field_validator("headers")
+    @classmethod
+    def _http_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        # A CR or LF from an interpolated secret would split the request: refuse it here.
+        raise_problems([((name,), "a header name must be an HTTP token" if not _TOKEN.fullmatch(name)
+                         else "a header value must not contain CR, LF or NUL")
+                        for name, value in headers.items()
+                        if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0")])
+        return headers
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> BackendConfig:
+        problems: list[tuple[Loc, str]] = []
+        if (self.command is None) == (self.url is None):
+            which = "both are set" if self.command is not None else "neither is set"
+            problems.append(((), f"set exactly one of `command` (stdio backend) or `url` (HTTP backend); {which}"))
+        elif self.command is not None:
+            for key in ("headers", "transport"):
+                if getattr(self, key) not in ({}, "auto"):
+                    problems.append(((key,), "applies to `url` backends only; this backend has a `command`"))
+        else:
+            for key in ("args", "env", "cwd"):
+                if getattr(self, key):
+                    problems.append(((key,), "applies to `command` backends only; this backend has a `url`"))
+        seen: dict[str, str] = {}
+        for original, exposed in self.rename.items():
+            if not original or not exposed:
+                problems.append((("rename", original), "names in a rename map must not be empty"))
+            elif exposed in seen:
+                problems.append((("rename", original), f"exposes the same name as {seen[exposed]!r}"))
+            seen.setdefault(exposed, original)
+        raise_problems(problems)
+        return self
+
+
+class RoutingConfig(_Section):
+    """How backend names are namespaced and what happens when two collide (draft §5.3)."""
+
+    delimiter: str = Field(DEFAULT_DELIMITER, description=f"Separator in `{{backend}}{{delimiter}}{{name}}`; characters from {NAME_CHARSET}.")
+    collision: Literal["prefix", "priority", "rename", "reject"] = Field("prefix", description="Collision strategy, declared in the conformance declaration.")
+    max_name_length: int = Field(64, ge=1, description="Longest exposed name.")
+    uri_scheme: str = Field("hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs.")
+
+    @field_validator("delimiter")
+    @classmethod
+    def _charset(cls, delimiter: str) -> str:
+        if not is_charset_text(delimiter):
+            raise ValueError(f"must be non-empty and use only characters from {NAME_CHARSET}")
+        return delimiter
+
+    def namespace(self) -> Namespace:
+        """The routing layer's namespace for these settings (raises ValueError if unusable)."""
+        return Namespace(self.delimiter, NAME_CHARSET, self.max_name_length)
+
+    @model_validator(mode="after")
+    def _usable(self) -> RoutingConfig:
+        try:
+            self.namespace()
+        except ValueError as exc:
+            raise_problems([(("max_name_length",), str(exc))])
+        return self
+
+
+class ListenConfig(_Section):
+    """Where the gateway listens for clients (Streamable HTTP)."""
+
+    host: str = Field("127.0.0.1", min_length=1)
+    port: int = Field(8000, ge=0, le=65535, description="0 picks a free port.")
+    path: str = Field("/mcp", pattern=r"^/", description="Endpoint path; starts with '/'.")
+    max_body: int = Field(4 * MiB, gt=0, description="Largest accepted request body in bytes.")
+    allowed_origins: list[str] = Field(default_factory=list, description="Origins allowed besides same-host ones.")
+    allowed_hosts: list[str] = Field(default_factory=list, description="Host header values allowed besides the listen address.")
+    check_host: bool = Field(True, description="Reject requests whose Host header is not allowed (DNS rebinding).")
+    request_timeout: float = Field(300.0, gt=0)
+    session_ttl: float = Field(1800.0, gt=0, description="Idle seconds before a client session expires.")
+    max_sessions: int = Field(1000, ge=1)
+
+
+def _backend_id(backend_id: str, info: ValidationInfo) -> str:
+    routing = info.data.get("routing")  # absent when routing itself failed validation
+    if not isinstance(routing, RoutingConfig):
+        routing = None
+    problem = id_problem(backend_id, routing and routing.delimiter)
+    if problem:
+        raise ValueError(problem)
+    if routing is not None:
+        # The routing layer's own gate (length), so a file that passes here passes there.
+        routing.namespace().check_backend_id(backend_id)
+    return backend_id
+
+
+BackendId = Annotated[str, AfterValidator(_backend_id)]
+
+
+class GatewayConfig(_Section):
+    """The whole configuration file."""
+
+    version: Literal[1] = Field(1, description="Configuration format version.")
+    mode: Literal["forward", "reverse"] = Field("forward", description="forward: many backends behind one endpoint; reverse: one backend.")
+    name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
+    instructions: str | None = Field(None, description="Instructions shown to clients.")
+    listen: ListenConfig = Field(default_factory=ListenConfig)
+    # routing precedes backends: backend ids are checked against routing.delimiter.
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    backends: dict[BackendId, BackendConfig] = Field(
+        description="Backends by operator-assigned id.",
+        json_schema_extra={"propertyNames": {"pattern": ID_PATTERN}},
+    )
+
+    _import_notes: list[str] = PrivateAttr(default_factory=list)
+    _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def import_notes(self) -> list[str]:
+        """What the ``mcpServers`` import changed or ignored (derived ids, dropped keys)."""
+        return self._import_notes
+
+    def as_written(self, *loc: str | int) -> str | None:
+        """The string at ``loc`` as written before ``${VAR}`` interpolation, or None if it
+        held no reference. Lets ``hopline check`` show values without echoing secrets."""
+        return self._templates.get(tuple(loc))
+
+    @model_validator(mode="after")
+    def _whole(self) -> GatewayConfig:
+        problems: list[tuple[Loc, str]] = []
+        if not self.backends:
+            problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
+        enabled = [bid for bid, b in self.backends.items() if b.enabled]
+        if self.mode == "reverse" and len(enabled) != 1:
+            problems.append((("backends",), f"reverse mode needs exactly one enabled backend; {len(enabled)} are enabled"
+                             + (f" ({', '.join(enabled)})" if enabled else "")))
+        namespace = self.routing.namespace()
+        for bid, backend in self.backends.items():
+            for original, exposed in backend.rename.items():
+                head = namespace.split(exposed)
+                if exposed and not namespace.is_valid_name(exposed):
+                    problems.append((("backends", bid, "rename", original), f"an exposed name must be 1-{namespace.max_length} characters from {NAME_CHARSET}"))
+                elif namespace.delimiter in exposed and (head is None or head[0] != bid):
+                    problems.append((("backends", bid, "rename", original), f"an exposed name with {namespace.delimiter!r} must start with this backend's prefix {bid + namespace.delimiter!r}"))
+        raise_problems(problems)
+        return self
+
+
+def model_for(loc: Loc) -> Any:
+    """The model class that holds the last key of ``loc`` (for "did you mean" hints)."""
+    model: Any = GatewayConfig
+    i = 0
+    while i < len(loc) - 1:
+        field = model.model_fields.get(loc[i]) if isinstance(model, type) and issubclass(model, BaseModel) else None
+        if field is None:
+            return None
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model, i = ann, i + 1
+        elif getattr(ann, "__origin__", None) is dict:
+            model, i = ann.__args__[1], i + 2
+        else:
+            return None
+    return model if i == len(loc) - 1 else None

@@ -1,0 +1,66 @@
+"""Reversible resource URI and URI-template rewrite for aggregation (draft §8, §6.3;
+reference/mcp-wire.md §9 "Resource URIs and templates").
+
+Contract
+- ``expose(backend, uri)`` gives ``f"{scheme}://{backend}/{uri}"``: the backend's
+  URI is kept verbatim after the first ``/`` that follows the authority, whatever it
+  contains (another scheme, query, fragment, ``{expressions}``, non-ASCII).
+- ``resolve(exposed)`` gives ``(backend, uri)`` back, or None for anything that is
+  not in that form (another scheme, no ``/`` after the authority, an empty or
+  ill-formed backend). The scheme is matched case-insensitively (RFC 3986 §3.1); the
+  backend and the rest are matched exactly, since MCP URIs are opaque to clients.
+- ``expose_template`` uses the same form. The prefix is a literal with no
+  expressions, so RFC 6570 expansion of the exposed template is the prefix followed
+  by the expansion of the original; a client that expands it and calls
+  ``resources/read`` reaches ``resolve`` with the expanded original. Templates
+  cannot be enumerated, which is why routing is by prefix rather than a table.
+- Apply the same mapping to every URI-carrying field (resources/read, subscribe,
+  unsubscribe, resourceSubscriptions, notifications/resources/updated, completion
+  ``ref.uri``, ``Mcp-Name``); that is the caller's job. Pure; no I/O.
+- Backend ids must be non-empty RFC 3986 unreserved characters (every id that
+  passes ``Namespace.check_backend_id`` with the default charset does); ``expose``
+  raises ValueError otherwise, because the result would not parse back.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_BACKEND = re.compile(r"[A-Za-z0-9._~-]+")
+
+
+class UriMapper:
+    """Reversible resource URI rewrite: exposed = f"{scheme}://{backend}/{original}" (original kept verbatim, templates too)."""
+
+    __slots__ = ("scheme", "_prefix")
+
+    def __init__(self, scheme: str = "hopline") -> None:
+        if not _SCHEME.fullmatch(scheme):
+            raise ValueError(f"{scheme!r} is not a URI scheme (RFC 3986 §3.1)")
+        self.scheme = scheme
+        self._prefix = f"{scheme.lower()}://"
+
+    def expose(self, backend: str, uri: str) -> str:
+        if not isinstance(backend, str) or not _BACKEND.fullmatch(backend):
+            raise ValueError(f"backend id {backend!r} cannot be a URI authority")
+        return f"{self.scheme}://{backend}/{uri}"
+
+    def resolve(self, exposed: str) -> tuple[str, str] | None:
+        """``(backend, original)``, or None if ``exposed`` is not ours or malformed."""
+        if not isinstance(exposed, str):
+            return None
+        head = exposed[: len(self._prefix)]
+        if not head.isascii() or head.lower() != self._prefix:  # ASCII-only case folding
+            return None
+        backend, slash, original = exposed[len(self._prefix):].partition("/")
+        if not slash or not _BACKEND.fullmatch(backend):
+            return None
+        return backend, original
+
+    def expose_template(self, backend: str, template: str) -> str:
+        """Same form as :meth:`expose`; expansion commutes with the literal prefix."""
+        return self.expose(backend, template)
+
+    def __repr__(self) -> str:
+        return f"UriMapper(scheme={self.scheme!r})"

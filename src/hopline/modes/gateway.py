@@ -1,0 +1,138 @@
+"""Forward and Reverse modes (draft §5.2, §5.3): many backends behind one endpoint.
+
+The :class:`Gateway` is what a listener talks to (it implements ``Backends``):
+each handshake-era client session becomes a :class:`GatewaySession` with its own
+backend sessions (isolated per client, draft §10; shared for backends marked
+``stateless``), and each 2026-07-28 request a short-lived one over the shared
+backend sessions. The session answers the handshake itself (dual handshake,
+§7.1), composes lists from every backend (fan-out, §6.3) under the gateway's
+namespace (§8), and routes every invoke to exactly one backend.
+
+Layers composed here: L1 listeners/upstreams, L2 discovery (``BackendSession``),
+L3 routing (``layers/routing``), L6 session (``ClientEnd``, ``RpcPeer``), L7
+capability (``layers/capability``). Resilience and Policy are not part of the
+pipeline yet; ``hopline declare`` says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from hopline.binding import Era
+from hopline.config.schema import GatewayConfig
+from hopline.jsonrpc import Message, UnavailableError
+from hopline.layers.discovery.backend import BackendInfo, BackendSession
+from hopline.layers.routing.cursors import CursorCodec
+from hopline.layers.routing.namespace import Namespace
+from hopline.layers.routing.uris import UriMapper
+from hopline.layers.session.client_end import ClientEnd
+from hopline.modes.gateway_session import GatewaySession
+from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
+
+log = logging.getLogger("hopline.gateway")
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.reverse = config.mode == "reverse"
+        self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
+        self.uris = UriMapper(config.routing.uri_scheme)
+        self.cursors = CursorCodec()
+        self.page_size = 500
+        self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
+        self.shared: dict[str, BackendSession] = {}
+        self._shared_lock: dict[str, asyncio.Lock] = {}
+        self.sessions: set[GatewaySession] = set()
+        self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
+        for backend_id, spec in config.backends.items():
+            if not spec.enabled:
+                continue
+            if spec.command is not None:
+                target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
+                self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
+            else:
+                self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)))
+            self._shared_lock[backend_id] = asyncio.Lock()
+
+    # -- the Backends protocol (what listeners call) ---------------------------------------
+    async def open_session(self, era: Era) -> ClientEnd:
+        session = GatewaySession(self, stateful=True)
+        self.sessions.add(session)
+        return session.end
+
+    async def open_exchange(self, era: Era) -> ClientEnd:
+        return GatewaySession(self, stateful=False).end
+
+    async def aclose(self) -> None:
+        for session in list(self.sessions):
+            await session.end.aclose()
+        shared, self.shared = list(self.shared.values()), {}
+        await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
+        await asyncio.gather(*(c.aclose() for c in self.connectors.values()), return_exceptions=True)
+
+    # -- backend sessions ---------------------------------------------------------------------
+    def timeout_for(self, backend_id: str) -> float | None:
+        return self.config.backends[backend_id].timeout or self.config.listen.request_timeout
+
+    async def connect(self, backend_id: str, *, era: Era, client_capabilities: dict[str, Any], on_request: Any, on_notification: Any) -> BackendSession:
+        """A new backend session, in ``era`` if the backend speaks it (else the other)."""
+        channel = await self.connectors[backend_id].open_session(era)
+        return await BackendSession.open(
+            backend_id, channel, client_capabilities=client_capabilities, on_request=on_request, on_notification=on_notification, timeout=self.timeout_for(backend_id), prefer=era
+        )
+
+    async def shared_session(self, backend_id: str) -> BackendSession:
+        """The one session every stateless exchange (and every client, for ``stateless``
+        backends) shares. It declares no client capabilities: no single client could
+        answer a server→client request on it."""
+        session = self.shared.get(backend_id)
+        if session is not None and not session.is_closed():
+            return session
+        async with self._shared_lock[backend_id]:
+            session = self.shared.get(backend_id)
+            if session is None or session.is_closed():
+                session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification)
+                session.on_changed = self._shared_changed
+                self.shared[backend_id] = session
+        return session
+
+    def _shared_notification(self, message: Message) -> None:
+        pass  # change signals arrive through on_changed; logs without a single owner are dropped
+
+    def _shared_changed(self, backend: BackendSession, method: str) -> None:
+        for session in list(self.sessions):
+            session.backend_changed(backend.id, method)
+
+    async def sessions_for(self, ids: list[str], owner: GatewaySession) -> dict[str, BackendSession | BaseException]:
+        """Connect to every backend concurrently; one that fails or is slow does not block the rest."""
+        startup = self.config.listen.request_timeout
+
+        async def one(backend_id: str) -> BackendSession:
+            if not owner.stateful or self.config.backends[backend_id].stateless:
+                return await self.shared_session(backend_id)
+            return await owner.open_backend(backend_id)
+
+        results = await asyncio.gather(*(asyncio.wait_for(one(b), min(startup, 30.0)) for b in ids), return_exceptions=True)
+        out: dict[str, BackendSession | BaseException] = {}
+        for backend_id, result in zip(ids, results):
+            if isinstance(result, BaseException):
+                log.warning("backend %s unavailable: %s", backend_id, _describe(result))
+            out[backend_id] = result
+        return out
+
+    def infos(self, sessions: dict[str, BackendSession | BaseException]) -> dict[str, BackendInfo]:
+        return {b: s.info for b, s in sessions.items() if isinstance(s, BackendSession)}
+
+
+async def _refuse_server_request(message: Message) -> Message:
+    raise UnavailableError(f"{message.method} cannot reach a client from a shared backend session (no single client owns it)", reason="no_client")
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "did not start in time"
+    return getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+

@@ -1,0 +1,291 @@
+"""One client's view of the gateway: the dual handshake, composed lists, routed invokes.
+
+Method table (draft §6.3: LIST-METHODS fan out, INVOKE-METHODS go to exactly one
+backend). Names and URIs are namespaced on the way out and resolved on the way
+in; a name that resolves to no backend is ``-32602`` naming it. Results of invokes
+are forwarded unchanged (§8: results are not namespaced). Backend ids, progress
+tokens and server→client requests are mapped by the session layer
+(``RpcPeer``/``ClientEnd``), so nothing crosses between clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from hopline.binding import META_SERVER_INFO, Era, era_of_message
+from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, UnavailableError, notification, result
+from hopline.layers.capability import compose
+from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
+from hopline.layers.routing.paging import page
+from hopline.layers.session.client_end import ClientEnd
+
+if TYPE_CHECKING:
+    from hopline.modes.gateway import Gateway
+
+log = logging.getLogger("hopline.gateway")
+
+NAMED = {"tools/list": ("tools", "tools/call"), "prompts/list": ("prompts", "prompts/get")}
+LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+MRTR_ROUNDS = 8
+CHANGE_SIGNALS = {"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"}
+
+
+class GatewaySession:
+    def __init__(self, gateway: Gateway, *, stateful: bool) -> None:
+        self.gateway = gateway
+        self.stateful = stateful
+        self.end = ClientEnd(self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session")
+        self.client_capabilities: dict[str, Any] = {}
+        self.backends: dict[str, BackendSession | BaseException] | None = None
+        self._owned: list[BackendSession] = []
+        self._catalogs: dict[str, tuple[tuple, Catalog]] = {}
+        self._connecting: asyncio.Future | None = None
+        self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
+
+    # -- backends ---------------------------------------------------------------------
+    async def open_backend(self, backend_id: str) -> BackendSession:
+        session = await self.gateway.connect(
+            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request, on_notification=self._backend_notification(backend_id)
+        )
+        session.on_changed = lambda s, method: self.backend_changed(s.id, method)
+        self._owned.append(session)
+        return session
+
+    async def live_backends(self) -> dict[str, BackendSession | BaseException]:
+        if self.backends is None:
+            if self._connecting is None:
+                self._connecting = asyncio.ensure_future(self.gateway.sessions_for(list(self.gateway.connectors), self))
+            self.backends = await asyncio.shield(self._connecting)
+        return self.backends
+
+    async def backend(self, backend_id: str) -> BackendSession:
+        found = (await self.live_backends()).get(backend_id)
+        if not isinstance(found, BackendSession) or found.is_closed():
+            raise UnavailableError(f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable")
+        return found
+
+    # -- dispatch -------------------------------------------------------------------------
+    async def handle(self, message: Message, end: ClientEnd) -> Message | None:
+        method = message.method or ""
+        handler = _METHODS.get(method)
+        if handler is None:
+            raise MethodNotFound(f"Method not found: {method}")
+        return await handler(self, message)
+
+    async def _initialize(self, message: Message) -> Message:
+        params = message.params
+        self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        backends = await self.live_backends()
+        g = self.gateway
+        value = compose.initialize_result(g.infos(backends), requested=params.get("protocolVersion"), name=g.config.name, own_instructions=g.config.instructions, reverse=g.reverse)
+        return result(message.id, value)
+
+    async def _discover(self, message: Message) -> Message:
+        g = self.gateway
+        backends = await self.live_backends()
+        return result(message.id, compose.discover_result(g.infos(backends), name=g.config.name, own_instructions=g.config.instructions, reverse=g.reverse))
+
+    async def _ping(self, message: Message) -> Message:
+        return result(message.id, {})
+
+    async def _list(self, message: Message) -> Message:
+        method = message.method or ""
+        items = await self._composed(method)
+        offset = 0
+        cursor = message.params.get("cursor")
+        binding = self._binding
+        if cursor is not None:
+            state = self.gateway.cursors.decode(cursor, binding=binding) if isinstance(cursor, str) else {}
+            offset = state.get("o", -1) if isinstance(state.get("o"), int) else -1
+            if offset < 0:
+                raise InvalidParams("Invalid cursor", request_id=message.id)
+        chunk, next_offset = page(items, offset, self.gateway.page_size)
+        value: dict[str, Any] = {LIST_KEYS[method]: chunk}
+        if next_offset is not None:
+            value["nextCursor"] = self.gateway.cursors.encode({"o": next_offset}, binding=binding)
+        return result(message.id, self._stamp(value, modern=self._modern(message)))
+
+    async def _composed(self, method: str) -> list[dict[str, Any]]:
+        backends = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
+        fetched = await asyncio.gather(*(s.list_all(method) for s in backends.values()), return_exceptions=True)
+        lists: dict[str, list[dict[str, Any]]] = {}
+        for backend_id, items in zip(backends, fetched):
+            if isinstance(items, BaseException):
+                log.warning("backend %s: %s failed: %s", backend_id, method, items)
+                continue
+            lists[backend_id] = items
+        if method in NAMED:
+            return self._catalog(method, lists, backends).items
+        key = LIST_KEYS[method]
+        field = "uriTemplate" if key == "resourceTemplates" else "uri"
+        expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
+        out: list[dict[str, Any]] = []
+        for backend_id in sorted(lists):
+            for item in lists[backend_id]:
+                if isinstance(item.get(field), str):
+                    out.append({**item, field: expose(backend_id, item[field])})
+        return out
+
+    def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
+        """The composed names, built once per (list method, backend list versions) for the
+        whole gateway: every session and stateless request with the same backends shares it."""
+        key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
+        g = self.gateway
+        catalog = g.catalogs.get(key)
+        if catalog is not None:
+            self._catalogs[method] = (key, catalog)
+            return catalog
+        options = {b: BackendNames(prefix=(cfg.prefix and not g.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.config.backends.items()}
+        catalog = Catalog.build(lists, namespace=g.namespace, strategy=Collision(g.config.routing.collision), options=options, order=list(g.config.backends))
+        for line in catalog.diagnostics:
+            log.info("catalog %s: %s", method, line)
+        g.catalogs[key] = catalog
+        while len(g.catalogs) > 256:
+            g.catalogs.pop(next(iter(g.catalogs)))
+        self._catalogs[method] = (key, catalog)
+        return catalog
+
+    async def _invoke_named(self, message: Message) -> Message:
+        method = message.method or ""
+        list_method = "tools/list" if method == "tools/call" else "prompts/list"
+        name = message.params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParams("params.name must be a string", request_id=message.id)
+        await self._composed(list_method)
+        entry = self._catalogs[list_method][1].resolve(name)
+        if entry is None:
+            kind = "tool" if method == "tools/call" else "prompt"
+            raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=message.id)
+        return await self._forward(message, entry.backend, {**message.params, "name": entry.original})
+
+    async def _invoke_uri(self, message: Message) -> Message:
+        uri = message.params.get("uri")
+        target = self.gateway.uris.resolve(uri) if isinstance(uri, str) else None
+        if target is None or target[0] not in self.gateway.connectors:
+            raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
+        return await self._forward(message, target[0], {**message.params, "uri": target[1]})
+
+    async def _complete(self, message: Message) -> Message:
+        ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
+        if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            await self._composed("prompts/list")
+            entry = self._catalogs["prompts/list"][1].resolve(ref["name"])
+            if entry is None:
+                raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
+            return await self._forward(message, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}})
+        target = self.gateway.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
+        if target is None:
+            raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
+        return await self._forward(message, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
+
+    async def _set_level(self, message: Message) -> Message:
+        sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
+        await asyncio.gather(*(s.call("logging/setLevel", message.params) for s in sessions), return_exceptions=True)
+        return result(message.id, {})
+
+    async def _forward(self, message: Message, backend_id: str, params: dict[str, Any]) -> Message:
+        session = await self.backend(backend_id)
+        token = message.meta.get("progressToken")
+        on_progress = None
+        if token is not None:
+            def on_progress(m: Message, token: Any = token) -> None:
+                self.end.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
+        answer = await session.call(message.method or "", params, on_progress=on_progress)
+        if not self._modern(message):
+            answer = await self._mediate_input_required(session, message, params, answer, on_progress)
+        if self._modern(message) and isinstance(answer.body.get("result"), dict):
+            return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend=session)})
+        return answer
+
+    async def _mediate_input_required(self, session: BackendSession, message: Message, params: dict[str, Any], answer: Message, on_progress: Any) -> Message:
+        """Version mediation, handshake client ⇄ 2026-07-28 backend (reference §9 "MRTR"):
+        the backend's ``input_required`` result becomes server→client requests to the
+        client, whose answers go back in a retry with ``inputResponses`` and the
+        opaque ``requestState`` echoed unchanged."""
+        for _ in range(MRTR_ROUNDS):
+            value = answer.body.get("result")
+            if not isinstance(value, dict) or value.get("resultType") != "input_required":
+                return answer
+            asks = value.get("inputRequests") or {}
+            replies = await asyncio.gather(*(self.end.ask(r.get("method", ""), r.get("params")) for r in asks.values() if isinstance(r, dict)))
+            responses = {key: reply.body.get("result", {}) for key, reply in zip(asks, replies)}
+            retry = {**params, "inputResponses": responses}
+            if "requestState" in value:
+                retry["requestState"] = value["requestState"]
+            answer = await session.call(message.method or "", retry, on_progress=on_progress)
+        raise UnavailableError(f"backend {session.id} kept asking for input after {MRTR_ROUNDS} rounds", backend=session.id, reason="input_required_loop")
+
+    def _modern(self, message: Message) -> bool:
+        return not self.stateful or era_of_message(message.body) is Era.MODERN
+
+    def _stamp(self, value: dict[str, Any], *, modern: bool, backend: BackendSession | None = None) -> dict[str, Any]:
+        """2026-07-28 results carry resultType and the responder's identity (§7.3)."""
+        if not modern:
+            return value
+        value = dict(value)
+        value.setdefault("resultType", "complete")
+        meta = dict(value.get("_meta") or {})
+        if backend is not None and META_SERVER_INFO in meta:
+            meta["io.hopline/backend"] = {"id": backend.id, "serverInfo": meta[META_SERVER_INFO]}
+        if not self.gateway.reverse:
+            meta[META_SERVER_INFO] = compose.server_info(self.gateway.config.name)
+        value["_meta"] = meta
+        if any(k in value for k in LIST_KEYS.values()):
+            value.setdefault("ttlMs", 0)
+            value.setdefault("cacheScope", "private")
+        return value
+
+    # -- traffic the backends start -----------------------------------------------------------
+    async def _server_request(self, message: Message) -> Message:
+        return await self.end.ask(message.method or "", message.body.get("params"))
+
+    def _backend_notification(self, backend_id: str):
+        def deliver(message: Message) -> None:
+            method = message.method or ""
+            if method in CHANGE_SIGNALS:
+                return  # handled through on_changed, once per kind
+            if method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
+                params = {**message.params, "uri": self.gateway.uris.expose(backend_id, message.params["uri"])}
+                self.end.notify(notification(method, params))
+                return
+            self.end.notify(message)  # logs and unknown notifications pass through
+
+        return deliver
+
+    def backend_changed(self, backend_id: str, method: str) -> None:
+        self._catalogs.clear()
+        if self.stateful:
+            self.end.notify(notification(method))
+
+    async def _client_notification(self, message: Message, end: ClientEnd) -> None:
+        if message.method == "notifications/roots/list_changed":
+            for s in (self.backends or {}).values():
+                if isinstance(s, BackendSession) and s in self._owned:
+                    await s.peer.notify(message.method)
+
+    async def _closed(self, end: ClientEnd) -> None:
+        self.gateway.sessions.discard(self)
+        owned, self._owned = self._owned, []
+        await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
+
+
+_METHODS = {
+    "initialize": GatewaySession._initialize,
+    "server/discover": GatewaySession._discover,
+    "ping": GatewaySession._ping,
+    "tools/list": GatewaySession._list,
+    "prompts/list": GatewaySession._list,
+    "resources/list": GatewaySession._list,
+    "resources/templates/list": GatewaySession._list,
+    "tools/call": GatewaySession._invoke_named,
+    "prompts/get": GatewaySession._invoke_named,
+    "resources/read": GatewaySession._invoke_uri,
+    "resources/subscribe": GatewaySession._invoke_uri,
+    "resources/unsubscribe": GatewaySession._invoke_uri,
+    "completion/complete": GatewaySession._complete,
+    "logging/setLevel": GatewaySession._set_level,
+}

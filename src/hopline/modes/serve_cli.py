@@ -1,0 +1,38 @@
+"""``hopline serve CONFIG``: the Forward/Reverse gateway, over HTTP or stdio."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+examples:
+  hopline serve examples/gateway.yaml --port 8000      every backend behind http://127.0.0.1:8000/mcp
+  hopline serve ~/.config/Claude/claude_desktop_config.json --port 8000
+  hopline serve --stdio examples/gateway.yaml          one client on stdin/stdout (a desktop app launches it)
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.epilog = EPILOG
+    p.add_argument("config", help="gateway configuration (YAML, or the mcpServers JSON of desktop MCP clients)")
+    p.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout instead of HTTP")
+    p.add_argument("--host", help="override listen.host")
+    p.add_argument("--port", type=int, help="override listen.port (0 picks a free port)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hopline.config.load import ConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except (ConfigError, OSError) as exc:
+        print(f"hopline serve: {exc}", file=sys.stderr)
+        return 1
+    if args.host:
+        config.listen.host = args.host
+    if args.port is not None:
+        config.listen.port = args.port
+    from hopline.modes import gateway_serve
+
+    return gateway_serve.serve_stdio(config) if args.stdio else gateway_serve.serve_http(config)

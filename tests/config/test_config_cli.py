@@ -1,0 +1,121 @@
+"""``hopline schema`` and ``hopline check`` as real processes: exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SECRET = "s3cr3t-Vault-Value"
+
+
+def hopline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hopline", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+def test_help_lists_both_commands():
+    out = hopline("--help").stdout
+    assert "schema" in out and "check" in out
+
+
+def test_schema_prints_a_json_schema():
+    proc = hopline("schema")
+    assert proc.returncode == 0, proc.stderr
+    schema = json.loads(proc.stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["title"] == "hopline configuration"
+    assert {"backends", "mcpServers", "listen", "routing", "mode"} <= set(schema["properties"])
+    assert schema["additionalProperties"] is False and "required" not in schema
+    assert json.loads(hopline("schema", "--compact").stdout) == schema
+
+
+def test_schema_accepts_the_examples_and_rejects_a_typo():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(hopline("schema").stdout)
+    for name in ("reverse.yaml", "claude_desktop_config.json"):
+        jsonschema.validate(yaml.safe_load((EXAMPLES / name).read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"backends": {"a": {"comand": "x"}}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"backends": {"a.b": {"command": "x"}}}, schema)
+
+
+def test_check_explains_a_valid_file():
+    proc = hopline("check", "examples/gateway.yaml")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == "examples/gateway.yaml: valid"
+    assert "mode: forward (3 backends, 2 enabled)" in out
+    assert "listen: http://127.0.0.1:8000/mcp" in out
+    assert "names: {backend}__{name}, at most 64 characters" in out
+    assert any(line.startswith("collisions: prefix (") for line in out)
+    assert "  demo (stdio): python -m hopline.demo" in out
+    assert "    exposed as demo__<name>" in out
+    assert "  remote (http, disabled): ${REMOTE_MCP_URL:-http://127.0.0.1:8001/mcp}" in out
+
+
+def test_check_explains_reverse_mode_and_unprefixed_backends(tmp_path):
+    proc = hopline("check", "examples/reverse.yaml")
+    assert proc.returncode == 0 and "names: passed through unchanged (reverse mode)" in proc.stdout
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("routing: {collision: priority}\nbackends:\n  a: {command: x, prefix: false, priority: 2}\n"
+                   "  b: {url: 'http://[::1]:9/mcp', transport: sse, stateless: true, timeout: 2.5}\n")
+    out = hopline("check", str(cfg)).stdout
+    assert "    exposed as <name> (prefix off); priority 2" in out
+    assert "  b (http): http://[::1]:9/mcp (sse)" in out
+    assert "    exposed as b__<name>; priority 0; one shared session; timeout 2.5s" in out
+
+
+def test_check_prints_import_notes_for_a_desktop_file():
+    proc = hopline("check", "examples/claude_desktop_config.json", env={"REMOTE_MCP_TOKEN": "t"})
+    assert proc.returncode == 0, proc.stderr
+    assert "notes:" in proc.stdout
+    assert "  mcpServers[\"demo copy\"] is backend id 'demo-copy'" in proc.stdout
+
+
+def test_check_never_echoes_secrets(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("backends:\n"
+                   "  a: {command: run, args: [--token, '${TOKEN}'], env: {T: '${TOKEN}'}}\n"
+                   f"  b: {{url: 'https://user:{SECRET}@h/mcp?key={SECRET}&x=1', headers: {{A: '${{TOKEN}}'}}}}\n")
+    proc = hopline("check", str(cfg), env={"TOKEN": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    assert "run --token '${TOKEN}'" in proc.stdout
+    assert "https://user:***@h/mcp?key=***&x=***" in proc.stdout
+
+
+def test_check_lists_problems_and_exits_1(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("mod: forward\nbackends:\n  a: {url: 'ftp://${TOKEN}'}\n  b.c: {command: x}\n")
+    proc = hopline("check", str(cfg), env={"TOKEN": SECRET})
+    assert proc.returncode == 1 and proc.stdout == ""
+    err = proc.stderr.splitlines()
+    assert err[0] == f"{cfg}: cannot use this configuration (3 problems)"
+    assert "  mod: unknown key (did you mean 'mode'?)" in err
+    assert any(line.startswith("  backends.a.url: must be an http:// or https:// URL with a host") for line in err)
+    assert any(line.startswith('  backends["b.c"]: backend id') for line in err)
+    assert SECRET not in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content", [None, b"", b"backends: [\n", b"\xff\xfe"])
+def test_check_unreadable_or_unparseable_exits_1(tmp_path, content):
+    cfg = tmp_path / "c.yaml"
+    if content is not None:
+        cfg.write_bytes(content)
+    proc = hopline("check", str(cfg))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"{cfg}: cannot use this configuration")
+
+
+def test_check_without_a_file_is_a_usage_error():
+    proc = hopline("check")
+    assert proc.returncode == 2 and "usage:" in proc.stderr and "Traceback" not in proc.stderr

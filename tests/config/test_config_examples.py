@@ -1,0 +1,46 @@
+"""Every file in examples/ loads, with the environment variables it needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hopline.config.load import ConfigError, load_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+FILES = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+ENV = {"REMOTE_MCP_TOKEN": "test-token"}  # the only variable without a default
+
+
+def test_the_expected_examples_exist():
+    assert {"gateway.yaml", "reverse.yaml", "claude_desktop_config.json"} <= {p.name for p in FILES}
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_example_loads(path):
+    config = load_config(path, env=ENV)
+    assert config.backends
+    for backend in config.backends.values():
+        if backend.kind() == "stdio":
+            assert backend.command == "python" and backend.args[:2] == ["-m", "hopline.demo"]
+
+
+def test_gateway_example_shows_each_feature():
+    cfg = load_config(EXAMPLES / "gateway.yaml", env={})
+    assert cfg.mode == "forward" and [b.kind() for b in cfg.backends.values()] == ["stdio", "stdio", "http"]
+    assert cfg.listen.port == 8000 and cfg.backends["remote"].headers["Authorization"] == "Bearer "
+    assert load_config(EXAMPLES / "gateway.yaml", env={"HOPLINE_PORT": "9100"}).listen.port == 9100
+
+
+def test_reverse_example_has_one_backend():
+    cfg = load_config(EXAMPLES / "reverse.yaml", env={})
+    assert cfg.mode == "reverse" and len(cfg.backends) == 1
+
+
+def test_desktop_example_needs_its_token():
+    cfg = load_config(EXAMPLES / "claude_desktop_config.json", env=ENV)
+    assert list(cfg.backends) == ["demo", "demo-copy", "remote-server"]
+    assert cfg.backends["remote-server"].headers["Authorization"] == "Bearer test-token"
+    with pytest.raises(ConfigError, match="REMOTE_MCP_TOKEN is not set"):
+        load_config(EXAMPLES / "claude_desktop_config.json", env={})
