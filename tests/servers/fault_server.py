@@ -23,6 +23,7 @@ Flags:
   with status 3 (the answer is flushed first); later calls are never answered.
 - ``--garbage-first``: before reading anything, print chatter to stdout: a plain
   text banner and a JSON line that is not JSON-RPC.
+- ``--slow-list-ms MS``: answer ``tools/list`` only after MS milliseconds.
 """
 
 from __future__ import annotations
@@ -106,13 +107,16 @@ CATALOG = Catalog().add(
 
 
 class FaultProtocol(DemoProtocol):
-    def __init__(self, crash_after: int | None) -> None:
+    def __init__(self, crash_after: int | None, slow_list_ms: int = 0) -> None:
         super().__init__(CATALOG, server_info={"name": "fault-server", "version": "1.0.0"},
                          instructions="A test backend that misbehaves on command.", ttl_ms=0, cache_scope="private")
         self.crash_after = crash_after
+        self.slow_list_ms = slow_list_ms
         self.tool_calls = 0
 
     async def call(self, req: Request) -> dict[str, Any]:
+        if req.method == "tools/list" and self.slow_list_ms:
+            await asyncio.sleep(self.slow_list_ms / 1000)
         if req.method != "tools/call" or self.crash_after is None:
             return await super().call(req)
         if self.tool_calls >= self.crash_after:  # the process is about to exit: never answer
@@ -135,11 +139,12 @@ async def main(args: argparse.Namespace) -> int:
     if args.garbage_first:
         outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
         outbox.send_raw(b'{"log": "a JSON line that is not JSON-RPC"}\n')
-    return await StdioServer(FaultProtocol(args.crash_after), reader, outbox, drain=0.2).run()
+    return await StdioServer(FaultProtocol(args.crash_after, args.slow_list_ms), reader, outbox, drain=0.2).run()
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="a stdio MCP backend that misbehaves on command")
     parser.add_argument("--crash-after", type=int, metavar="N", help=f"exit with status {EXIT_STATUS} after answering N tool calls")
     parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
+    parser.add_argument("--slow-list-ms", type=int, default=0, metavar="MS", help="answer tools/list only after MS milliseconds")
     raise SystemExit(asyncio.run(main(parser.parse_args())))

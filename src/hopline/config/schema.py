@@ -117,6 +117,8 @@ class RoutingConfig(_Section):
     collision: Literal["prefix", "priority", "rename", "reject"] = Field("prefix", description="Collision strategy, declared in the conformance declaration.")
     max_name_length: int = Field(64, ge=1, description="Longest exposed name.")
     uri_scheme: str = Field("hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs.")
+    list_timeout: float = Field(10.0, gt=0, description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).")
+    retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
 
     @field_validator("delimiter")
     @classmethod
@@ -176,6 +178,7 @@ class GatewayConfig(_Section):
     mode: Literal["forward", "reverse"] = Field("forward", description="forward: many backends behind one endpoint; reverse: one backend.")
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
+    reload_interval: float = Field(1.0, ge=0, description="Seconds between checks of this file for changes (hot reload); 0 turns reloading off.")
     listen: ListenConfig = Field(default_factory=ListenConfig)
     # routing precedes backends: backend ids are checked against routing.delimiter.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)

@@ -22,6 +22,7 @@ from typing import Any
 
 from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
+from hopline.config.watch import diff_backends
 from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing.cursors import CursorCodec
@@ -36,26 +37,61 @@ log = logging.getLogger("hopline.gateway")
 
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
-        self.config = config
-        self.reverse = config.mode == "reverse"
-        self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
-        self.uris = UriMapper(config.routing.uri_scheme)
         self.cursors = CursorCodec()
         self.page_size = 500
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
         self.shared: dict[str, BackendSession] = {}
         self._shared_lock: dict[str, asyncio.Lock] = {}
+        self._failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
-        for backend_id, spec in config.backends.items():
-            if not spec.enabled:
-                continue
-            if spec.command is not None:
-                target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
-                self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
-            else:
-                self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)))
-            self._shared_lock[backend_id] = asyncio.Lock()
+        self._configure(config)
+        for backend_id in config.backends:
+            self._add_connector(backend_id)
+
+    def _configure(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.reverse = config.mode == "reverse"
+        self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
+        self.uris = UriMapper(config.routing.uri_scheme)
+        self.catalogs.clear()
+
+    def _add_connector(self, backend_id: str) -> None:
+        spec = self.config.backends[backend_id]
+        if not spec.enabled:
+            return
+        if spec.command is not None:
+            target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
+            self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
+        else:
+            self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)))
+        self._shared_lock[backend_id] = asyncio.Lock()
+
+    async def _remove_connector(self, backend_id: str) -> None:
+        connector = self.connectors.pop(backend_id, None)
+        shared = self.shared.pop(backend_id, None)
+        self._failed.pop(backend_id, None)
+        if shared is not None:
+            await shared.aclose()
+        if connector is not None:
+            await connector.aclose()
+
+    async def reload(self, new: GatewayConfig) -> None:
+        """Apply a changed configuration file (hot reload, DESIGN §3.8): backends that
+        were removed or changed are closed, added or changed ones connected, and every
+        client is sent the CHANGE-SIGNAL. Listener settings need a restart."""
+        diff = diff_backends(self.config, new)
+        if new.listen != self.config.listen:
+            log.warning("reload: listen settings changed; they take effect after a restart")
+        gone = diff.removed + diff.changed
+        for backend_id in gone:
+            await self._remove_connector(backend_id)
+        self._configure(new)
+        for backend_id in diff.added + diff.changed:
+            self._add_connector(backend_id)
+        log.info("reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-")
+        for session in list(self.sessions):
+            await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.connectors])
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     async def open_session(self, era: Era) -> ClientEnd:
@@ -94,7 +130,17 @@ class Gateway:
         async with self._shared_lock[backend_id]:
             session = self.shared.get(backend_id)
             if session is None or session.is_closed():
-                session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification)
+                failed = self._failed.get(backend_id)
+                loop = asyncio.get_running_loop()
+                if failed is not None and loop.time() < failed[0]:
+                    raise failed[1]  # don't retry a failed start on every stateless request
+                try:
+                    session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification)
+                except Exception as exc:
+                    delay = self.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
+                    self._failed[backend_id] = (loop.time() + delay, exc, loop.time())
+                    raise
+                self._failed.pop(backend_id, None)
                 session.on_changed = self._shared_changed
                 self.shared[backend_id] = session
         return session

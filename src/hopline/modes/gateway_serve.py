@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from hopline import runtime
@@ -19,9 +20,25 @@ from hopline.transports.streamable_http_server import ListenerOptions, Streamabl
 log = logging.getLogger("hopline.serve")
 
 
-def serve_http(config: GatewayConfig) -> int:
+async def _watch(path: str | None, gateway: Gateway) -> None:
+    """Hot reload: apply every valid change of the configuration file."""
+    if path is None or not gateway.config.reload_interval:
+        return
+    from hopline.config.watch import ConfigWatcher
+
+    watcher = ConfigWatcher(path, interval=gateway.config.reload_interval)
+    watcher.load()
+    async for new in watcher.changes():
+        try:
+            await gateway.reload(new)
+        except Exception:
+            log.exception("reload failed; keeping what is running")
+
+
+def serve_http(config: GatewayConfig, path: str | None = None) -> int:
     async def main() -> int:
         gateway = Gateway(config)
+        watch = asyncio.create_task(_watch(path, gateway))
         listen = config.listen
         sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
         sse_sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
@@ -45,6 +62,7 @@ def serve_http(config: GatewayConfig) -> int:
             runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
 
         async def shutdown() -> None:
+            watch.cancel()
             await sessions.close_all()
             await sse_sessions.close_all()
             await gateway.aclose()

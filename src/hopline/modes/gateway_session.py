@@ -31,6 +31,7 @@ log = logging.getLogger("hopline.gateway")
 NAMED = {"tools/list": ("tools", "tools/call"), "prompts/list": ("prompts", "prompts/get")}
 LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
 MRTR_ROUNDS = 8
+MISSING_KEY = "io.hopline/missing-backends"
 CHANGE_SIGNALS = {"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"}
 
 
@@ -45,6 +46,7 @@ class GatewaySession:
         self._catalogs: dict[str, tuple[tuple, Catalog]] = {}
         self._connecting: asyncio.Future | None = None
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
+        self._reconnecting: dict[str, asyncio.Task] = {}
 
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
@@ -52,6 +54,7 @@ class GatewaySession:
             backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request, on_notification=self._backend_notification(backend_id)
         )
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
+        session.on_closed = self._backend_lost
         self._owned.append(session)
         return session
 
@@ -60,7 +63,67 @@ class GatewaySession:
             if self._connecting is None:
                 self._connecting = asyncio.ensure_future(self.gateway.sessions_for(list(self.gateway.connectors), self))
             self.backends = await asyncio.shield(self._connecting)
+            if self.stateful:
+                for backend_id, found in self.backends.items():
+                    if not isinstance(found, BackendSession):
+                        self._schedule_reconnect(backend_id)
         return self.backends
+
+    def _schedule_reconnect(self, backend_id: str) -> None:
+        """Keep trying a backend that failed or went away; when it answers, its
+        capabilities reappear and the client gets the CHANGE-SIGNAL (draft §6.7)."""
+        if backend_id in self._reconnecting or self.end.is_closed():
+            return
+        task = asyncio.create_task(self._reconnect(backend_id), name=f"reconnect-{backend_id}")
+        self._reconnecting[backend_id] = task
+        task.add_done_callback(lambda _t, b=backend_id: self._reconnecting.pop(b, None))
+
+    async def _reconnect(self, backend_id: str) -> None:
+        delay = self.gateway.config.routing.retry_after
+        while not self.end.is_closed() and backend_id in self.gateway.connectors:
+            await asyncio.sleep(delay)
+            try:
+                (found,) = (await self.gateway.sessions_for([backend_id], self)).values()
+            except Exception as exc:  # never let a reconnect loop die silently
+                found = exc
+            if isinstance(found, BackendSession):
+                if self.backends is not None:
+                    self.backends[backend_id] = found
+                log.info("backend %s is back", backend_id)
+                self._surface_changed()
+                return
+            delay = min(delay * 2, 60.0)
+
+    def _backend_lost(self, backend: BackendSession) -> None:
+        if self.backends is not None and self.backends.get(backend.id) is backend:
+            self.backends[backend.id] = UnavailableError(f"backend {backend.id} went away", backend=backend.id)
+            self._surface_changed()
+            self._schedule_reconnect(backend.id)
+
+    async def reloaded(self, gone: list[str], added: list[str]) -> None:
+        """The configuration changed under this session: drop what went, connect what came."""
+        if self.backends is None:
+            return  # not connected yet: the next request sees the new configuration
+        for backend_id in gone:
+            found = self.backends.pop(backend_id, None)
+            task = self._reconnecting.pop(backend_id, None)
+            if task is not None:
+                task.cancel()
+            if isinstance(found, BackendSession) and found in self._owned:
+                self._owned.remove(found)
+                await found.aclose()
+        if added:
+            self.backends.update(await self.gateway.sessions_for(added, self))
+            for backend_id in added:
+                if not isinstance(self.backends.get(backend_id), BackendSession):
+                    self._schedule_reconnect(backend_id)
+        self._surface_changed()
+
+    def _surface_changed(self) -> None:
+        self._catalogs.clear()
+        if self.stateful:
+            for signal in ("notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"):
+                self.end.notify(notification(signal))
 
     async def backend(self, backend_id: str) -> BackendSession:
         found = (await self.live_backends()).get(backend_id)
@@ -94,7 +157,7 @@ class GatewaySession:
 
     async def _list(self, message: Message) -> Message:
         method = message.method or ""
-        items = await self._composed(method)
+        items, missing = await self._fan_out(method)
         offset = 0
         cursor = message.params.get("cursor")
         binding = self._binding
@@ -107,19 +170,30 @@ class GatewaySession:
         value: dict[str, Any] = {LIST_KEYS[method]: chunk}
         if next_offset is not None:
             value["nextCursor"] = self.gateway.cursors.encode({"o": next_offset}, binding=binding)
+        if missing:
+            value["_meta"] = {MISSING_KEY: missing}  # a partial answer says who is missing
         return result(message.id, self._stamp(value, modern=self._modern(message)))
 
     async def _composed(self, method: str) -> list[dict[str, Any]]:
+        items, _missing = await self._fan_out(method)
+        return items
+
+    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """Every healthy backend's list, composed. A backend that fails or outlasts the
+        list timeout is left out of this answer (fail-open) and named in ``missing``."""
         backends = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
-        fetched = await asyncio.gather(*(s.list_all(method) for s in backends.values()), return_exceptions=True)
+        missing = sorted(set(self.gateway.connectors) - set(backends))
+        limit = self.gateway.config.routing.list_timeout
+        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
         for backend_id, items in zip(backends, fetched):
             if isinstance(items, BaseException):
-                log.warning("backend %s: %s failed: %s", backend_id, method, items)
+                log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
+                missing.append(backend_id)
                 continue
             lists[backend_id] = items
         if method in NAMED:
-            return self._catalog(method, lists, backends).items
+            return self._catalog(method, lists, backends).items, sorted(missing)
         key = LIST_KEYS[method]
         field = "uriTemplate" if key == "resourceTemplates" else "uri"
         expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
@@ -128,7 +202,7 @@ class GatewaySession:
             for item in lists[backend_id]:
                 if isinstance(item.get(field), str):
                     out.append({**item, field: expose(backend_id, item[field])})
-        return out
+        return out, sorted(missing)
 
     def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
         """The composed names, built once per (list method, backend list versions) for the
@@ -269,6 +343,8 @@ class GatewaySession:
 
     async def _closed(self, end: ClientEnd) -> None:
         self.gateway.sessions.discard(self)
+        for task in list(self._reconnecting.values()):
+            task.cancel()
         owned, self._owned = self._owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 

@@ -35,4 +35,4 @@ def run(args: argparse.Namespace) -> int:
         config.listen.port = args.port
     from hopline.modes import gateway_serve
 
-    return gateway_serve.serve_stdio(config) if args.stdio else gateway_serve.serve_http(config)
+    return gateway_serve.serve_stdio(config) if args.stdio else gateway_serve.serve_http(config, args.config)

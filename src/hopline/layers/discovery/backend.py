@@ -69,6 +69,7 @@ class BackendSession:
         self._generation = 0  # bumped by every invalidation, so a fetch in flight cannot cache stale data
         self.serial = next(_serials)  # unique for the process lifetime (unlike id())
         self.on_changed: Callable[[BackendSession, str], None] | None = None
+        self.on_closed: Callable[[BackendSession], None] | None = None
 
     @classmethod
     async def open(
@@ -91,7 +92,7 @@ class BackendSession:
             if on_notification is not None:
                 on_notification(message)
 
-        peer = RpcPeer(channel, name=backend_id, on_request=on_request, on_notification=notified)
+        peer = RpcPeer(channel, name=backend_id, on_request=on_request, on_notification=notified, on_closed=lambda: holder and holder[0]._closed())
         try:
             info = await _handshake(peer, caps, timeout, prefer)
         except BaseException:
@@ -178,6 +179,10 @@ class BackendSession:
             self.invalidate(methods)
             if self.on_changed is not None:
                 self.on_changed(self, message.method or "")
+
+    def _closed(self) -> None:
+        if self.on_closed is not None:
+            self.on_closed(self)
 
     def is_closed(self) -> bool:
         return self.peer.is_closed()

@@ -30,11 +30,12 @@ OnNotification = Callable[[Message], None]
 
 
 class RpcPeer:
-    def __init__(self, channel: Channel, *, name: str, on_request: OnRequest | None = None, on_notification: OnNotification | None = None) -> None:
+    def __init__(self, channel: Channel, *, name: str, on_request: OnRequest | None = None, on_notification: OnNotification | None = None, on_closed: Callable[[], object] | None = None) -> None:
         self.channel = channel
         self.name = name
         self.on_request = on_request
         self.on_notification = on_notification
+        self.on_closed = on_closed
         self.closed_reason: str | None = None
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Message]] = {}
@@ -102,6 +103,11 @@ class RpcPeer:
             log.exception("%s: reader failed", self.name)
             reason = f"internal error: {type(exc).__name__}"
         self._fail(reason)
+        if self.on_closed is not None:
+            try:
+                self.on_closed()
+            except Exception:
+                log.exception("%s: on_closed failed", self.name)
 
     def _dispatch(self, message: Message) -> None:
         body = message.body

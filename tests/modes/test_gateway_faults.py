@@ -1,0 +1,126 @@
+"""Gateway under faults: backends down at startup, crashing, slow to list.
+
+The surface always matches what the gateway can serve (draft §6.7): a backend that
+is not there has no tools listed, and when it (re)appears the client is told with
+``notifications/tools/list_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+from mcp import types
+
+from tests.conftest import PY, SERVERS
+from tests.peers import bounded, client, text_of
+
+DEMO = [PY, "-m", "hopline.demo"]
+
+
+def config(tmp_path, backends: dict, **routing) -> str:
+    conf = {"backends": {b: {"command": argv[0], "args": argv[1:]} for b, argv in backends.items()}, "routing": {"retry_after": 0.2, **routing}}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    return str(path)
+
+
+class ChangeWatcher:
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+    async def __call__(self, message) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(message.root if hasattr(message, "root") else message, types.ToolListChangedNotification):
+            self.changed.set()
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.changed.set()
+
+
+async def names(c) -> set[str]:
+    return {t.name for t in (await bounded(c.list_tools())).tools}
+
+
+async def wait_for_tools(c, predicate, timeout=10.0) -> set[str]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        found = await names(c)
+        if predicate(found) or asyncio.get_running_loop().time() > deadline:
+            return found
+        await asyncio.sleep(0.1)
+
+
+async def test_backend_down_at_startup_appears_later_with_a_change_signal(tmp_path, hopline_serve):
+    flag = tmp_path / "ready"
+    gw = hopline_serve(config(tmp_path, {"demo": DEMO, "late": [PY, str(SERVERS / "flaky_start.py"), str(flag)]}))
+    watcher = ChangeWatcher()
+    async with client(gw.url, "legacy", message_handler=watcher) as c:
+        first = await names(c)
+        assert "demo__echo" in first and not any(n.startswith("late__") for n in first)
+        flag.write_text("go")
+        await asyncio.wait_for(watcher.changed.wait(), 10)
+        assert "late__echo" in await names(c)
+        assert text_of(await bounded(c.call_tool("late__echo", {"text": "hi"}))) == "hi"
+
+
+async def test_a_crashed_backend_is_withdrawn_and_restored(tmp_path, hopline_serve):
+    gw = hopline_serve(config(tmp_path, {"demo": DEMO, "fault": [PY, str(SERVERS / "fault_server.py")]}))
+    async with client(gw.url, "legacy") as c:
+        assert "fault__crash" in await names(c)
+        with pytest.raises(Exception):
+            await bounded(c.call_tool("fault__crash", {}))
+        # withdrawn while down (or already back): either way the surface is servable
+        back = await wait_for_tools(c, lambda n: "fault__echo" in n)
+        assert "fault__echo" in back
+        assert text_of(await bounded(c.call_tool("fault__echo", {"text": "again"}))) == "again"
+
+
+async def test_a_list_that_outlasts_the_timeout_is_left_out_and_named(tmp_path, hopline_serve):
+    import httpx
+    import orjson
+
+    gw = hopline_serve(config(tmp_path, {"demo": DEMO, "slow": [PY, str(SERVERS / "fault_server.py"), "--slow-list-ms", "5000"]}, list_timeout=0.5))
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        sid = (await http.post(gw.url, content=orjson.dumps(init), headers=headers)).headers["mcp-session-id"]
+        started = asyncio.get_running_loop().time()
+        r = await http.post(gw.url, content=b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}', headers={**headers, "mcp-session-id": sid})
+        elapsed = asyncio.get_running_loop().time() - started
+    body = r.json()["result"]
+    assert elapsed < 3
+    assert "demo__echo" in [t["name"] for t in body["tools"]]
+    assert body["_meta"]["io.hopline/missing-backends"] == ["slow"]
+
+
+async def test_hot_reload_adds_and_removes_backends_with_change_signals(tmp_path, hopline_serve):
+    path = tmp_path / "gw.yaml"
+    conf = {"reload_interval": 0.1, "backends": {"one": {"command": DEMO[0], "args": DEMO[1:]}}}
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path))
+    watcher = ChangeWatcher()
+    async with client(gw.url, "legacy", message_handler=watcher) as c:
+        assert {"one__echo"} <= await names(c)
+        conf["backends"]["two"] = {"command": DEMO[0], "args": DEMO[1:]}
+        path.write_text(yaml.safe_dump(conf))
+        await asyncio.wait_for(watcher.changed.wait(), 10)
+        now = await names(c)
+        assert "one__echo" in now and "two__echo" in now
+        assert text_of(await bounded(c.call_tool("two__echo", {"text": "new"}))) == "new"
+        watcher.changed.clear()
+        del conf["backends"]["one"]
+        path.write_text(yaml.safe_dump(conf))
+        await asyncio.wait_for(watcher.changed.wait(), 10)
+        now = await names(c)
+        assert "two__echo" in now and not any(n.startswith("one__") for n in now)
+
+
+async def test_an_invalid_reload_keeps_the_running_configuration(tmp_path, hopline_serve):
+    path = tmp_path / "gw.yaml"
+    conf = {"reload_interval": 0.1, "backends": {"one": {"command": DEMO[0], "args": DEMO[1:]}}}
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path))
+    path.write_text("backends: {bad__id: {command: x}}\n")
+    gw.wait_line(r"cannot use this configuration", timeout=10)
+    async with client(gw.url, "legacy") as c:
+        assert "one__echo" in await names(c)
