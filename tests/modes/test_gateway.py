@@ -169,3 +169,23 @@ async def test_stateless_results_carry_the_gateways_identity(two_backends):
         assert result["resultType"] == "complete"
         assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "hopline"
     assert called.json()["result"]["_meta"]["io.hopline/backend"]["id"] == "sdk"
+
+
+async def test_tasks_are_routed_by_the_task_id_the_gateway_exposed(tmp_path, hopline_serve):
+    gw = hopline_serve(write_config(tmp_path, {"jobs": ([PY, str(SERVERS / "task_server.py")], {}), "demo": (DEMO, {})}))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28"}
+
+    async def rpc(http, msg_id, method, params, name=None):
+        h = {**headers, "mcp-method": method, **({"mcp-name": name} if name else {})}
+        r = await http.post(gw.url, content=orjson.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": {**params, "_meta": meta}}), headers=h)
+        return r.json()
+
+    async with httpx.AsyncClient(timeout=20) as http:
+        created = (await rpc(http, 1, "tools/call", {"name": "jobs__job", "arguments": {}}, "jobs__job"))["result"]
+        assert created["resultType"] == "task" and created["taskId"] == "jobs:t-1"
+        status = (await rpc(http, 2, "tasks/get", {"taskId": "jobs:t-1"}, "jobs:t-1"))["result"]
+        assert status["status"] == "completed" and status["taskId"] == "jobs:t-1"
+        assert status["result"]["content"][0]["text"] == "done t-1"
+        unknown = await rpc(http, 3, "tasks/get", {"taskId": "nobody:t-1"}, "nobody:t-1")
+        assert unknown["error"]["code"] == -32602

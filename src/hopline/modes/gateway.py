@@ -27,6 +27,7 @@ from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
+from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import UriMapper
 from hopline.layers.session.client_end import ClientEnd
 from hopline.modes.gateway_session import GatewaySession
@@ -38,6 +39,7 @@ log = logging.getLogger("hopline.gateway")
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.cursors = CursorCodec()
+        self.tasks = TaskIds()
         self.page_size = 500
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
         self.shared: dict[str, BackendSession] = {}
@@ -64,7 +66,9 @@ class Gateway:
             target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
             self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
         else:
-            self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)))
+            # A backend that forgets our session (restart, idle expiry: HTTP 404) is
+            # re-initialized transparently and the request retried once (test-battery F1).
+            self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)), reinitialize_on_404=True)
         self._shared_lock[backend_id] = asyncio.Lock()
 
     async def _remove_connector(self, backend_id: str) -> None:

@@ -256,6 +256,14 @@ class GatewaySession:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
         return await self._forward(message, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
 
+    async def _task(self, message: Message) -> Message:
+        """Tasks extension (2026-07-28): a task id names its backend (``backend:id``)."""
+        task_id = message.params.get("taskId")
+        target = self.gateway.tasks.resolve(task_id) if isinstance(task_id, str) else None
+        if target is None or target[0] not in self.gateway.connectors:
+            raise InvalidParams(f"Unknown task: {task_id!r}", request_id=message.id)
+        return await self._forward(message, target[0], {**message.params, "taskId": target[1]})
+
     async def _set_level(self, message: Message) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
         await asyncio.gather(*(s.call("logging/setLevel", message.params) for s in sessions), return_exceptions=True)
@@ -271,6 +279,10 @@ class GatewaySession:
         answer = await session.call(message.method or "", params, on_progress=on_progress)
         if not self._modern(message):
             answer = await self._mediate_input_required(session, message, params, answer, on_progress)
+        value = answer.body.get("result")
+        if isinstance(value, dict) and isinstance(value.get("taskId"), str):
+            # A created task (or a task's status) names its task by the gateway's id.
+            answer = Message({**answer.body, "result": {**value, "taskId": self.gateway.tasks.expose(backend_id, value["taskId"])}})
         if self._modern(message) and isinstance(answer.body.get("result"), dict):
             return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend=session)})
         return answer
@@ -364,4 +376,7 @@ _METHODS = {
     "resources/unsubscribe": GatewaySession._invoke_uri,
     "completion/complete": GatewaySession._complete,
     "logging/setLevel": GatewaySession._set_level,
+    "tasks/get": GatewaySession._task,
+    "tasks/update": GatewaySession._task,
+    "tasks/cancel": GatewaySession._task,
 }

@@ -103,11 +103,12 @@ class StdioBackends:
 class RemoteBackends:
     """Backends for one remote Streamable HTTP or legacy SSE server."""
 
-    def __init__(self, target: RemoteTarget, *, shared: bool = False) -> None:
+    def __init__(self, target: RemoteTarget, *, shared: bool = False, reinitialize_on_404: bool = False) -> None:
         import httpx
 
         self.target = target
         self.shared = shared
+        self.reinitialize_on_404 = reinitialize_on_404
         self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
         self._pool = _SharedPerEra(self._connect, target.url)
 
@@ -118,7 +119,7 @@ class RemoteBackends:
             return await SseUpstream.connect(self.target.url, headers=self.target.headers, client=self._client)
         from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
-        return await StreamableHttpUpstream.connect(self.target.url, headers=self.target.headers, client=self._client)
+        return await StreamableHttpUpstream.connect(self.target.url, headers=self.target.headers, client=self._client, reinitialize_on_404=self.reinitialize_on_404)
 
     async def open_session(self, era: Era) -> Channel:
         if self.shared:
