@@ -241,6 +241,10 @@ class GatewaySession:
         target = self.gateway.uris.resolve(uri) if isinstance(uri, str) else None
         if target is None or target[0] not in self.gateway.connectors:
             raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
+        if message.method in ("resources/subscribe", "resources/unsubscribe"):
+            caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
+            if not (isinstance(caps, dict) and caps.get("subscribe")):
+                raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
         return await self._forward(message, target[0], {**message.params, "uri": target[1]})
 
     async def _complete(self, message: Message) -> Message:
