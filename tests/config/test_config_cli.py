@@ -38,7 +38,7 @@ def test_schema_prints_a_json_schema():
 
 
 def test_schema_accepts_the_examples_and_rejects_a_typo():
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema  # installed with the test extras (the MCP SDK depends on it)
     schema = json.loads(hopline("schema").stdout)
     for name in ("reverse.yaml", "claude_desktop_config.json"):
         jsonschema.validate(yaml.safe_load((EXAMPLES / name).read_text()), schema)
