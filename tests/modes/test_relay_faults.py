@@ -78,7 +78,8 @@ async def test_backend_crash_fails_every_call_in_flight(hopline_relay):
     async with httpx.AsyncClient(timeout=15) as http:
         sid = await legacy_session(http, relay.url)
         hangs = [asyncio.create_task(call(http, relay.url, sid, 100 + i, "hang")) for i in range(3)]
-        await asyncio.sleep(0.3)  # let the hangs reach the backend before it dies
+        for _ in range(3):  # all three are in flight at the backend before it dies
+            await asyncio.to_thread(relay.wait_line, r"hanging on request", 10)
         crash = await call(http, relay.url, sid, 99, "crash")
         answers = await bounded(asyncio.gather(*hangs), 10)
     assert crash["error"]["code"] == -31001
@@ -208,12 +209,14 @@ async def test_idle_sessions_expire_to_404_and_free_their_child(hopline_relay):
 async def test_client_cancellation_reaches_the_backend(hopline_relay):
     """A handshake-era notifications/cancelled from the client stops the backend's work."""
     relay = hopline_relay()  # the demo server logs the cancellations it receives
+    body = rpc("long-1", "tools/call", {"name": "countdown", "arguments": {"steps": 100, "delay_ms": 100}, "_meta": {"progressToken": "p"}})
     async with httpx.AsyncClient(timeout=15) as http:
         sid = await legacy_session(http, relay.url)
-        long_call = asyncio.create_task(call(http, relay.url, sid, "long-1", "countdown", {"steps": 100, "delay_ms": 100}))
-        await asyncio.sleep(0.3)
-        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long-1", "reason": "user"}}
-        r = await http.post(relay.url, content=orjson.dumps(cancel), headers={**HEADERS, "mcp-session-id": sid})
-        assert r.status_code == 202
-        relay.wait_line(r"request 'long-1' cancelled by the client \(user\)", timeout=5)
-        long_call.cancel()
+        async with http.stream("POST", relay.url, content=orjson.dumps(body), headers={**HEADERS, "mcp-session-id": sid}) as stream:
+            async for line in stream.aiter_lines():
+                if line.startswith("data: "):
+                    break  # the first progress event: the backend is working on it
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "long-1", "reason": "user"}}
+            r = await http.post(relay.url, content=orjson.dumps(cancel), headers={**HEADERS, "mcp-session-id": sid})
+            assert r.status_code == 202
+            await asyncio.to_thread(relay.wait_line, r"request 'long-1' cancelled by the client \(user\)", 5)

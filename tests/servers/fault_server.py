@@ -65,6 +65,8 @@ async def _crash(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
 
 
 async def _hang(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    sys.stderr.write(f"fault_server: hanging on request {req.id!r}\n")  # tests wait for this line
+    sys.stderr.flush()
     await asyncio.Event().wait()
     raise AssertionError("unreachable")
 
