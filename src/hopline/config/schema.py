@@ -117,7 +117,7 @@ class RoutingConfig(_Section):
     collision: Literal["prefix", "priority", "rename", "reject"] = Field("prefix", description="Collision strategy, declared in the conformance declaration.")
     max_name_length: int = Field(64, ge=1, description="Longest exposed name.")
     uri_scheme: str = Field("hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs.")
-    list_timeout: float = Field(10.0, gt=0, description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).")
+    list_timeout: float = Field(5.0, gt=0, description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).")
     retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
 
     @field_validator("delimiter")

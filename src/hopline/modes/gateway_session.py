@@ -15,7 +15,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from hopline.binding import META_SERVER_INFO, Era, era_of_message
+from hopline.binding import META_CLIENT_CAPABILITIES, META_SERVER_INFO, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, UnavailableError, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
@@ -181,14 +181,18 @@ class GatewaySession:
     async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
         list timeout is left out of this answer (fail-open) and named in ``missing``."""
-        backends = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
+        loop = asyncio.get_running_loop()
+        live = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
+        # A backend whose list just failed is not asked again (and waited for) on every request.
+        backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
         missing = sorted(set(self.gateway.connectors) - set(backends))
         limit = self.gateway.config.routing.list_timeout
         fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
-        for backend_id, items in zip(backends, fetched):
+        for (backend_id, session), items in zip(backends.items(), fetched):
             if isinstance(items, BaseException):
                 log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
+                session.list_failed_until[method] = loop.time() + self.gateway.config.routing.retry_after
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
@@ -229,12 +233,27 @@ class GatewaySession:
         name = message.params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string", request_id=message.id)
-        await self._composed(list_method)
-        entry = self._catalogs[list_method][1].resolve(name)
+        entry = self._resolve_cached(list_method, name)
+        if entry is None:  # not in the surface this session last saw: compose it afresh
+            await self._composed(list_method)
+            entry = self._catalogs[list_method][1].resolve(name)
         if entry is None:
             kind = "tool" if method == "tools/call" else "prompt"
             raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=message.id)
         return await self._forward(message, entry.backend, {**message.params, "name": entry.original})
+
+    def _resolve_cached(self, list_method: str, name: str) -> Any:
+        """Resolve against the catalogue already composed, if it is still current for the
+        backend that owns the name, so an invoke never waits on other backends' lists."""
+        cached = self._catalogs.get(list_method)
+        entry = cached[1].resolve(name) if cached is not None else None
+        if entry is None or self.backends is None:
+            return None
+        owner = self.backends.get(entry.backend)
+        versions = dict(cached[0][1])
+        if isinstance(owner, BackendSession) and versions.get(entry.backend) == owner.version:
+            return entry
+        return None
 
     async def _invoke_uri(self, message: Message) -> Message:
         uri = message.params.get("uri")
@@ -280,6 +299,10 @@ class GatewaySession:
         if token is not None:
             def on_progress(m: Message, token: Any = token) -> None:
                 self.end.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
+        if not self._modern(message) and session.info.era is Era.MODERN:
+            # A handshake client's capabilities travel per request to a 2026-07-28 backend
+            # (truthfully: only what this client declared), so the backend may ask for input.
+            params = {**params, "_meta": {**(params.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
         answer = await session.call(message.method or "", params, on_progress=on_progress)
         if not self._modern(message):
             answer = await self._mediate_input_required(session, message, params, answer, on_progress)

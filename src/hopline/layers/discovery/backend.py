@@ -70,6 +70,7 @@ class BackendSession:
         self.serial = next(_serials)  # unique for the process lifetime (unlike id())
         self.on_changed: Callable[[BackendSession, str], None] | None = None
         self.on_closed: Callable[[BackendSession], None] | None = None
+        self.list_failed_until: dict[str, float] = {}  # list method → loop time before which it is not retried
 
     @classmethod
     async def open(
