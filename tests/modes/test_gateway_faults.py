@@ -124,3 +124,38 @@ async def test_an_invalid_reload_keeps_the_running_configuration(tmp_path, hopli
     gw.wait_line(r"cannot use this configuration", timeout=10)
     async with client(gw.url, "legacy") as c:
         assert "one__echo" in await names(c)
+
+
+async def test_a_2026_listen_stream_gets_the_change_signal_on_reload(tmp_path, hopline_serve):
+    import httpx
+    import orjson
+
+    from hopline.transports.sse import SSEParser
+
+    path = tmp_path / "gw.yaml"
+    conf = {"reload_interval": 0.1, "backends": {"one": {"command": DEMO[0], "args": DEMO[1:]}}}
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": "L1", "method": "subscriptions/listen", "params": {"_meta": meta, "notifications": {"toolsListChanged": True, "resourceSubscriptions": ["x"]}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"}
+    events = []
+    async with httpx.AsyncClient(timeout=20) as http:
+        async with http.stream("POST", gw.url, content=orjson.dumps(body), headers=headers) as r:
+            assert r.headers["content-type"].startswith("text/event-stream")
+            parser = SSEParser()
+            async for chunk in r.aiter_bytes():
+                for ev in parser.feed(chunk):
+                    if ev.data:
+                        events.append(orjson.loads(ev.data))
+                if len(events) == 1:
+                    conf["backends"]["two"] = {"command": DEMO[0], "args": DEMO[1:]}
+                    path.write_text(yaml.safe_dump(conf))
+                if len(events) >= 2:
+                    break
+    ack, changed = events[0], events[1]
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"toolsListChanged": True}  # resource subscriptions not offered
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
+    assert changed["method"] == "notifications/tools/list_changed"
+    assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"

@@ -47,6 +47,7 @@ class Gateway:
         self._failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
+        self.listeners: set[Any] = set()  # open subscriptions/listen streams of 2026-07-28 clients
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -96,6 +97,8 @@ class Gateway:
         log.info("reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-")
         for session in list(self.sessions):
             await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.connectors])
+        if diff:
+            self.announce(("notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"))
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     async def open_session(self, era: Era) -> ClientEnd:
@@ -155,6 +158,12 @@ class Gateway:
     def _shared_changed(self, backend: BackendSession, method: str) -> None:
         for session in list(self.sessions):
             session.backend_changed(backend.id, method)
+        self.announce((method,))
+
+    def announce(self, methods: tuple[str, ...]) -> None:
+        """Send CHANGE-SIGNALs to every open 2026-07-28 listen stream that asked for them."""
+        for listener in list(self.listeners):
+            listener.changed(methods)
 
     async def sessions_for(self, ids: list[str], owner: GatewaySession) -> dict[str, BackendSession | BaseException]:
         """Connect to every backend concurrently; one that fails or is slow does not block the rest."""

@@ -287,6 +287,20 @@ class GatewaySession:
             raise InvalidParams(f"Unknown task: {task_id!r}", request_id=message.id)
         return await self._forward(message, target[0], {**message.params, "taskId": target[1]})
 
+    async def _listen(self, message: Message) -> Message | None:
+        """``subscriptions/listen`` (2026-07-28): acknowledge what the gateway will deliver,
+        then stream CHANGE-SIGNALs until the client closes the stream (which cancels this)."""
+        asked = message.params.get("notifications") if isinstance(message.params.get("notifications"), dict) else {}
+        agreed = {key: True for key in LISTEN_KEYS if asked.get(key)}
+        listener = Listener(self.end, message.id, agreed)
+        listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
+        self.gateway.listeners.add(listener)
+        try:
+            await asyncio.Event().wait()  # until the client goes away
+        finally:
+            self.gateway.listeners.discard(listener)
+        return None
+
     async def _set_level(self, message: Message) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
         await asyncio.gather(*(s.call("logging/setLevel", message.params) for s in sessions), return_exceptions=True)
@@ -388,6 +402,30 @@ class GatewaySession:
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 
 
+LISTEN_KEYS = {
+    "toolsListChanged": "notifications/tools/list_changed",
+    "promptsListChanged": "notifications/prompts/list_changed",
+    "resourcesListChanged": "notifications/resources/list_changed",
+}
+
+
+class Listener:
+    """One open listen stream; every notification on it names the listen's id (reference §5)."""
+
+    def __init__(self, end: ClientEnd, listen_id: Any, agreed: dict[str, bool]) -> None:
+        self.end, self.listen_id = end, listen_id
+        self.methods = {LISTEN_KEYS[key] for key in agreed}
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> None:
+        meta = {"io.modelcontextprotocol/subscriptionId": self.listen_id}
+        self.end.notify(notification(method, {**(params or {}), "_meta": meta}))
+
+    def changed(self, methods: tuple[str, ...]) -> None:
+        for method in methods:
+            if method in self.methods:
+                self.send(method)
+
+
 _METHODS = {
     "initialize": GatewaySession._initialize,
     "server/discover": GatewaySession._discover,
@@ -406,4 +444,5 @@ _METHODS = {
     "tasks/get": GatewaySession._task,
     "tasks/update": GatewaySession._task,
     "tasks/cancel": GatewaySession._task,
+    "subscriptions/listen": GatewaySession._listen,
 }

@@ -203,7 +203,8 @@ class StreamableHttpListener:
         handshake-era writers do not, because there a disconnect is not a cancel and
         the stream stays resumable."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.request_timeout
+        # A listen stream is open-ended by design; everything else has a deadline.
+        deadline = loop.time() + (self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9)
         watcher = None
         if modern or sink is None:
             watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
