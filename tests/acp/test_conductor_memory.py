@@ -180,3 +180,43 @@ async def test_crash_policy_for_a_proxy(policy):
             assert answer["result"] == {"sessionId": "s1"}  # routed straight to the agent
     finally:
         await h.close()
+
+
+async def mute(ch) -> None:
+    """A component that reads and never answers."""
+    while True:
+        try:
+            await ch.receive()
+        except ChannelClosed:
+            return
+
+
+async def test_a_restarted_proxy_that_never_rejoins_is_stopped_and_its_traffic_refused():
+    client, upstream = memory_pair("client")
+    spawned: list[str] = []
+    tasks: list[asyncio.Task] = []
+
+    async def spawn(component):
+        spawned.append(component.name)
+        ours, theirs = memory_pair(component.name)
+        first = spawned.count(component.name) == 1
+        behaviour = fake_agent if not component.proxy else (fake_d5_proxy if first else mute)
+        tasks.append(asyncio.create_task(behaviour(theirs)))
+        return ours
+
+    conductor = Conductor(chain.build(["proxy", "agent"], on_crash="restart"), upstream, spawn=spawn, drain_timeout=2, restart_backoff=0.001, rejoin_timeout=0.2)
+    run = asyncio.create_task(conductor.run())
+    try:
+        await client.send(msg({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}}))
+        assert (await asyncio.wait_for(client.receive(), WAIT)).body["result"] == {"protocolVersion": 1}
+        await conductor.channels[1].aclose()  # the proxy's pipe breaks
+        await client.send(msg({"id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}))
+        answer = (await asyncio.wait_for(client.receive(), WAIT)).body  # held through 3 silent restarts, then refused
+        assert answer["id"] == 2 and "not restarted again after 3 attempt(s)" in answer["error"]["message"]
+        assert spawned.count("proxy") == 4
+    finally:
+        await client.aclose()
+        await asyncio.wait_for(run, WAIT)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -2,50 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 import pytest
+from router_harness import AGENT, CLIENT, P1, P2, Wire, init
 
 from hopline.acp import chain
-from hopline.acp.router import Router
-from hopline.jsonrpc import parse
-
-CLIENT, P1, P2, AGENT = 0, 1, 2, 3
-
-
-class Wire:
-    """A router plus helpers: ``feed(conn, body)`` returns [(conn, body), ...]."""
-
-    def __init__(self, commands: list[str], **kw: Any) -> None:
-        self.trace: list[tuple] = []
-        self.router = Router(chain.build(commands, **kw), tracer=lambda *a: self.trace.append(a))
-
-    def feed(self, conn: int, body: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-        msg = parse(orjson.dumps({"jsonrpc": "2.0", **body}))
-        return [(c, m.body) for c, m in self.router.handle(conn, msg)]
-
-    def lost(self, conn: int, reason: str = "exited with status 7") -> list[tuple[int, dict[str, Any]]]:
-        return [(c, m.body) for c, m in self.router.lost(conn, reason)]
-
-    def one(self, conn: int, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        out = self.feed(conn, body)
-        assert len(out) == 1, out
-        return out[0]
-
-
-def init(wire: Wire, n_proxies: int, dialect_envelope: str = "proxy/successor") -> None:
-    """Drive a chain of D5 proxies through initialize."""
-    conn, msg = wire.one(CLIENT, {"id": "i", "method": "initialize", "params": {"protocolVersion": 1}})
-    for p in range(1, n_proxies + 1):
-        assert (conn, msg["method"]) == (p, "proxy/initialize")
-        conn, msg = wire.one(p, {"id": 100 + p, "method": dialect_envelope, "params": {"method": "initialize", "params": msg["params"]}})
-    assert msg["method"] == "initialize"
-    answer = wire.one(conn, {"id": msg["id"], "result": {"protocolVersion": 1}})
-    for p in range(n_proxies, 0, -1):
-        assert answer == (p, {"jsonrpc": "2.0", "id": 100 + p, "result": {"protocolVersion": 1}})
-        answer = wire.one(p, {"id": 1, "result": {"protocolVersion": 1}})  # the handshake was the first request on p
-    assert answer == (CLIENT, {"jsonrpc": "2.0", "id": "i", "result": {"protocolVersion": 1}})
 
 
 def test_plain_chain_rewrites_ids_and_maps_answers_back():

@@ -7,7 +7,13 @@ reached through its parent conductor. Each command is one shell-parsed string
 (as the Rust reference conductor takes them).
 
 A component's dialect is configured (``--dialect d4`` for all, ``--dialect 2=d1``
-for the second component) or ``None``: detected from how it answers.
+for the second component) or ``None``: detected from how it answers. For the
+terminal agent (``N=D`` only) and the client (``0=D``) it names the
+MCP-over-ACP dialect they speak (:mod:`hopline.acp.mcp_wire`), which otherwise
+is learned from the agent's ``initialize`` answer and from how servers are declared.
+
+``--on-crash``: ``fail`` (default), ``bypass`` (route around a dead proxy) or
+``restart`` (spawn it again, at most ``restart_attempts`` times in a row).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Sequence
 from hopline.acp import dialects
 
 AGENT_MODE, PROXY_MODE = "agent", "proxy"
-CRASH_POLICIES = ("fail", "bypass")
+CRASH_POLICIES = ("fail", "bypass", "restart")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,8 @@ class Chain:
     mode: str = AGENT_MODE
     on_crash: str = "fail"
     env: dict[str, str] = field(default_factory=dict)
+    client_dialect: str | None = None  # the client's MCP-over-ACP dialect (``--dialect 0=D``)
+    restart_attempts: int = 3
 
     def __post_init__(self) -> None:
         if self.mode not in (AGENT_MODE, PROXY_MODE):
@@ -56,6 +64,7 @@ def build(
     mode: str = AGENT_MODE,
     dialect_options: Sequence[str] = (),
     on_crash: str = "fail",
+    restart_attempts: int = 3,
 ) -> Chain:
     """A chain from command strings and ``--dialect`` options (``D`` or ``N=D``)."""
     default: str | None = None
@@ -73,8 +82,8 @@ def build(
             i = int(index)
         except ValueError:
             raise ValueError(f"--dialect {option!r}: expected D or N=D with N a component number") from None
-        if not 1 <= i <= len(commands):
-            raise ValueError(f"--dialect {option!r}: there is no component {i} (1..{len(commands)})")
+        if not 0 <= i <= len(commands):
+            raise ValueError(f"--dialect {option!r}: there is no component {i} (0 = the client, 1..{len(commands)})")
         if value is not None:
             per_index[i] = value
     components: list[Component] = []
@@ -90,9 +99,9 @@ def build(
             base = f"{base}#{seen[base]}"
         else:
             seen[base] = 1
-        dialect = per_index.get(i, default) if is_proxy else None
+        dialect = per_index.get(i, default) if is_proxy else per_index.get(i)
         components.append(Component(name=base, argv=argv, proxy=is_proxy, dialect=dialect))
-    return Chain(tuple(components), mode=mode, on_crash=on_crash)
+    return Chain(tuple(components), mode=mode, on_crash=on_crash, client_dialect=per_index.get(0), restart_attempts=restart_attempts)
 
 
 def _display_name(argv: tuple[str, ...]) -> str:

@@ -1,12 +1,15 @@
 """``hopline acp``: run a chain of ACP proxies in front of an ACP agent, on our stdio.
 
-    hopline acp [--dialect D|N=D] [--proxy] [--on-crash fail|bypass] [--trace FILE] \\
-        -- "proxy1 args" "proxy2" "agent --acp"
+    hopline acp [--dialect D|N=D] [--proxy] [--on-crash fail|bypass|restart] [--mcp-bridge http|stdio] \\
+        [--trace FILE] -- "proxy1 args" "proxy2" "agent --acp"
 
 Agent mode (default): the last command is the terminal agent and the conductor
 looks like an ordinary ACP agent to whoever launched it. Proxy mode
 (``--proxy``): every command is a proxy and the conductor itself sits inside
-another chain. Top-level imports stay light: ``hopline --help`` imports this.
+another chain. ``--mcp-bridge`` puts hopline's MCP-over-ACP bridge
+(:mod:`hopline.acp.bridge`) right before the agent, for agents that cannot consume
+ACP-transport MCP servers themselves. Top-level imports stay light:
+``hopline --help`` imports this.
 """
 
 from __future__ import annotations
@@ -16,14 +19,27 @@ import logging
 
 DIALECT_HELP = (
     "proxy dialect: d1 (Thinkwell), d2 (RFD text), d3 (sacp v11), d4 (Rust conductor 2.0), d5 (newest schema) "
-    "or auto (detect; the default). 'D' sets every proxy, 'N=D' component N (1-based); repeatable"
+    "or auto (detect; the default). 'D' sets every proxy, 'N=D' component N (1-based); repeatable. "
+    "For the agent (N=last) and the client (0=D) it is the MCP-over-ACP dialect they speak"
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dialect", action="append", default=[], metavar="D|N=D", help=DIALECT_HELP)
     parser.add_argument("--proxy", action="store_true", help="proxy mode: every command is a proxy; the conductor is itself a proxy in another chain")
-    parser.add_argument("--on-crash", choices=["fail", "bypass"], default="fail", help="when a proxy exits: fail its traffic with an error (default) or route around it")
+    parser.add_argument(
+        "--on-crash",
+        choices=["fail", "bypass", "restart"],
+        default="fail",
+        help="when a proxy exits: fail its traffic with an error (default), route around it, or restart it "
+        "(up to 3 times in a row, with backoff; sessions come back through session/load when the agent supports it)",
+    )
+    parser.add_argument(
+        "--mcp-bridge",
+        choices=["http", "stdio"],
+        help="insert hopline's MCP-over-ACP bridge before the agent: ACP-transport MCP servers reach it as loopback "
+        "Streamable HTTP servers (http) or as a stdio command (stdio); it counts as a component in --dialect N=D",
+    )
     parser.add_argument("--trace", metavar="FILE", help="append one JSON line per routed message (from, to, method, id, dialect)")
     parser.add_argument("components", nargs="*", metavar="COMMAND", help='one shell-quoted command per component, e.g. "python proxy.py" "my-agent --acp"')
 
@@ -31,9 +47,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from hopline.acp import chain as chain_mod
 
+    components = list(args.components)
+    if getattr(args, "mcp_bridge", None) and components and not args.proxy:
+        import shlex
+        import sys
+
+        components.insert(len(components) - 1, shlex.join([sys.executable, "-m", "hopline.acp.bridge", "--transport", args.mcp_bridge]))
     try:
         chain = chain_mod.build(
-            args.components,
+            components,
             mode=chain_mod.PROXY_MODE if args.proxy else chain_mod.AGENT_MODE,
             dialect_options=args.dialect,
             on_crash=args.on_crash,

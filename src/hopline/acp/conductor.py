@@ -13,6 +13,12 @@ Contract
   every affected request with the conductor's own error (never a hang).
 - A component that writes non-JSON-RPC lines to stdout is named in a warning
   (the lines are dropped by the framing and the stream stays in sync).
+- ``--on-crash restart``: a proxy that exits is spawned again after a backoff
+  (``restart_backoff`` doubled per consecutive attempt, at most
+  ``chain.restart_attempts`` in a row), offered the role again and given its
+  sessions back (:mod:`hopline.acp.sessions`); if that is not done within
+  ``rejoin_timeout`` the new process is stopped and counts as another failure.
+  Its traffic waits meanwhile; when no attempt is left it is refused.
 - Upstream EOF means the client has no more to say: requests it already sent
   are still answered (bounded by ``drain_timeout``), then each component's
   stdin is closed, what they still send is routed, and they are stopped (stdin
@@ -30,6 +36,7 @@ import logging
 from typing import Awaitable, Callable
 
 from hopline.acp.chain import Chain, Component
+from hopline.acp.lifecycle import State
 from hopline.acp.router import Output, Router, Tracer
 from hopline.jsonrpc import InternalError, Message
 from hopline.transports.base import Channel, ChannelClosed
@@ -96,11 +103,16 @@ class Conductor:
         spawn: Spawner | None = None,
         tracer: Tracer | None = None,
         drain_timeout: float = 10.0,
+        restart_backoff: float = 0.1,
+        rejoin_timeout: float = 10.0,
     ) -> None:
         self.chain = chain
         self.router = Router(chain, tracer=tracer)
         self._spawn = spawn or (lambda component: spawn_stdio(component, chain.env))
         self.drain_timeout = drain_timeout
+        self.restart_backoff = restart_backoff
+        self.rejoin_timeout = rejoin_timeout
+        self._rejoining: dict[int, asyncio.Event] = {}  # restarted proxies not READY yet
         n = len(chain.components)
         self.outboxes = [Outbox() for _ in range(n + 1)]
         self.outboxes[0].channel = upstream_out or upstream
@@ -164,16 +176,46 @@ class Conductor:
                 self._start_chain()
         if self._input_done:
             self._check_answered()
+        for conn, settled in self._rejoining.items():
+            if self.router.state[conn] not in (State.REJOINING, State.RELOADING):
+                settled.set()
 
     def _check_answered(self) -> None:
         if self.router.in_flight(0) == 0:
             self._answered.set()
 
     def _lost(self, conn: int, reason: str) -> None:
+        name = self.chain.components[conn - 1].name
         if not self._closing:
-            log.warning("ACP component %r is gone: %s", self.chain.components[conn - 1].name, reason)
+            log.warning("ACP component %r is gone: %s", name, reason)
         self.outboxes[conn].dead = True
+        self.outboxes[conn].wakeup.set()  # its writer ends
         self._dispatch(self.router.lost(conn, reason))
+        if self.router.state[conn] is State.RESTARTING and not self._closing:
+            attempt = self.router.restarts[conn]
+            delay = self.restart_backoff * 2 ** (attempt - 1)
+            log.warning("ACP component %r: restart %d of at most %d in %.2f s", name, attempt, self.chain.restart_attempts, delay)
+            self._own(asyncio.create_task(self._restart(conn, delay), name=f"acp-restart-{conn}"))
+
+    async def _restart(self, conn: int, delay: float) -> None:
+        await asyncio.sleep(delay)  # backoff: a proxy that dies at once must not spin
+        try:
+            channel = await self._spawn(self.chain.components[conn - 1])
+        except Exception as exc:
+            return self._lost(conn, exc.reason if isinstance(exc, ChannelClosed) else f"could not start: {exc}")
+        if self._closing:
+            await channel.aclose()
+            return
+        settled = self._rejoining[conn] = asyncio.Event()
+        self._attach(conn, channel)  # no await between this and the offer: nothing can overtake it
+        self._dispatch(self.router.rejoin(conn))
+        try:
+            await asyncio.wait_for(settled.wait(), self.rejoin_timeout)
+        except asyncio.TimeoutError:
+            log.warning("ACP component %r did not take its place again within %g s; stopping it", self.chain.components[conn - 1].name, self.rejoin_timeout)
+            await channel.aclose()  # its reader reports the loss: the next attempt, or the end
+        finally:
+            self._rejoining.pop(conn, None)
 
     def _report_garbage(self, conn: int, channel: Channel) -> None:
         count = getattr(channel, "garbage_frames", 0)
@@ -203,12 +245,19 @@ class Conductor:
             if self._closing:
                 await result.aclose()
                 continue
-            self.channels[conn] = result
-            outbox = self.outboxes[conn]
-            outbox.channel = result
-            self._own(asyncio.create_task(outbox.drain(), name=f"acp-write-{conn}"))
-            outbox.wakeup.set()
-            self._own(asyncio.create_task(self._read(conn), name=f"acp-read-{conn}"))
+            self._attach(conn, result)
+
+    def _attach(self, conn: int, channel: Channel) -> None:
+        """Start pumping a (new) component channel; what was queued for it goes first."""
+        self.channels[conn] = channel
+        outbox = self.outboxes[conn]
+        if outbox.dead:  # a restarted component: a fresh outbox
+            outbox = self.outboxes[conn] = Outbox()
+        outbox.channel = channel
+        self._garbage[conn] = 0
+        self._own(asyncio.create_task(outbox.drain(), name=f"acp-write-{conn}"))
+        outbox.wakeup.set()
+        self._own(asyncio.create_task(self._read(conn), name=f"acp-read-{conn}"))
 
     def _own(self, task: asyncio.Task) -> None:
         self._tasks.add(task)

@@ -16,9 +16,9 @@ cancelled there, its answers dropped as orphans).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
-from hopline.jsonrpc import Id
+from hopline.jsonrpc import Id, Message
 
 # Why the conductor awaits an answer; decides what it does with the answer.
 FORWARD = 0  # an ordinary forwarded request: map the id back and pass it on
@@ -36,6 +36,10 @@ class Pending:
     source: int = 0  # chain position it came from (for traces)
     params: Any = None  # kept for PROBE, to offer the next dialect
     dialect: str | None = None  # PROBE / PARENT_INIT: which handshake this is
+    # Sees the answer first (whatever it is, the conductor's own errors included)
+    # and returns what goes on to ``origin``, or None to stop it here.
+    then: Callable[[Message], Message | None] | None = None
+    setup: Any = None  # session setup requests: (params as delivered, MCP server keys)
 
 
 class Hops:

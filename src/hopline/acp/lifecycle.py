@@ -11,7 +11,11 @@ even a success, is a refusal: that is how an agent that treats
 becomes ``FAILED`` when every handshake it was offered was refused, or when it
 answered without acknowledging the role (D1's ``_meta.proxy`` echo). A component whose
 process exits is ``DEAD``; under the bypass policy it is then ``BYPASSED`` and
-routing skips it.
+routing skips it. Under the restart policy a dead proxy is ``RESTARTING`` while
+the shell spawns it again, ``REJOINING`` while it is offered the role again, and
+``RELOADING`` while its sessions are re-established with ``session/load``; they
+hold its traffic, delivered in order once it is ``READY`` (while reloading, only
+what travels down: what its successor sends up is the reload's own traffic).
 
 What a position does with traffic, per state, is :data:`TRAFFIC`: hold it until
 the dialect is known, deliver it, answer it with an error, or skip the position.
@@ -29,6 +33,9 @@ class State(str, Enum):
     FAILED = "failed"
     DEAD = "dead"
     BYPASSED = "bypassed"
+    RESTARTING = "restarting"
+    REJOINING = "rejoining"
+    RELOADING = "reloading"
 
 
 class Event(str, Enum):
@@ -40,6 +47,8 @@ class Event(str, Enum):
     EXHAUSTED = "exhausted"  # no dialect left, or the role was not acknowledged
     EXITED = "exited"  # the process is gone
     BYPASS = "bypass"  # policy: route around it from now on
+    RESTART = "restart"  # policy: spawn it again
+    RELOADED = "reloaded"  # a restarted proxy's sessions are loaded again
 
 
 S, E = State, Event
@@ -52,11 +61,17 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.PROBING, E.EXHAUSTED): S.FAILED,
     (S.READY, E.EXHAUSTED): S.FAILED,  # D1: forwarded, then answered without the echo
     (S.DEAD, E.BYPASS): S.BYPASSED,
+    (S.DEAD, E.RESTART): S.RESTARTING,
+    (S.RESTARTING, E.OFFER): S.REJOINING,
+    (S.REJOINING, E.ACCEPTED): S.RELOADING,
+    (S.REJOINING, E.EXHAUSTED): S.FAILED,
+    (S.RELOADING, E.RELOADED): S.READY,
 }
-for _state in (S.IDLE, S.PROBING, S.READY, S.FAILED):
+for _state in (S.IDLE, S.PROBING, S.READY, S.FAILED, S.RESTARTING, S.REJOINING, S.RELOADING):
     TRANSITIONS[(_state, E.EXITED)] = S.DEAD
 
-# What happens to a message routed to a position in each state.
+# What happens to a message routed to a position in each state ("hold-down":
+# hold what travels down to it, deliver what travels up).
 TRAFFIC: dict[State, str] = {
     S.IDLE: "expect-initialize",
     S.PROBING: "hold",
@@ -64,6 +79,9 @@ TRAFFIC: dict[State, str] = {
     S.FAILED: "refuse",
     S.DEAD: "refuse",
     S.BYPASSED: "skip",
+    S.RESTARTING: "hold",
+    S.REJOINING: "hold",
+    S.RELOADING: "hold-down",
 }
 
 # An initialize reaching a position that is past IDLE: (code, message), as the
@@ -72,6 +90,9 @@ REENTRY: dict[State, tuple[int, str]] = {
     S.PROBING: (-32603, "conductor initialization was re-entered"),
     S.READY: (-32600, "conductor already initialized"),
     S.FAILED: (-32600, "conductor already initialized (and the chain failed to start)"),
+    S.RESTARTING: (-32600, "conductor already initialized"),
+    S.REJOINING: (-32600, "conductor already initialized"),
+    S.RELOADING: (-32600, "conductor already initialized"),
 }
 
 

@@ -11,6 +11,8 @@ inner message unwrapped; anything else a component sends travels *up* to its
 predecessor; what upstream sends plainly travels down to position 1. It is
 delivered to the next live position: plainly going down, in the receiver's
 dialect envelope going up to a proxy (or down to the parent's successor).
+MCP-over-ACP traffic is the exception: it goes straight to the component that
+declared the server, or back to the one that connected (:mod:`hopline.acp.mcp_routes`).
 
 Guarantees:
 - Ids are rewritten per connection (:mod:`hopline.acp.hops`); answers map back.
@@ -18,34 +20,35 @@ Guarantees:
   so per (source → destination) FIFO holds if the shell writes each
   connection's outputs in order. An update sent before a result stays before it.
 - ``$/cancel_request`` is translated hop by hop, never tunnelled.
-- Handshakes follow :mod:`hopline.acp.lifecycle`; a proxy of unknown dialect is
-  offered D5, D4, D1 in turn (:data:`hopline.acp.dialects.PROBE_ORDER`), and
-  traffic for it is held until it shows which one it speaks.
+- Handshakes follow :mod:`hopline.acp.handshake` and :mod:`hopline.acp.lifecycle`;
+  traffic for a proxy whose dialect is not known yet is held, in order.
 - A lost component answers everything awaited from it with the conductor's own
   error (never a hang); its own outstanding requests are cancelled downstream.
+  Under ``--on-crash restart`` a lost proxy's traffic is then held until the
+  shell has restarted it and :mod:`hopline.acp.sessions` has reloaded its sessions.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from hopline.acp import dialects
+from hopline.acp import dialects, mcp_wire
 from hopline.acp.chain import PROXY_MODE, Chain
 from hopline.acp.dialects import CANCEL_REQUEST, DIALECTS, ENVELOPES, PROBE_ORDER, PROXY_INIT_METHODS
+from hopline.acp.handshake import EXPECTED_HANDSHAKE, NOT_A_PROXY, ONLY_CONDUCTOR, Handshakes  # noqa: F401 (re-exported)
 from hopline.acp.hops import FORWARD, PROBE, Hops, Pending
-from hopline.acp.lifecycle import REENTRY, TRAFFIC, Event, State, step
-from hopline.jsonrpc import JSONRPC, HoplineError, InternalError, InvalidParams, InvalidRequest, Message, UnavailableError, error_response
+from hopline.acp.lifecycle import TRAFFIC, Event, State, step
+from hopline.acp.mcp_routes import McpRoutes
+from hopline.acp.sessions import Sessions
+from hopline.jsonrpc import JSONRPC, HoplineError, InvalidParams, InvalidRequest, Message, UnavailableError, error_response
 
 DOWN, UP = 1, -1
 Output = tuple[int, Message]
 Tracer = Callable[[str, str, Message, "str | None", "str | None"], None]
-
-ONLY_CONDUCTOR = "initialize/proxy requests are only sent by the conductor"
-NOT_A_PROXY = "Proxy component did not accept proxy capability"
-EXPECTED_HANDSHAKE = "expected a proxy handshake (proxy/initialize, _proxy/initialize or initialize with _meta.proxy): this conductor runs in proxy mode"
+Then = Callable[[Message], "Message | None"]
 
 
-class Router:
+class Router(Handshakes):
     def __init__(self, chain: Chain, *, tracer: Tracer | None = None) -> None:
         n = len(chain.components)
         self.chain = chain
@@ -54,14 +57,19 @@ class Router:
         self.names = ["parent" if self.proxy_mode else "client", *chain.names(), "successor"]
         self.is_proxy = [False, *(c.proxy for c in chain.components), False]
         self.state = [State.READY, *([State.IDLE] * n), State.IDLE]
-        self.dialect: list[str | None] = [None, *(c.dialect for c in chain.components), None]
+        self.dialect: list[str | None] = [chain.client_dialect, *(c.dialect for c in chain.components), None]
         self.probes: list[list[str]] = [[] for _ in range(n + 2)]
         self.refusals: list[list[str]] = [[] for _ in range(n + 2)]
         self.held: list[list[tuple]] = [[] for _ in range(n + 2)]
         self.why: list[str] = [""] * (n + 2)
+        self.answers: list[Any] = [None] * (n + 2)  # each position's answer to initialize
+        self.init_params: list[Any] = [None] * (n + 2)  # the initialize params each proxy was offered
+        self.restarts = [0] * (n + 2)  # consecutive restarts of each proxy
         self.upstream_dialect: str | None = None  # proxy mode: how our parent speaks
         self._parent_handshake: Any = None
         self.hops = Hops(n + 1)
+        self.mcp = McpRoutes(self)
+        self.sessions = Sessions(self)
         self.tracer = tracer
         self._out: list[Output] = []
 
@@ -78,13 +86,17 @@ class Router:
             try:
                 method, params = dialects.unwrap(message)  # type: ignore[misc]
             except ValueError as exc:
-                return self._refuse(conn, body.get("id"), InvalidParams(str(exc)))
+                return self._reply(conn, body.get("id"), InvalidParams(str(exc)), conn)
             plain, src, direction = None, (self.last if conn == 0 else conn), (UP if conn == 0 else DOWN)
         msg_id = body.get("id")
         if method == CANCEL_REQUEST:
             self._cancel(conn, params)
         elif direction == DOWN and (method == "initialize" or method in PROXY_INIT_METHODS):
             self._initialize(conn, msg_id, src, message, method, params)
+        elif method in mcp_wire.MCP_METHODS and self.mcp.handle(conn, msg_id, src, direction, method, params):
+            pass
+        elif direction == DOWN and msg_id is not None and (err := self.sessions.refusal(params)) is not None:
+            self._reply(conn, msg_id, err, src)
         else:
             self._route(conn, msg_id, src, direction, method, params, plain)
         return out
@@ -94,17 +106,28 @@ class Router:
         out = self._out = []
         self.state[conn] = step(self.state[conn], Event.EXITED)
         self.why[conn] = f"ACP component {self.names[conn]!r} exited ({reason})"
+        policy = self.chain.on_crash if self.is_proxy[conn] else "fail"
+        if policy == "restart" and self.answers[conn] is None:
+            policy = "fail"  # it never took its place: the client's initialize already failed
+        elif policy == "restart" and self.restarts[conn] >= self.chain.restart_attempts:
+            policy = "fail"
+            self.why[conn] += f"; not restarted again after {self.restarts[conn]} attempt(s)"
         awaited, sent = self.hops.lose(conn)
         for p in awaited:
-            if p.origin is not None:
-                self._reply(p.origin, p.origin_id, UnavailableError(f"{self.why[conn]} while handling {p.method!r}", backend=self.names[conn], reason="exited"), conn)
+            err = UnavailableError(f"{self.why[conn]} while handling {p.method!r}", backend=self.names[conn], reason="exited")
+            self._settle(p, error_response(None, err), conn, conductor=True)
         for target, target_id in sent:  # it will never read these answers: stop the work
             if target and self.state[target] in (State.DEAD, State.BYPASSED):
                 continue
             self._emit(target, conn, _note(CANCEL_REQUEST, {"requestId": target_id}), None, CANCEL_REQUEST)
-        self._flush(conn)
-        if self.chain.on_crash == "bypass" and self.is_proxy[conn]:
+        self.mcp.lost(conn)
+        if policy != "restart":
+            self._flush(conn)  # what waited for it is refused (bypass: routed around it)
+        if policy == "bypass":
             self.state[conn] = step(self.state[conn], Event.BYPASS)
+        elif policy == "restart":
+            self.restarts[conn] += 1
+            self.state[conn] = step(self.state[conn], Event.RESTART)
         return out
 
     def in_flight(self, conn: int) -> int:
@@ -127,25 +150,35 @@ class Router:
             return
         self._deliver(target, direction, conn, msg_id, src, method, params, plain)
 
-    def _deliver(self, t: int, direction: int, conn: int, msg_id: Any, src: int, method: str, params: Any, plain: Message | None) -> None:
+    def _deliver(self, t: int, direction: int, conn: Any, msg_id: Any, src: int, method: str, params: Any, plain: Message | None, then: Then | None = None, request: bool | None = None) -> None:
+        """Send one message to position ``t`` (``request``: with no origin, the conductor's own)."""
         traffic = TRAFFIC[self.state[t]]
+        if traffic == "hold-down":
+            traffic = "hold" if direction == DOWN else "deliver"
         if traffic == "hold":
-            self.held[t].append((direction, conn, msg_id, src, method, params, plain))
+            self.held[t].append((direction, conn, msg_id, src, method, params, plain, then, request))
             return
+        is_request = msg_id is not None if request is None else request
         if traffic != "deliver":
-            if msg_id is not None:
-                self._reply(conn, msg_id, self._refusal(t, method), src)
+            if is_request:
+                self._settle(Pending(conn, msg_id, method, then=then), error_response(None, self._refusal(t, method)), src, conductor=True)
             return
+        setup = None
+        if direction == DOWN and method in mcp_wire.SESSION_SETUP:
+            new, keys = self.mcp.servers.setup(src, t, method, params)
+            plain, params, setup = (None if new is not params else plain), new, (new, keys)
+        elif t == 0 and self.sessions.muted(method, params):
+            return  # history a restarted proxy's session/load replays: the client has it
         wrap = self._wrapper(t, direction)
         out_conn = 0 if t == self.last and self.proxy_mode else t
-        if msg_id is None:
+        if not is_request:
             if wrap is not None:
                 message = wrap.wrap(method, params, None)
             else:
                 message = plain if plain is not None else _note(method, params)
             self._emit(out_conn, src, message, wrap, method, t)
             return
-        new_id = self.hops.open(out_conn, Pending(conn, msg_id, method, FORWARD, t, src))
+        new_id = self.hops.open(out_conn, Pending(conn, msg_id, method, FORWARD, t, src, then=then, setup=setup))
         if wrap is not None:
             message = wrap.wrap(method, params, new_id)
         elif plain is not None:
@@ -166,13 +199,26 @@ class Router:
         if pending.kind == PROBE:
             self._probe_answered(conn, pending, message)
             return
-        if pending.origin is not None:
-            self._emit_answer(pending, message.replace(id=pending.origin_id), conn)
+        result = message.body.get("result")
+        if pending.method == "initialize" and result is not None:
+            self.answers[pending.position] = result
+        elif pending.setup is not None:
+            self.sessions.setup_answered(pending, message)
+        self._settle(pending, message, conn)
 
-    def _emit_answer(self, pending: Pending, answer: Message, src: int) -> None:
+    def _settle(self, pending: Pending, answer: Message, src: int, *, conductor: bool = False) -> None:
+        """An answer for ``pending``: through its ``then`` hook, then back to its origin."""
+        if pending.then is not None:
+            answer = pending.then(answer)  # type: ignore[assignment]
+            if answer is None:
+                return
+        if pending.origin is not None:
+            self._emit_answer(pending, answer.replace(id=pending.origin_id), src, conductor)
+
+    def _emit_answer(self, pending: Pending, answer: Message, src: int, conductor: bool = False) -> None:
         if pending.origin == 0 and self.upstream_dialect == "d1" and pending.origin_id == self._parent_handshake and "result" in answer.body:
             answer = answer.replace(result=dialects.mark_proxy(answer.body["result"]))
-        self._emit(pending.origin, src, answer, None, pending.method, pending.source)  # type: ignore[arg-type]
+        self._emit(pending.origin, src, answer, None, pending.method, pending.source, conductor)  # type: ignore[arg-type]
 
     def _cancel(self, conn: int, params: Any) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None
@@ -180,84 +226,15 @@ class Router:
         if where is not None:  # unknown ids are ignored silently (reference §1.3)
             self._emit(where[0], conn, _note(CANCEL_REQUEST, {"requestId": where[1]}), None, CANCEL_REQUEST)
 
-    # -- initialization ---------------------------------------------------------------
-    def _initialize(self, conn: int, msg_id: Any, src: int, message: Message, method: str, params: Any) -> None:
-        t = self._next(src, DOWN)
-        if src == 0 and self.proxy_mode:
-            handshake = dialects.handshake_dialect(message)
-            if handshake is None:
-                return self._reply(conn, msg_id, InvalidRequest("Invalid request", data=EXPECTED_HANDSHAKE), src)
-            if self.state[t] is State.IDLE:
-                self.upstream_dialect, self._parent_handshake = handshake, msg_id
-        elif method in PROXY_INIT_METHODS:
-            return self._reply(conn, msg_id, InvalidRequest("Invalid request", data=ONLY_CONDUCTOR), src)
-        if msg_id is None:
-            return  # an initialize notification means nothing
-        if 0 < src < self.last and self.state[src] is State.PROBING:
-            self._lock(src, Event.FORWARDED)  # it forwarded initialize: it speaks what we offered
-        params = dialects.strip_proxy_mark(params)
-        state = self.state[t]
-        if state is not State.IDLE:
-            if state in REENTRY:
-                code, text = REENTRY[state]
-                err: HoplineError = InvalidRequest(text) if code == -32600 else InternalError(text)
-            else:
-                err = self._refusal(t, method)
-            return self._reply(conn, msg_id, err, src)
-        if not self.is_proxy[t]:
-            self.state[t] = step(state, Event.INITIALIZE)
-            return self._deliver(t, DOWN, conn, msg_id, src, "initialize", params, None)
-        self.probes[t] = [self.dialect[t]] if self.dialect[t] else list(PROBE_ORDER)
-        self.state[t] = step(state, Event.OFFER)
-        self._offer(t, Pending(conn, msg_id, "initialize", PROBE, t, src, params))
-
-    def _offer(self, t: int, pending: Pending) -> None:
-        d = self.dialect[t] = self.probes[t].pop(0)
-        pending.dialect = d
-        new_id = self.hops.open(t, pending)
-        message = DIALECTS[d].handshake_request(new_id, pending.params)
-        self._emit(t, pending.source, message, DIALECTS[d], message.body["method"])
-
-    def _probe_answered(self, t: int, pending: Pending, message: Message) -> None:
-        error, result = message.body.get("error"), message.body.get("result")
-        dialect = DIALECTS[pending.dialect or "d5"]
-        if self.state[t] is State.PROBING:
-            # It answered without forwarding initialize first: whatever it said, it
-            # did not act as a proxy (a D5 proxy MUST forward before answering).
-            self.refusals[t].append(f"{dialect.handshake} ({dialect.name}): " + _summary(error))
-            if self.probes[t]:
-                self.state[t] = step(self.state[t], Event.REFUSED)
-                return self._offer(t, pending)
-            if error is not None and self.chain.components[t - 1].dialect is not None:
-                return self._fail(t, pending, None, message)  # configured: its own refusal, unchanged
-            return self._fail(t, pending, InvalidRequest(NOT_A_PROXY, data={"component": self.names[t], "tried": self.refusals[t]}))
-        if error is None and not dialect.accepts(result):
-            return self._fail(t, pending, InvalidRequest(NOT_A_PROXY, data={"component": self.names[t], "dialect": dialect.name, "tried": ["answered without _meta.proxy"]}))
-        if error is None:
-            self._lock(t, Event.ACCEPTED)
-            if dialect.marks_initialize:
-                message = message.replace(result=dialects.strip_proxy_mark(result))
-        if pending.origin is not None:
-            self._emit_answer(pending, message.replace(id=pending.origin_id), t)
-
-    def _lock(self, t: int, event: Event) -> None:
-        self.state[t] = step(self.state[t], event)
-        self._flush(t)
-
-    def _fail(self, t: int, pending: Pending, err: HoplineError | None, answer: Message | None = None) -> None:
-        self.state[t] = step(self.state[t], Event.EXHAUSTED)
-        self.why[t] = f"ACP component {self.names[t]!r} did not start as a proxy"
-        if pending.origin is not None:
-            if err is not None:
-                self._reply(pending.origin, pending.origin_id, err, t)
-            elif answer is not None:
-                self._emit_answer(pending, answer.replace(id=pending.origin_id), t)
-        self._flush(t)
-
     def _flush(self, t: int) -> None:
         held, self.held[t] = self.held[t], []
-        for direction, conn, msg_id, src, method, params, plain in held:
-            self._deliver(t, direction, conn, msg_id, src, method, params, plain)
+        for direction, conn, msg_id, src, method, params, plain, then, request in held:
+            self._deliver(t, direction, conn, msg_id, src, method, params, plain, then, request)
+
+    def request_now(self, t: int, method: str, params: Any, then: Then) -> None:
+        """The conductor's own request to proxy ``t``, as if from its predecessor, whatever ``t``'s state."""
+        new_id = self.hops.open(t, Pending(None, None, method, FORWARD, t, t - 1, then=then))
+        self._emit(t, t - 1, _request(new_id, method, params), None, method)
 
     # -- small helpers --------------------------------------------------------------
     def _refusal(self, t: int, method: str) -> HoplineError:
@@ -267,27 +244,16 @@ class Router:
             return UnavailableError(f"{self.why[t]}; {method!r} cannot be served", backend=self.names[t], reason="not-a-proxy")
         return UnavailableError(f"{self.why[t]}; {method!r} cannot be served", backend=self.names[t], reason="exited")
 
-    def _reply(self, conn: int, msg_id: Any, err: HoplineError, src: int) -> list[Output]:
-        if msg_id is not None:
+    def _reply(self, conn: Any, msg_id: Any, err: HoplineError, src: int) -> list[Output]:
+        if msg_id is not None and conn is not None:
             self._emit(conn, src, error_response(msg_id, err), None, None, conductor=True)
         return self._out
-
-    def _refuse(self, conn: int, msg_id: Any, err: HoplineError) -> list[Output]:
-        return self._reply(conn, msg_id, err, conn)
 
     def _emit(self, conn: int, src: int, message: Message, wrap: Any, method: str | None, to: int | None = None, conductor: bool = False) -> None:
         self._out.append((conn, message))
         if self.tracer is not None:
             dst = to if to is not None else conn
             self.tracer("conductor" if conductor else self.names[src], self.names[dst], message, wrap.name if wrap is not None else None, method)
-
-
-def _summary(error: Any) -> str:
-    if error is None:
-        return "answered without forwarding initialize to its successor"
-    if isinstance(error, dict):
-        return f"error {error.get('code')} {error.get('message', '')}".rstrip()
-    return f"error {error!r}"
 
 
 def _note(method: str, params: Any) -> Message:

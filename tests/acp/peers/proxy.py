@@ -10,7 +10,8 @@ answering, forwards everything it does not understand, translates
 Options: --dialect D, --tag TAG, --no-echo (D1: do not acknowledge the proxy
 role), --pollute (print a non-JSON line to stdout first), --crash-on TEXT (exit
 with status 7 when a prompt contains TEXT), --log FILE (append every received
-message as a JSON line, for assertions).
+message as a JSON line, for assertions), --exit-if-exists FILE (exit with status 9
+at start-up while FILE exists: a component that cannot be restarted).
 """
 
 from __future__ import annotations
@@ -117,7 +118,10 @@ async def main() -> None:
     parser.add_argument("--pollute", action="store_true")
     parser.add_argument("--crash-on", default="")
     parser.add_argument("--log", default="")
+    parser.add_argument("--exit-if-exists", default="")
     args = parser.parse_args()
+    if args.exit_if_exists and os.path.exists(args.exit_if_exists):
+        sys.exit(9)
     if args.pollute:
         print("proxy starting up (this line pollutes stdout)", flush=True)
     proxy = Proxy(args, sys.stdout)

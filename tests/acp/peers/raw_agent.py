@@ -28,6 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     log = open(args.log, "a") if args.log else None
     waiting: set = set()
+    sessions = 0
     if args.pollute:
         print("raw agent: hello from stdout", flush=True)
     for line in sys.stdin:
@@ -45,7 +46,8 @@ def main() -> None:
             if args.exit_after_init:
                 sys.exit(5)
         elif method == "session/new":
-            send({"id": msg_id, "result": {"sessionId": "raw-1"}})
+            sessions += 1
+            send({"id": msg_id, "result": {"sessionId": f"raw-{sessions}"}})
         elif method == "session/prompt":
             text = " ".join(b.get("text", "") for b in params.get("prompt", []))
             if text.startswith("wait"):

@@ -7,7 +7,8 @@ Prompt text drives it (the first word, then arguments):
 - ``crash``: exits with status 3 mid-request;
 - anything else: one chunk "echo: TEXT", then end_turn.
 ``_example/ping`` extension requests are answered with their params.
-``loadSession`` is supported (sessions survive only in this process).
+``loadSession`` is supported (sessions survive only in this process); a load
+replays one ``history: SESSION`` chunk before it answers, as agents replay history.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class EchoAgent:
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers=None, **kwargs: Any) -> LoadSessionResponse:
         self.cancelled.setdefault(session_id, asyncio.Event())
+        await self.conn.session_update(session_id=session_id, update=update_agent_message_text(f"history: {session_id}"))
         return LoadSessionResponse()
 
     async def authenticate(self, method_id: str, **kwargs: Any) -> None:
