@@ -10,7 +10,7 @@ from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.modes.gateway import Gateway
-from hopline.modes.relay import pump
+from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.http_session import SessionTable
@@ -75,17 +75,12 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 
 def serve_stdio(config: GatewayConfig) -> int:
     async def main() -> int:
-        from hopline.transports.stdio import open_own_stdio_halves
-
         gateway = Gateway(config)
-        inbound, outbound, feeder = await open_own_stdio_halves()
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
-            reason = await pump(inbound, outbound, end, drain=config.listen.request_timeout)
+            reason = await serve_own_stdio(end, drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
-            if feeder is not None:
-                feeder.cancel()
             await gateway.aclose()
         return 0
 

@@ -242,6 +242,14 @@ class GatewaySession:
             raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=message.id)
         return await self._forward(message, entry.backend, {**message.params, "name": entry.original})
 
+    def _progress_relay(self, token: Any):
+        """Backend progress for one call, delivered under the client's own token (and type)."""
+
+        def relay(m: Message) -> None:
+            self.end.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
+
+        return relay
+
     def _resolve_cached(self, list_method: str, name: str) -> Any:
         """Resolve against the catalogue already composed, if it is still current for the
         backend that owns the name, so an invoke never waits on other backends' lists."""
@@ -309,10 +317,7 @@ class GatewaySession:
     async def _forward(self, message: Message, backend_id: str, params: dict[str, Any]) -> Message:
         session = await self.backend(backend_id)
         token = message.meta.get("progressToken")
-        on_progress = None
-        if token is not None:
-            def on_progress(m: Message, token: Any = token) -> None:
-                self.end.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
+        on_progress = None if token is None else self._progress_relay(token)
         if not self._modern(message) and session.info.era is Era.MODERN:
             # A handshake client's capabilities travel per request to a 2026-07-28 backend
             # (truthfully: only what this client declared), so the backend may ask for input.

@@ -179,3 +179,15 @@ async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: 
         with contextlib.suppress(Exception):
             await ch.aclose()
     return reason
+
+
+async def serve_own_stdio(backend: Channel, *, drain: float) -> str:
+    """Join hopline's own stdin/stdout (a client that launched us) to ``backend``."""
+    from hopline.transports.stdio import open_own_stdio_halves
+
+    inbound, outbound, feeder = await open_own_stdio_halves()
+    try:
+        return await pump(inbound, outbound, backend, drain=drain)
+    finally:
+        if feeder is not None:
+            feeder.cancel()

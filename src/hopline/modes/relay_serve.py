@@ -7,7 +7,7 @@ import logging
 
 from hopline import runtime
 from hopline.declaration import Deployment, declare
-from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget, pump
+from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget, serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.http_session import SessionTable
@@ -65,21 +65,17 @@ def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
     async def main() -> int:
         from hopline.binding import Era
         from hopline.transports.base import ChannelClosed
-        from hopline.transports.stdio import open_own_stdio_halves
 
         backends = RemoteBackends(spec)
-        inbound, outbound, feeder = await open_own_stdio_halves()
         try:
             try:
                 backend = await backends.open_session(Era.HANDSHAKE)  # the era is decided per message
             except ChannelClosed as exc:
                 log.error("cannot reach %s: %s", spec.url, exc.reason)
                 return 1
-            reason = await pump(inbound, outbound, backend, drain=args.request_timeout)
+            reason = await serve_own_stdio(backend, drain=args.request_timeout)
             log.info("relay ended: %s", reason)
         finally:
-            if feeder is not None:
-                feeder.cancel()
             await backends.aclose()
         return 0
 

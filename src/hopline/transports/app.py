@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import orjson
 
-from hopline.jsonrpc import HoplineError
 from hopline.transports import http_util as hu
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import StreamableHttpListener
@@ -47,11 +46,8 @@ class HoplineApp:
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
             return
-        try:
-            headers = hu.Headers(scope["headers"])
-            self.security.check(headers)
-        except HoplineError as exc:
-            await hu.send_error(send, exc)
+        headers = await hu.guard(scope, send, self.security)
+        if headers is None:
             return
         path = scope["path"]
         if path == self.mcp_path or path == self.mcp_path + "/":

@@ -178,3 +178,14 @@ async def wait_disconnect(receive: Receive) -> None:
     """Return once the client has gone (any unread request body is discarded)."""
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+async def guard(scope: Scope, send: Send, security: SecurityPolicy) -> Headers | None:
+    """The request's headers if they pass the listener's guards; otherwise answers and returns None."""
+    try:
+        headers = Headers(scope["headers"])
+        security.check(headers)
+    except HoplineError as exc:
+        await send_error(send, exc)
+        return None
+    return headers

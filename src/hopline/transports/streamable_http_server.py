@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from hopline.binding import HANDSHAKE_VERSIONS, MODERN_VERSIONS, META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_version
 from hopline.jsonrpc import (

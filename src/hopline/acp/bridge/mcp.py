@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.acp import mcp_wire
 from hopline.binding import Era
-from hopline.jsonrpc import JSONRPC, HoplineError, Message, UnavailableError
+from hopline.jsonrpc import JSONRPC, Message, UnavailableError
 from hopline.layers.session.mux import Multiplexer
 from hopline.transports import http_util as hu
 from hopline.transports.base import Channel, ChannelClosed
@@ -199,11 +199,8 @@ class LoopbackApp:
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
             return
-        try:
-            headers = hu.Headers(scope["headers"])
-            self.security.check(headers)
-        except HoplineError as exc:
-            await hu.send_error(send, exc)
+        headers = await hu.guard(scope, send, self.security)
+        if headers is None:
             return
         listener = self.routes.get(scope["path"].rstrip("/"))
         if listener is None:
