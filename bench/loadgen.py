@@ -5,7 +5,8 @@
 
 Each virtual client owns one TCP connection and, in the handshake era (``--era legacy``,
 the default), one MCP session: POST ``initialize`` (captures ``Mcp-Session-Id``), POST
-``notifications/initialized``, then a loop of ``tools/call echo``; it ends with DELETE.
+``notifications/initialized``, then a loop of ``tools/call echo`` (``--tool NAME`` when the server
+exposes it under another name, e.g. a gateway's ``e__echo``); it ends with DELETE.
 In the 2026-07-28 era (``--era 2026``) there is no handshake: every ``tools/call`` carries
 ``MCP-Protocol-Version``/``Mcp-Method``/``Mcp-Name`` headers and ``params._meta`` with the
 protocol version and ``clientCapabilities``.
@@ -258,9 +259,10 @@ class Conn:
 
 
 class Client:
-    def __init__(self, idx: int, url: str, era: str, stats: Stats, payload: int):
+    def __init__(self, idx: int, url: str, era: str, stats: Stats, payload: int, tool: str = "echo"):
         u = urlsplit(url)
         self.idx = idx
+        self.tool = tool  # the echo tool's name as the server exposes it (a gateway prefixes it)
         self.era = era
         self.stats = stats
         self.conn = Conn(u.hostname or "127.0.0.1", u.port or 80, u.path or "/mcp", era, stats)
@@ -323,7 +325,7 @@ class Client:
     def build_call(self) -> tuple[int, str, bytes, list[tuple[bytes, bytes]]]:
         rid = self._id()
         text = f"c{self.idx}-{rid}-{self.pad}"
-        params: dict = {"name": "echo", "arguments": {"text": text}}
+        params: dict = {"name": self.tool, "arguments": {"text": text}}
         if self.era == "legacy":
             extra = [(b"MCP-Protocol-Version", (self.conn.protocol_version or LEGACY_VERSION).encode())]
         else:
@@ -334,7 +336,7 @@ class Client:
             extra = [
                 (b"MCP-Protocol-Version", MODERN_VERSION.encode()),
                 (b"Mcp-Method", b"tools/call"),
-                (b"Mcp-Name", b"echo"),
+                (b"Mcp-Name", self.tool.encode()),
             ]
         body = dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
         return rid, text, body, extra
@@ -404,7 +406,7 @@ def summarize(latencies_us: list[int], ok: int, window_s: float) -> dict:
 
 async def setup_clients(args, stats: Stats) -> tuple[list[Client], dict]:
     """Connect every virtual client and (legacy era) run its handshake. Not timed."""
-    clients = [Client(i, args.url, args.era, stats, args.payload) for i in range(args.concurrency)]
+    clients = [Client(i, args.url, args.era, stats, args.payload, getattr(args, "tool", "echo")) for i in range(args.concurrency)]
     # Bounded parallelism: relays that spawn a backend per session would otherwise face a
     # thundering herd of process starts.
     sem = asyncio.Semaphore(8)
@@ -562,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=0, help="measured calls per client instead of a duration")
     p.add_argument("--warmup", type=float, default=1.0, help="unrecorded seconds before the window")
     p.add_argument("--payload", type=int, default=32, help="approximate length of the echoed text")
+    p.add_argument("--tool", default="echo", help="name of the echo tool on this server (a gateway exposes e.g. e__echo)")
     p.add_argument("--setup-timeout", type=float, default=180.0)
     p.add_argument("--markers", action="store_true", help="print #MEASURE_START/#MEASURE_END on stdout")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line on stdout")

@@ -109,7 +109,9 @@ class RemoteBackends:
         self.target = target
         self.shared = shared
         self.reinitialize_on_404 = reinitialize_on_404
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
+        # No cap on connections: every handshake-era backend session holds one for its GET
+        # stream, so a cap would deadlock every session once that many are open.
+        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         self._pool = _SharedPerEra(self._connect, target.url)
 
     async def _connect(self) -> Channel:

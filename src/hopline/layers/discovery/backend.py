@@ -140,7 +140,7 @@ class BackendSession:
         if pending is None:
             pending = asyncio.ensure_future(self._fetch(method, key))
             self._fetching[method] = pending
-            pending.add_done_callback(lambda _f, m=method: self._fetching.pop(m, None))
+            pending.add_done_callback(lambda f, m=method: (self._fetching.pop(m, None), f.cancelled() or f.exception()))
         return await asyncio.shield(pending)
 
     async def _fetch(self, method: str, key: str) -> list[dict[str, Any]]:
