@@ -189,3 +189,24 @@ async def test_tasks_are_routed_by_the_task_id_the_gateway_exposed(tmp_path, hop
         assert status["result"]["content"][0]["text"] == "done t-1"
         unknown = await rpc(http, 3, "tasks/get", {"taskId": "nobody:t-1"}, "nobody:t-1")
         assert unknown["error"]["code"] == -32602
+
+
+async def test_paging_with_the_gateways_own_cursors_covers_every_item_once(tmp_path, hopline_serve):
+    gw = hopline_serve(write_config(tmp_path, {"sdk": (SDK, {}), "demo": (DEMO, {})}, routing={"page_size": 3}))
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        sid = (await http.post(gw.url, content=orjson.dumps(init), headers=headers)).headers["mcp-session-id"]
+        seen, cursor, pages = [], None, 0
+        while True:
+            params = {"cursor": cursor} if cursor else {}
+            r = await http.post(gw.url, content=orjson.dumps({"jsonrpc": "2.0", "id": 2 + pages, "method": "tools/list", "params": params}), headers={**headers, "mcp-session-id": sid})
+            result = r.json()["result"]
+            assert len(result["tools"]) <= 3
+            seen += [t["name"] for t in result["tools"]]
+            pages += 1
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+    assert len(seen) == len(set(seen)) and pages == -(-len(seen) // 3)
+    assert {"sdk__echo", "demo__echo"} <= set(seen)

@@ -118,6 +118,8 @@ class RoutingConfig(_Section):
     max_name_length: int = Field(64, ge=1, description="Longest exposed name.")
     uri_scheme: str = Field("hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs.")
     list_timeout: float = Field(5.0, gt=0, description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).")
+    page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
+    startup_timeout: float = Field(10.0, gt=0, description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.")
     retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
 
     @field_validator("delimiter")

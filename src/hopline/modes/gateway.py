@@ -40,7 +40,6 @@ class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.cursors = CursorCodec()
         self.tasks = TaskIds()
-        self.page_size = 500
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
         self.shared: dict[str, BackendSession] = {}
         self._shared_lock: dict[str, asyncio.Lock] = {}
@@ -167,14 +166,14 @@ class Gateway:
 
     async def sessions_for(self, ids: list[str], owner: GatewaySession) -> dict[str, BackendSession | BaseException]:
         """Connect to every backend concurrently; one that fails or is slow does not block the rest."""
-        startup = self.config.listen.request_timeout
+        startup = self.config.routing.startup_timeout
 
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.config.backends[backend_id].stateless:
                 return await self.shared_session(backend_id)
             return await owner.open_backend(backend_id)
 
-        results = await asyncio.gather(*(asyncio.wait_for(one(b), min(startup, 30.0)) for b in ids), return_exceptions=True)
+        results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
         out: dict[str, BackendSession | BaseException] = {}
         for backend_id, result in zip(ids, results):
             if isinstance(result, BaseException):

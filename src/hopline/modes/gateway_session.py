@@ -166,7 +166,7 @@ class GatewaySession:
             offset = state.get("o", -1) if isinstance(state.get("o"), int) else -1
             if offset < 0:
                 raise InvalidParams("Invalid cursor", request_id=message.id)
-        chunk, next_offset = page(items, offset, self.gateway.page_size)
+        chunk, next_offset = page(items, offset, self.gateway.config.routing.page_size)
         value: dict[str, Any] = {LIST_KEYS[method]: chunk}
         if next_offset is not None:
             value["nextCursor"] = self.gateway.cursors.encode({"o": next_offset}, binding=binding)
