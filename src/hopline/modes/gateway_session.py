@@ -15,22 +15,23 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from hopline.binding import META_CLIENT_CAPABILITIES, META_SERVER_INFO, Era, era_of_message
+from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, UnavailableError, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.layers.routing.paging import page
 from hopline.layers.session.client_end import ClientEnd
+from hopline.layers.session.listen import LISTEN_KEYS, Listener
+from hopline.layers.session.mrtr import mediate
 
 if TYPE_CHECKING:
     from hopline.modes.gateway import Gateway
 
 log = logging.getLogger("hopline.gateway")
 
-NAMED = {"tools/list": ("tools", "tools/call"), "prompts/list": ("prompts", "prompts/get")}
+NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
 LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
-MRTR_ROUNDS = 8
 MISSING_KEY = "io.hopline/missing-backends"
 CHANGE_SIGNALS = {"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"}
 
@@ -122,7 +123,7 @@ class GatewaySession:
     def _surface_changed(self) -> None:
         self._catalogs.clear()
         if self.stateful:
-            for signal in ("notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"):
+            for signal in sorted(CHANGE_SIGNALS):
                 self.end.notify(notification(signal))
 
     async def backend(self, backend_id: str) -> BackendSession:
@@ -324,7 +325,7 @@ class GatewaySession:
             params = {**params, "_meta": {**(params.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
         answer = await session.call(message.method or "", params, on_progress=on_progress)
         if not self._modern(message):
-            answer = await self._mediate_input_required(session, message, params, answer, on_progress)
+            answer = await mediate(self.end.ask, lambda retry: session.call(message.method or "", retry, on_progress=on_progress), params, answer, backend=session.id)
         value = answer.body.get("result")
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
@@ -333,43 +334,14 @@ class GatewaySession:
             return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend=session)})
         return answer
 
-    async def _mediate_input_required(self, session: BackendSession, message: Message, params: dict[str, Any], answer: Message, on_progress: Any) -> Message:
-        """Version mediation, handshake client ⇄ 2026-07-28 backend (reference §9 "MRTR"):
-        the backend's ``input_required`` result becomes server→client requests to the
-        client, whose answers go back in a retry with ``inputResponses`` and the
-        opaque ``requestState`` echoed unchanged."""
-        for _ in range(MRTR_ROUNDS):
-            value = answer.body.get("result")
-            if not isinstance(value, dict) or value.get("resultType") != "input_required":
-                return answer
-            asks = value.get("inputRequests") or {}
-            replies = await asyncio.gather(*(self.end.ask(r.get("method", ""), r.get("params")) for r in asks.values() if isinstance(r, dict)))
-            responses = {key: reply.body.get("result", {}) for key, reply in zip(asks, replies)}
-            retry = {**params, "inputResponses": responses}
-            if "requestState" in value:
-                retry["requestState"] = value["requestState"]
-            answer = await session.call(message.method or "", retry, on_progress=on_progress)
-        raise UnavailableError(f"backend {session.id} kept asking for input after {MRTR_ROUNDS} rounds", backend=session.id, reason="input_required_loop")
-
     def _modern(self, message: Message) -> bool:
         return not self.stateful or era_of_message(message.body) is Era.MODERN
 
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend: BackendSession | None = None) -> dict[str, Any]:
-        """2026-07-28 results carry resultType and the responder's identity (§7.3)."""
         if not modern:
             return value
-        value = dict(value)
-        value.setdefault("resultType", "complete")
-        meta = dict(value.get("_meta") or {})
-        if backend is not None and META_SERVER_INFO in meta:
-            meta["io.hopline/backend"] = {"id": backend.id, "serverInfo": meta[META_SERVER_INFO]}
-        if not self.gateway.reverse:
-            meta[META_SERVER_INFO] = compose.server_info(self.gateway.config.name)
-        value["_meta"] = meta
-        if any(k in value for k in LIST_KEYS.values()):
-            value.setdefault("ttlMs", 0)
-            value.setdefault("cacheScope", "private")
-        return value
+        g = self.gateway
+        return compose.stamp(value, name=g.config.name, reverse=g.reverse, backend_id=backend.id if backend else None, is_list=any(k in value for k in LIST_KEYS.values()))
 
     # -- traffic the backends start -----------------------------------------------------------
     async def _server_request(self, message: Message) -> Message:
@@ -405,30 +377,6 @@ class GatewaySession:
             task.cancel()
         owned, self._owned = self._owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
-
-
-LISTEN_KEYS = {
-    "toolsListChanged": "notifications/tools/list_changed",
-    "promptsListChanged": "notifications/prompts/list_changed",
-    "resourcesListChanged": "notifications/resources/list_changed",
-}
-
-
-class Listener:
-    """One open listen stream; every notification on it names the listen's id (reference §5)."""
-
-    def __init__(self, end: ClientEnd, listen_id: Any, agreed: dict[str, bool]) -> None:
-        self.end, self.listen_id = end, listen_id
-        self.methods = {LISTEN_KEYS[key] for key in agreed}
-
-    def send(self, method: str, params: dict[str, Any] | None = None) -> None:
-        meta = {"io.modelcontextprotocol/subscriptionId": self.listen_id}
-        self.end.notify(notification(method, {**(params or {}), "_meta": meta}))
-
-    def changed(self, methods: tuple[str, ...]) -> None:
-        for method in methods:
-            if method in self.methods:
-                self.send(method)
 
 
 _METHODS = {

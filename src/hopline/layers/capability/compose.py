@@ -89,3 +89,21 @@ def _reverse_caps(info: BackendInfo) -> dict[str, Any]:
 
 def healthy(infos: Iterable[tuple[str, BackendInfo | None]]) -> dict[str, BackendInfo]:
     return {backend: info for backend, info in infos if info is not None}
+
+
+def stamp(value: dict[str, Any], *, name: str, reverse: bool, backend_id: str | None, is_list: bool) -> dict[str, Any]:
+    """A 2026-07-28 result as the gateway returns it: ``resultType``, the responder's
+    identity in ``_meta`` (§7.3; the backend's own kept under ``io.hopline/backend``,
+    so clients can tell them apart), and cache fields on lists."""
+    value = dict(value)
+    value.setdefault("resultType", "complete")
+    meta = dict(value.get("_meta") or {})
+    if backend_id is not None and META_SERVER_INFO in meta:
+        meta["io.hopline/backend"] = {"id": backend_id, "serverInfo": meta[META_SERVER_INFO]}
+    if not reverse:
+        meta[META_SERVER_INFO] = server_info(name)
+    value["_meta"] = meta
+    if is_list:
+        value.setdefault("ttlMs", 0)
+        value.setdefault("cacheScope", "private")
+    return value
