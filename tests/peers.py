@@ -75,3 +75,28 @@ def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 
 
 async def bounded(coro: Any, seconds: float = 20.0) -> Any:
     return await asyncio.wait_for(coro, seconds)
+
+
+def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
+    """tests/servers/sdk_server.py over Streamable HTTP on a free port: (process, /mcp URL)."""
+    import sys
+    from pathlib import Path
+
+    port = free_port()
+    script = Path(__file__).resolve().parent / "servers" / "sdk_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), "http", "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, f"http://127.0.0.1:{port}/mcp"
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)

@@ -73,7 +73,7 @@ import yaml
 from mcp import Client, MCPError, StdioServerParameters
 
 from tests.conftest import PY, SERVERS
-from tests.peers import MODES, bounded, client, free_port, text_of, wait_port
+from tests.peers import MODES, bounded, client, start_sdk_http, stop, text_of
 
 NODE_MODULES = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = NODE_MODULES / "server-everything" / "dist" / "index.js"
@@ -96,20 +96,12 @@ def sdk_http() -> Any:
     urls: dict[str, str] = {}
     try:
         for name, flags in (("stateful", []), ("stateless", ["--stateless"])):
-            port = free_port()
-            p = subprocess.Popen([PY, str(SERVERS / "sdk_server.py"), "http", "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            procs.append(p)
-            wait_port(port, p)
-            urls[name] = f"http://127.0.0.1:{port}/mcp"
+            proc, urls[name] = start_sdk_http(*flags)
+            procs.append(proc)
         yield urls
     finally:
-        for p in procs:
-            p.terminate()
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        for proc in procs:
+            stop(proc)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
 from tests.conftest import PY, SERVERS, sdk_server_cmd
-from tests.peers import MODES, bounded, client, exercise, free_port, text_of, wait_port
+from tests.peers import MODES, bounded, client, exercise, start_sdk_http, stop, text_of
 
 
 @pytest.fixture
@@ -26,19 +26,13 @@ def sdk_http_server():
     procs: list[subprocess.Popen] = []
 
     def launch(*flags: str) -> str:
-        port = free_port()
-        p = subprocess.Popen([PY, str(SERVERS / "sdk_server.py"), "http", "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(p)
-        wait_port(port, p)
-        return f"http://127.0.0.1:{port}/mcp"
+        proc, url = start_sdk_http(*flags)
+        procs.append(proc)
+        return url
 
     yield launch
-    for p in procs:
-        p.terminate()
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    for proc in procs:
+        stop(proc)
 
 
 async def direct_baseline(mode: str) -> dict:
