@@ -28,12 +28,12 @@ import httpx
 
 from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, parse
 from hopline.transports.base import ChannelClosed
+from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_client import clean_headers
 
 log = logging.getLogger("hopline.sse_upstream")
 
-_EOF = object()
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -42,7 +42,7 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower(), port
 
 
-class SseUpstream:
+class SseUpstream(Inbound):
     def __init__(
         self,
         url: str,
@@ -61,10 +61,8 @@ class SseUpstream:
         self._timeout = httpx.Timeout(timeout)
         self._stream_timeout = httpx.Timeout(timeout, read=None)  # the stream idles between events
         self._base = clean_headers(headers)
-        self._inbox: asyncio.Queue = asyncio.Queue(max_queue)
-        self._closed = False
+        Inbound.__init__(self, max_queue)
         self._shut = False
-        self._reason = "closed"
         self._reader: asyncio.Task | None = None
 
     @classmethod
@@ -101,17 +99,9 @@ class SseUpstream:
         if error is None:
             return
         if message.is_request():
-            await self._inbox.put(error.to_response(message.id))
+            await self.put(error.to_response(message.id))
         else:
             log.warning("%s: could not deliver %s: %s", self.name, message.method or "a response", error.message)
-
-    async def receive(self) -> Message:
-        while True:
-            if self._closed and self._inbox.empty():
-                raise ChannelClosed(f"{self.name}: {self._reason}")
-            item = await self._inbox.get()
-            if item is not _EOF:
-                return item
 
     async def aclose(self) -> None:
         if self._shut:
@@ -149,7 +139,7 @@ class SseUpstream:
                             self._on_endpoint(event.data, ready)
                         elif event.event == "message" and event.data:
                             try:
-                                await self._inbox.put(parse(event.data.encode()))
+                                await self.put(parse(event.data.encode()))
                             except ProtocolError as exc:
                                 log.warning("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
         except ChannelClosed as exc:
@@ -169,8 +159,3 @@ class SseUpstream:
         if not ready.done():
             ready.set_result(endpoint)
 
-    def _finish(self, reason: str) -> None:
-        self._closed = True
-        self._reason = reason
-        with contextlib.suppress(asyncio.QueueFull):
-            self._inbox.put_nowait(_EOF)

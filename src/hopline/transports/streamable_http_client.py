@@ -43,6 +43,7 @@ import httpx
 from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, parse
 from hopline.transports.base import ChannelClosed
+from hopline.transports.inbound import Inbound
 from hopline.transports.header_codec import encode_header_value
 from hopline.transports.sse import SSEParser
 
@@ -54,7 +55,6 @@ NOT_FORWARDED = frozenset(
     "upgrade host content-length mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split()
 )
 ACCEPT_BOTH = "application/json, text/event-stream"
-_EOF = object()
 
 
 def clean_headers(headers: dict[str, str] | None) -> dict[str, str]:
@@ -84,7 +84,7 @@ class _SessionGone(Exception):  # HTTP 404 on an exchange that carried our sessi
     pass
 
 
-class StreamableHttpUpstream:
+class StreamableHttpUpstream(Inbound):
     MAX_RESUME = 3  # GET + Last-Event-ID attempts for a POST stream cut short
     BACKOFF = (0.05, 5.0)  # reconnect delay: first, cap (the server's retry: wins, capped too)
 
@@ -102,12 +102,11 @@ class StreamableHttpUpstream:
         self._short = httpx.Timeout(timeout)  # one-way POSTs and DELETE
         self._base = {**clean_headers(headers), "accept": ACCEPT_BOTH, "content-type": "application/json"}
         self._reinit, self._want_get = reinitialize_on_404, get_stream
-        self._inbox: asyncio.Queue = asyncio.Queue(max_queue)
+        Inbound.__init__(self, max_queue)
         self._flights: dict[Id, _Flight] = {}
         self._tasks: set[asyncio.Task] = set()
         # closing: no more sends; closed: receive() ends once the inbox drains; shut: aclose() ran
-        self._closing = self._closed = self._shut = False
-        self._reason = "closed"
+        self._closing = self._shut = False
         # The handshake-era session, and the headers naming it. The generation changes with it.
         self.session_id: str | None = None
         self.protocol_version: str | None = None
@@ -141,14 +140,6 @@ class StreamableHttpUpstream:
             flight.task = self._spawn(self._run(flight))
         elif body.get("method") != "notifications/cancelled" or not self._consume_cancel(message):
             await self._post_oneway(message)
-
-    async def receive(self) -> Message:
-        while True:
-            if self._closed and self._inbox.empty():
-                raise ChannelClosed(f"{self.name}: {self._reason}")
-            item = await self._inbox.get()
-            if item is not _EOF:
-                return item
 
     async def aclose(self) -> None:
         if self._shut:
@@ -272,13 +263,13 @@ class StreamableHttpUpstream:
                 if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                     self._set_session(self.session_id, result["protocolVersion"])
                 self._init_done.set()
-        await self._inbox.put(message)
+        await self.put(message)
 
     async def _fail(self, flight: _Flight, error: HoplineError) -> None:
         msg_id = flight.message.id
         if self._flights.get(msg_id) is flight:
             del self._flights[msg_id]
-            await self._inbox.put(error.to_response(msg_id))
+            await self.put(error.to_response(msg_id))
 
     async def _deliver_http_error(self, flight: _Flight, resp: httpx.Response) -> None:
         status, body = resp.status_code, await resp.aread()
@@ -366,7 +357,7 @@ class StreamableHttpUpstream:
         await self._cancel_tasks()
         for flight in flights:
             error = UnavailableError(f"{self.name}: backend session lost (HTTP 404)", backend=self.name, reason="session lost")
-            await self._inbox.put(error.to_response(flight.message.id))
+            await self.put(error.to_response(flight.message.id))
         self._finish(self._reason)
         return False
 
@@ -443,7 +434,5 @@ class StreamableHttpUpstream:
             await asyncio.wait(tasks, timeout=5)
 
     def _finish(self, reason: str) -> None:
-        self._closing = self._closed = True
-        self._reason = reason
-        with contextlib.suppress(asyncio.QueueFull):
-            self._inbox.put_nowait(_EOF)
+        self._closing = True
+        Inbound._finish(self, reason)

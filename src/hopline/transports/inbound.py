@@ -1,0 +1,45 @@
+"""The receiving half shared by the HTTP upstreams: a bounded queue and a close reason.
+
+Messages a backend sends (over POST responses, SSE streams, the GET stream) are
+``put`` here in arrival order; ``receive`` hands them out and, once ``finish``
+was called and the queue is drained, raises :class:`ChannelClosed` with the
+reason. The bound makes a backend that floods us wait (backpressure) instead of
+growing memory without limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from hopline.jsonrpc import Message
+from hopline.transports.base import ChannelClosed
+
+_EOF = object()
+
+
+class Inbound:
+    name: str
+
+    def __init__(self, max_queue: int) -> None:
+        self._inbox: asyncio.Queue = asyncio.Queue(max_queue)
+        self._closed = False
+        self._reason = "closed"
+
+    async def put(self, message: Message) -> None:
+        await self._inbox.put(message)
+
+    async def receive(self) -> Message:
+        while True:
+            if self._closed and self._inbox.empty():
+                raise ChannelClosed(f"{self.name}: {self._reason}")
+            item = await self._inbox.get()
+            if item is not _EOF:
+                return item
+
+    def _finish(self, reason: str) -> None:
+        """No more messages will come; ``receive`` ends once the queue is drained."""
+        self._closed = True
+        self._reason = reason
+        with contextlib.suppress(asyncio.QueueFull):
+            self._inbox.put_nowait(_EOF)
