@@ -21,7 +21,8 @@ from hopline import jsonrpc
 from hopline.binding import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from hopline.jsonrpc import Message
 from hopline.transports.base import Channel, ChannelClosed
-from hopline.transports.streamable_http_client import StreamableHttpUpstream, clean_headers, encode_header_value
+from hopline.transports.header_codec import clean_headers, encode_header_value
+from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "servers"))
 from mcp_harness import McpServerProcess, free_port  # noqa: E402

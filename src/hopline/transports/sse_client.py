@@ -30,7 +30,7 @@ from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError,
 from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
-from hopline.transports.streamable_http_client import clean_headers
+from hopline.transports.header_codec import clean_headers
 
 log = logging.getLogger("hopline.sse_upstream")
 

@@ -40,26 +40,14 @@ from typing import Any, AsyncIterator
 
 import httpx
 
-from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message
+from hopline.binding import Era, era_of_message
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, parse
 from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
-from hopline.transports.header_codec import encode_header_value
+from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
 from hopline.transports.sse import SSEParser
 
 log = logging.getLogger("hopline.http_upstream")
-
-# Never taken from caller-supplied headers: hop-by-hop (RFC 9110 §7.6.1) and the ones this module owns.
-NOT_FORWARDED = frozenset(
-    "connection keep-alive proxy-authenticate proxy-authorization proxy-connection te trailer transfer-encoding "
-    "upgrade host content-length mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split()
-)
-ACCEPT_BOTH = "application/json, text/event-stream"
-
-
-def clean_headers(headers: dict[str, str] | None) -> dict[str, str]:
-    return {k.lower(): v for k, v in (headers or {}).items() if k.lower() not in NOT_FORWARDED}
-
 
 def _ok(status: int) -> bool:
     return 200 <= status < 300
@@ -329,13 +317,7 @@ class StreamableHttpUpstream(Inbound):
         return self._base if body.get("method") == "initialize" else {**self._base, **self._session}
 
     def _modern_headers(self, body: dict[str, Any]) -> dict[str, str]:
-        method, params = body["method"], body["params"]
-        version = encode_header_value(str(params["_meta"][META_PROTOCOL_VERSION]))
-        headers = {**self._base, "mcp-protocol-version": version, "mcp-method": encode_header_value(method)}
-        key = NAME_HEADER_PARAM.get(method)
-        if key is not None and isinstance(params.get(key), (str, int)):
-            headers["mcp-name"] = encode_header_value(str(params[key]))
-        return headers
+        return {**self._base, **modern_headers(body)}
 
     # -- the handshake-era session -------------------------------------------------------------
     def _set_session(self, session_id: str | None, version: str | None) -> None:
