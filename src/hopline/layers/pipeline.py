@@ -1,0 +1,184 @@
+"""The seams where Layers 4, 5 and 7 plug into a gateway (DESIGN §1, draft §6).
+
+A mode is a composition of layers; this module is the small typed contract between
+the gateway session (which owns dispatch, routing and sessions) and the layers that
+wrap what it does. Three kinds of layer exist:
+
+- :class:`CallLayer` wraps one routed invoke on its way to exactly one backend (and
+  one server→client request on its way back to the client). It sees a :class:`Call`
+  and the ``next`` step; it may continue (``await next(call)``), mutate
+  (``call.params = …`` then continue, or transform the answer it got back), or reject
+  (raise a :class:`~hopline.jsonrpc.HoplineError`). Order: the first layer in the list
+  is the outermost one. Resilience (timeouts, retries, breakers), policy (the
+  interceptor chain, rate limits, DLP, audit) and observability (trace context, hops,
+  metrics, spans) are call layers.
+- :class:`SurfaceLayer` decides, per caller, whether one backend item (a tool, a
+  prompt, a resource or a resource template) is part of that caller's surface. The
+  gateway filters every composed list with it *and* refuses any invoke of an item it
+  hides, answering exactly as for an item that does not exist: one decision, two
+  entry points (seed 001: "filtered at tools/list, enforced at tools/call").
+- :class:`BackendGate` withdraws whole backends (a circuit breaker that is OPEN): a
+  withdrawn backend is absent from every list and an invoke of it fails fast with
+  ``UnavailableError``. When a gate's answer changes it calls the ``changed`` callback
+  it was given, and the gateway emits the CHANGE-SIGNAL to every client (§11.1).
+
+Tool modes (Layer 7 progressive disclosure) sit on top of the same pipeline through
+:class:`ToolHost`: everything a tool mode reaches goes through surface and call layers.
+
+Nothing here does I/O. Everything here is cheap to construct per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
+
+from hopline.jsonrpc import Message
+
+Kind = Literal["tool", "prompt", "resource", "resourceTemplate"]
+Direction = Literal["to_backend", "to_client"]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling, as the authentication layer established it.
+
+    ``subject`` is stable per caller (the JWT ``sub``, an API key's name, or
+    ``"anonymous"``/``"local"`` where no authentication is configured). ``claims`` is the
+    verified claim set (CEL sees it as ``jwt``). ``token`` is the raw credential and is
+    only ever read by token propagation configured as passthrough or exchange; it never
+    appears in ``repr``, logs, metrics or audit records.
+    """
+
+    subject: str
+    claims: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    scopes: frozenset[str] = frozenset()
+    issuer: str | None = None
+    token: str | None = field(default=None, repr=False, hash=False, compare=False)
+
+    @property
+    def key(self) -> tuple[str | None, str]:
+        """What a session is bound to and what per-identity caches are keyed by."""
+        return (self.issuer, self.subject)
+
+
+ANONYMOUS = Principal("anonymous")
+
+
+@dataclass(slots=True)
+class Call:
+    """One routed exchange on its way through the call layers.
+
+    ``to_backend``: a client's invoke (``tools/call``, ``prompts/get``,
+    ``resources/read``, ``resources/subscribe``/``unsubscribe``,
+    ``completion/complete``, ``tasks/*``) resolved to ``backend``; ``target`` is the
+    backend's own tool/prompt name or URI, ``exposed`` what the client sent, ``params``
+    what will be sent (original names already restored; a layer may replace it).
+    ``to_client``: a backend's server→client request (sampling, elicitation, roots)
+    on its way to the client whose request caused it; ``backend`` is where it came from.
+    """
+
+    method: str
+    backend: str
+    params: dict[str, Any]
+    principal: Principal = ANONYMOUS
+    direction: Direction = "to_backend"
+    target: str | None = None
+    exposed: str | None = None
+    session: str = "stateless"
+    definition: dict[str, Any] | None = None  # the backend's tool definition (annotations…) for tools/call
+    meta: dict[str, Any] = field(default_factory=dict)  # the client's incoming _meta, read-only
+    timeout: float | None = None  # seconds; layers may tighten it, the transport enforces it
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes) for spans/audit
+
+    def event(self, name: str, **attributes: Any) -> None:
+        self.events.append((name, attributes))
+
+
+Next = Callable[[Call], Awaitable[Message]]
+
+
+@runtime_checkable
+class CallLayer(Protocol):
+    async def __call__(self, call: Call, next: Next) -> Message: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One backend item as a surface layer judges it (before namespacing)."""
+
+    kind: Kind
+    backend: str
+    name: str  # the backend's own tool/prompt name, resource URI or URI template
+    definition: dict[str, Any]
+
+
+@runtime_checkable
+class SurfaceLayer(Protocol):
+    def visible(self, principal: Principal, item: Item) -> bool: ...
+
+
+@runtime_checkable
+class BackendGate(Protocol):
+    def available(self, backend: str) -> bool: ...
+
+    def bind(self, changed: Callable[[str], None]) -> None:
+        """Called once by the gateway: ``changed(backend)`` whenever ``available`` flips."""
+
+
+@runtime_checkable
+class ToolHost(Protocol):
+    """What a tool mode may do for one caller: everything goes through the pipeline."""
+
+    principal: Principal
+
+    async def visible_tools(self) -> list[dict[str, Any]]:
+        """The caller's tools as Standard mode would list them (namespaced, filtered)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call one visible tool by its exposed name; returns the ``CallToolResult``.
+        Unknown or hidden names raise ``InvalidParams`` exactly as ``tools/call`` would."""
+
+
+@runtime_checkable
+class ToolMode(Protocol):
+    """Layer 7 progressive disclosure: what ``tools/list`` shows and how its tools run."""
+
+    name: str  # "standard", "search", "code"
+
+    async def tools(self, host: ToolHost) -> list[dict[str, Any]] | None:
+        """The tools to list instead of the catalogue (``None``: list the catalogue)."""
+
+    async def call(self, host: ToolHost, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
+        """Run one of the mode's own tools (a ``CallToolResult``), or ``None`` if ``name`` is not one."""
+
+
+@dataclass
+class Pipeline:
+    """The layers a gateway runs, built from configuration."""
+
+    calls: list[CallLayer] = field(default_factory=list)
+    surface: list[SurfaceLayer] = field(default_factory=list)
+    gates: list[BackendGate] = field(default_factory=list)
+    tool_mode: ToolMode | None = None
+    layers: set[int] = field(default_factory=set)  # draft layer numbers present, for the declaration
+
+    def visible(self, principal: Principal, item: Item) -> bool:
+        return all(layer.visible(principal, item) for layer in self.surface)
+
+    def available(self, backend: str) -> bool:
+        return all(gate.available(backend) for gate in self.gates)
+
+    def run(self, call: Call, last: Next) -> Awaitable[Message]:
+        """Run ``call`` through every call layer, outermost first, ending in ``last``."""
+        step = last
+        for layer in reversed(self.calls):
+            step = _bind(layer, step)
+        return step(call)
+
+
+def _bind(layer: CallLayer, next_step: Next) -> Next:
+    async def step(call: Call) -> Message:
+        return await layer(call, next_step)
+
+    return step
