@@ -21,24 +21,21 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from hopline.config.section import PROBLEMS, Loc, Section, raise_problems  # noqa: F401 (re-exported)
+from hopline.config.acp import AcpConfig
+from hopline.config.auth import AuthConfig
+from hopline.config.observability import ObservabilityConfig
+from hopline.config.policy import PolicyConfig
+from hopline.config.resilience import ResilienceConfig
+from hopline.config.tools import ToolsConfig
 from hopline.config.ids import DEFAULT_DELIMITER, ID_PATTERN, NAME_CHARSET, id_problem, is_charset_text
 from hopline.layers.routing.namespace import Namespace
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
-PROBLEMS = "hopline_problems"  # error type carrying several located problems
 MiB = 1024 * 1024
-Loc = tuple[str | int, ...]
 
 
-def raise_problems(problems: list[tuple[Loc, str]]) -> None:
-    """Raise one pydantic error that carries each problem with its own relative loc."""
-    if problems:
-        summary = "; ".join(f"{'.'.join(map(str, loc)) or '(here)'}: {msg}" for loc, msg in problems)
-        raise PydanticCustomError(PROBLEMS, "{summary}", {"summary": summary, "problems": problems})
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Section = Section
 
 
 class BackendConfig(_Section):
@@ -188,6 +185,12 @@ class GatewayConfig(_Section):
         description="Backends by operator-assigned id.",
         json_schema_extra={"propertyNames": {"pattern": ID_PATTERN}},
     )
+    auth: AuthConfig | None = Field(None, description="Client authentication (absent: none; the declaration says so).")
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    acp: AcpConfig | None = Field(None, description="An ACP proxy chain (`hopline acp --config FILE`).")
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
