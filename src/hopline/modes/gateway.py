@@ -25,12 +25,14 @@ from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
+from hopline.layers.pipeline import Pipeline
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import UriMapper
 from hopline.layers.session.client_end import ClientEnd
-from hopline.modes.gateway_session import GatewaySession
+from hopline.modes.gateway_pipeline import build_pipeline
+from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
 
 log = logging.getLogger("hopline.gateway")
@@ -47,6 +49,9 @@ class Gateway:
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
         self.listeners: set[Any] = set()  # open subscriptions/listen streams of 2026-07-28 clients
+        self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
+        self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
+        self.pipeline = Pipeline()
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -57,6 +62,19 @@ class Gateway:
         self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
         self.uris = UriMapper(config.routing.uri_scheme)
         self.catalogs.clear()
+        self.visible_cache.clear()
+        self.pipeline = build_pipeline(config)
+        for gate in self.pipeline.gates:
+            gate.bind(self._gate_changed)
+
+    def _gate_changed(self, backend_id: str) -> None:
+        """A gate withdrew or restored a backend: every client's surface changed (§11.1)."""
+        self.gate_version += 1
+        self.visible_cache.clear()
+        log.info("backend %s %s", backend_id, "restored" if self.pipeline.available(backend_id) else "withdrawn")
+        for session in list(self.sessions):
+            session.surface_changed()
+        self.announce(CHANGE_SIGNALS)
 
     def _add_connector(self, backend_id: str) -> None:
         spec = self.config.backends[backend_id]
@@ -97,7 +115,7 @@ class Gateway:
         for session in list(self.sessions):
             await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.connectors])
         if diff:
-            self.announce(("notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"))
+            self.announce(CHANGE_SIGNALS)
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     async def open_session(self, era: Era) -> ClientEnd:

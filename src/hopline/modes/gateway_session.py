@@ -19,11 +19,14 @@ from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, UnavailableError, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.pipeline import ANONYMOUS, Call, Item, Kind, Principal
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.layers.routing.paging import page
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
+
+from hopline.modes.gateway_tools import SessionToolHost
 
 if TYPE_CHECKING:
     from hopline.modes.gateway import Gateway
@@ -32,8 +35,9 @@ log = logging.getLogger("hopline.gateway")
 
 NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
 LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resources/list": "resource", "resources/templates/list": "resourceTemplate"}
 MISSING_KEY = "io.hopline/missing-backends"
-CHANGE_SIGNALS = {"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"}
+CHANGE_SIGNALS = ("notifications/prompts/list_changed", "notifications/resources/list_changed", "notifications/tools/list_changed")
 
 
 class GatewaySession:
@@ -48,11 +52,12 @@ class GatewaySession:
         self._connecting: asyncio.Future | None = None
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self._reconnecting: dict[str, asyncio.Task] = {}
+        self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
 
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.gateway.connect(
-            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request, on_notification=self._backend_notification(backend_id)
+            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id)
         )
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
         session.on_closed = self._backend_lost
@@ -91,14 +96,14 @@ class GatewaySession:
                 if self.backends is not None:
                     self.backends[backend_id] = found
                 log.info("backend %s is back", backend_id)
-                self._surface_changed()
+                self.surface_changed()
                 return
             delay = min(delay * 2, 60.0)
 
     def _backend_lost(self, backend: BackendSession) -> None:
         if self.backends is not None and self.backends.get(backend.id) is backend:
             self.backends[backend.id] = UnavailableError(f"backend {backend.id} went away", backend=backend.id)
-            self._surface_changed()
+            self.surface_changed()
             self._schedule_reconnect(backend.id)
 
     async def reloaded(self, gone: list[str], added: list[str]) -> None:
@@ -118,12 +123,12 @@ class GatewaySession:
             for backend_id in added:
                 if not isinstance(self.backends.get(backend_id), BackendSession):
                     self._schedule_reconnect(backend_id)
-        self._surface_changed()
+        self.surface_changed()
 
-    def _surface_changed(self) -> None:
+    def surface_changed(self) -> None:
         self._catalogs.clear()
         if self.stateful:
-            for signal in sorted(CHANGE_SIGNALS):
+            for signal in CHANGE_SIGNALS:
                 self.end.notify(notification(signal))
 
     async def backend(self, backend_id: str) -> BackendSession:
@@ -138,6 +143,9 @@ class GatewaySession:
         handler = _METHODS.get(method)
         if handler is None:
             raise MethodNotFound(f"Method not found: {method}")
+        principal = getattr(message, "principal", None)
+        if principal is not None:
+            self.principal = principal
         return await handler(self, message)
 
     async def _initialize(self, message: Message) -> Message:
@@ -158,10 +166,15 @@ class GatewaySession:
 
     async def _list(self, message: Message) -> Message:
         method = message.method or ""
-        items, missing = await self._fan_out(method)
+        mode = self.gateway.pipeline.tool_mode
+        if method == "tools/list" and mode is not None:
+            shown = await mode.tools(self.tool_host())
+            if shown is not None:  # progressive disclosure: the mode's own tools stand in for the catalogue
+                return result(message.id, self._stamp({"tools": shown}, modern=self._modern(message)))
+        items, missing = await self.visible_list(method)
         offset = 0
         cursor = message.params.get("cursor")
-        binding = self._binding
+        binding = self._cursor_binding()
         if cursor is not None:
             state = self.gateway.cursors.decode(cursor, binding=binding) if isinstance(cursor, str) else {}
             offset = state.get("o", -1) if isinstance(state.get("o"), int) else -1
@@ -175,11 +188,43 @@ class GatewaySession:
             value["_meta"] = {MISSING_KEY: missing}  # a partial answer says who is missing
         return result(message.id, self._stamp(value, modern=self._modern(message)))
 
-    async def _composed(self, method: str) -> list[dict[str, Any]]:
-        items, _missing = await self._fan_out(method)
-        return items
+    def _cursor_binding(self) -> str:
+        """Cursors are bound to the session, or for stateless requests to the principal."""
+        return self._binding if self.stateful else f"p:{self.principal.key!r}"
 
-    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+    async def _composed(self, method: str) -> None:
+        await self._fan_out(method)
+
+    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """The composed list as this caller may see it: items of withdrawn backends
+        (an open breaker) and items the surface layers hide are left out. Filtered
+        once per (list, backends' versions, gate state, principal) and cached."""
+        items, refs, missing, key = await self._fan_out(method)
+        pipeline = self.gateway.pipeline
+        if not pipeline.surface and not pipeline.gates:
+            return items, missing
+        g = self.gateway
+        cache_key = (key, g.gate_version, self.principal.key)
+        cached = g.visible_cache.get(cache_key)
+        if cached is None:
+            kind = KINDS[method]
+            withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
+            keep = [item for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
+            cached = (keep, withdrawn)
+            g.visible_cache[cache_key] = cached
+            while len(g.visible_cache) > 1024:
+                g.visible_cache.pop(next(iter(g.visible_cache)))
+        keep, withdrawn = cached
+        return keep, sorted({*missing, *withdrawn}) if withdrawn else missing
+
+    def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
+        """An item the caller may not see is answered exactly like one that does not exist."""
+        pipeline = self.gateway.pipeline
+        if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
+            what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
+            raise InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
+
+    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
         list timeout is left out of this answer (fail-open) and named in ``missing``."""
         loop = asyncio.get_running_loop()
@@ -197,17 +242,21 @@ class GatewaySession:
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
+        version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
         if method in NAMED:
-            return self._catalog(method, lists, backends).items, sorted(missing)
+            catalog = self._catalog(method, lists, backends)
+            return catalog.items, [(e.backend, e.original) for e in catalog.entries], sorted(missing), (version_key, catalog.version)
         key = LIST_KEYS[method]
         field = "uriTemplate" if key == "resourceTemplates" else "uri"
         expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
         out: list[dict[str, Any]] = []
+        refs: list[tuple[str, str]] = []
         for backend_id in sorted(lists):
             for item in lists[backend_id]:
                 if isinstance(item.get(field), str):
                     out.append({**item, field: expose(backend_id, item[field])})
-        return out, sorted(missing)
+                    refs.append((backend_id, item[field]))
+        return out, refs, sorted(missing), version_key
 
     def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
         """The composed names, built once per (list method, backend list versions) for the
@@ -230,18 +279,34 @@ class GatewaySession:
 
     async def _invoke_named(self, message: Message) -> Message:
         method = message.method or ""
-        list_method = "tools/list" if method == "tools/call" else "prompts/list"
         name = message.params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string", request_id=message.id)
-        entry = self._resolve_cached(list_method, name)
-        if entry is None:  # not in the surface this session last saw: compose it afresh
+        mode = self.gateway.pipeline.tool_mode
+        if method == "tools/call" and mode is not None:
+            arguments = message.params.get("arguments")
+            value = await mode.call(self.tool_host(message.meta), name, arguments if isinstance(arguments, dict) else {})
+            if value is not None:
+                return result(message.id, self._stamp(value, modern=self._modern(message)))
+        return await self.invoke_named(message)
+
+    async def invoke_named(self, message: Message) -> Message:
+        """``tools/call`` or ``prompts/get`` on the catalogue (Standard mode's path)."""
+        method = message.method or ""
+        list_method = "tools/list" if method == "tools/call" else "prompts/list"
+        name = message.params["name"]
+        kind: Kind = "tool" if method == "tools/call" else "prompt"
+        found = self._resolve_cached(list_method, name)
+        if found is None:  # not in the surface this session last saw: compose it afresh
             await self._composed(list_method)
-            entry = self._catalogs[list_method][1].resolve(name)
+            catalog = self._catalogs[list_method][1]
+            found = (catalog.resolve(name), catalog)
+        entry, catalog = found
         if entry is None:
-            kind = "tool" if method == "tools/call" else "prompt"
             raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=message.id)
-        return await self._forward(message, entry.backend, {**message.params, "name": entry.original})
+        definition = catalog.item(name)
+        self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
+        return await self._forward(message, entry.backend, {**message.params, "name": entry.original}, target=entry.original, exposed=name, definition=definition)
 
     def _progress_relay(self, token: Any):
         """Backend progress for one call, delivered under the client's own token (and type)."""
@@ -251,7 +316,7 @@ class GatewaySession:
 
         return relay
 
-    def _resolve_cached(self, list_method: str, name: str) -> Any:
+    def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
         """Resolve against the catalogue already composed, if it is still current for the
         backend that owns the name, so an invoke never waits on other backends' lists."""
         cached = self._catalogs.get(list_method)
@@ -261,7 +326,7 @@ class GatewaySession:
         owner = self.backends.get(entry.backend)
         versions = dict(cached[0][1])
         if isinstance(owner, BackendSession) and versions.get(entry.backend) == owner.version:
-            return entry
+            return entry, cached[1]
         return None
 
     async def _invoke_uri(self, message: Message) -> Message:
@@ -269,23 +334,27 @@ class GatewaySession:
         target = self.gateway.uris.resolve(uri) if isinstance(uri, str) else None
         if target is None or target[0] not in self.gateway.connectors:
             raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
+        self._check_visible("resource", target[0], target[1], {"uri": target[1]}, uri, message.id)  # type: ignore[arg-type]
         if message.method in ("resources/subscribe", "resources/unsubscribe"):
             caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
-        return await self._forward(message, target[0], {**message.params, "uri": target[1]})
+        return await self._forward(message, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
 
     async def _complete(self, message: Message) -> Message:
         ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
             await self._composed("prompts/list")
-            entry = self._catalogs["prompts/list"][1].resolve(ref["name"])
+            catalog = self._catalogs["prompts/list"][1]
+            entry = catalog.resolve(ref["name"])
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
-            return await self._forward(message, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}})
+            self._check_visible("prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id)
+            return await self._forward(message, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}}, target=entry.original, exposed=ref["name"])
         target = self.gateway.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
         if target is None:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
+        self._check_visible("resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id)
         return await self._forward(message, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
 
     async def _task(self, message: Message) -> Message:
@@ -315,17 +384,29 @@ class GatewaySession:
         await asyncio.gather(*(s.call("logging/setLevel", message.params) for s in sessions), return_exceptions=True)
         return result(message.id, {})
 
-    async def _forward(self, message: Message, backend_id: str, params: dict[str, Any]) -> Message:
+    async def _forward(self, message: Message, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
         session = await self.backend(backend_id)
         token = message.meta.get("progressToken")
         on_progress = None if token is None else self._progress_relay(token)
-        if not self._modern(message) and session.info.era is Era.MODERN:
+        modern = self._modern(message)
+        if not modern and session.info.era is Era.MODERN:
             # A handshake client's capabilities travel per request to a 2026-07-28 backend
             # (truthfully: only what this client declared), so the backend may ask for input.
             params = {**params, "_meta": {**(params.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
-        answer = await session.call(message.method or "", params, on_progress=on_progress)
-        if not self._modern(message):
-            answer = await mediate(self.end.ask, lambda retry: session.call(message.method or "", retry, on_progress=on_progress), params, answer, backend=session.id)
+
+        async def send(call: Call) -> Message:
+            answer = await session.call(call.method, call.params, on_progress=on_progress, timeout=call.timeout)
+            if not modern:
+                answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout), call.params, answer, backend=session.id)
+            return answer
+
+        pipeline = self.gateway.pipeline
+        method = message.method or ""
+        if pipeline.calls:
+            call = Call(method, backend_id, params, self.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta)
+            answer = await pipeline.run(call, send)
+        else:
+            answer = await send(Call(method, backend_id, params))
         value = answer.body.get("result")
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
@@ -344,8 +425,24 @@ class GatewaySession:
         return compose.stamp(value, name=g.config.name, reverse=g.reverse, backend_id=backend.id if backend else None, is_list=any(k in value for k in LIST_KEYS.values()))
 
     # -- traffic the backends start -----------------------------------------------------------
-    async def _server_request(self, message: Message) -> Message:
-        return await self.end.ask(message.method or "", message.body.get("params"))
+    def _server_request_from(self, backend_id: str):
+        """A backend's request to the client (sampling, elicitation, roots), through the
+        call layers in the to_client direction, to the client whose session it is."""
+
+        async def ask(call: Call) -> Message:
+            return await self.end.ask(call.method, call.params)
+
+        async def relay(message: Message) -> Message:
+            pipeline = self.gateway.pipeline
+            if not pipeline.calls:
+                return await self.end.ask(message.method or "", message.body.get("params"))
+            call = Call(message.method or "", backend_id, message.params, self.principal, direction="to_client", session=self._binding, meta=message.meta)
+            return await pipeline.run(call, ask)
+
+        return relay
+
+    def tool_host(self, meta: dict[str, Any] | None = None) -> SessionToolHost:
+        return SessionToolHost(self, meta or {})
 
     def _backend_notification(self, backend_id: str):
         def deliver(message: Message) -> None:

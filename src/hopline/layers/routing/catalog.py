@@ -69,7 +69,7 @@ _DEFAULT = BackendNames()
 class Catalog:
     """The composed, namespaced surface of one kind (tools or prompts) from many backends."""
 
-    __slots__ = ("items", "entries", "diagnostics", "version", "_by_exposed", "_by_origin")
+    __slots__ = ("items", "entries", "diagnostics", "version", "_by_exposed", "_by_origin", "_position")
 
     def __init__(self, items: list[dict], entries: list[Entry], diagnostics: list[str]) -> None:
         self.items = items
@@ -77,6 +77,7 @@ class Catalog:
         self.diagnostics = diagnostics
         self._by_exposed = {e.exposed: e for e in entries}
         self._by_origin = {(e.backend, e.original): e.exposed for e in entries}
+        self._position = {e.exposed: i for i, e in enumerate(entries)}
         surface = [[e.exposed, e.backend, e.original, i] for e, i in zip(entries, items)]
         try:
             blob = json.dumps(surface, sort_keys=True, default=repr)
@@ -131,6 +132,11 @@ class Catalog:
     def resolve(self, exposed: str) -> Entry | None:
         """The entry an exposed name routes to; None if it is not on the surface."""
         return self._by_exposed.get(exposed) if isinstance(exposed, str) else None
+
+    def item(self, exposed: str) -> dict | None:
+        """The exposed item (definition with its exposed name) for a name on the surface."""
+        i = self._position.get(exposed) if isinstance(exposed, str) else None
+        return None if i is None else self.items[i]
 
     def exposed_for(self, backend: str, original: str) -> str | None:
         return self._by_origin.get((backend, original))

@@ -1,0 +1,60 @@
+"""The gateway's side of Layer 7 tool modes: a :class:`ToolHost` for one caller.
+
+A tool mode (Search, Code) never reaches a backend by itself: it asks this host for
+the caller's visible tools (Standard mode's ``tools/list``, after routing, surface
+layers and withdrawn backends) and calls a tool by its exposed name through the same
+path as a client's ``tools/call`` (routing, policy, resilience, audit, trace). A
+hidden or unknown name raises ``InvalidParams`` exactly as ``tools/call`` does; a
+JSON-RPC error the backend answered is raised as :class:`ToolCallError` carrying the
+backend's code, message and data unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from hopline.jsonrpc import HoplineError, Message
+from hopline.layers.pipeline import Principal
+
+if TYPE_CHECKING:
+    from hopline.modes.gateway_session import GatewaySession
+
+_ids = itertools.count(1)
+
+
+class ToolCallError(HoplineError):
+    """A JSON-RPC error answered for a tool call made on a tool mode's behalf."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message", "tool call failed")), data=error.get("data"))
+        code = error.get("code")
+        self.code = code if isinstance(code, int) else -32603
+
+
+class SessionToolHost:
+    def __init__(self, session: GatewaySession, meta: dict[str, Any]) -> None:
+        self.session = session
+        self.meta = meta  # the client's _meta of the request that runs the mode's tool (trace context…)
+
+    @property
+    def principal(self) -> Principal:
+        return self.session.principal
+
+    async def visible_tools(self) -> list[dict[str, Any]]:
+        items, _missing = await self.session.visible_list("tools/list")
+        return items
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        merged = {**self.meta, **(meta or {})}
+        merged.pop("progressToken", None)  # progress of an inner call has no client token to go to
+        if merged:
+            params["_meta"] = merged
+        request = Message({"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": "tools/call", "params": params})
+        answer = await self.session.invoke_named(request)
+        error = answer.body.get("error")
+        if isinstance(error, dict):
+            raise ToolCallError(error)
+        value = answer.body.get("result")
+        return value if isinstance(value, dict) else {}
