@@ -16,16 +16,17 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
-from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, UnavailableError, notification, result
+from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import ANONYMOUS, Call, Item, Kind, Principal
-from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
+from hopline.layers.pipeline import ANONYMOUS, Call, Kind, Principal
+from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.paging import page
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
-
+from hopline.modes.gateway_links import CHANGE_SIGNALS, BackendLinks
+from hopline.modes.gateway_lists import LIST_KEYS, ListComposer
 from hopline.modes.gateway_tools import SessionToolHost
 
 if TYPE_CHECKING:
@@ -33,14 +34,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hopline.gateway")
 
-NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
-LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
-KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resources/list": "resource", "resources/templates/list": "resourceTemplate"}
 MISSING_KEY = "io.hopline/missing-backends"
-CHANGE_SIGNALS = ("notifications/prompts/list_changed", "notifications/resources/list_changed", "notifications/tools/list_changed")
+__all__ = ["CHANGE_SIGNALS", "GatewaySession"]
 
 
-class GatewaySession:
+class GatewaySession(BackendLinks, ListComposer):
     def __init__(self, gateway: Gateway, *, stateful: bool) -> None:
         self.gateway = gateway
         self.stateful = stateful
@@ -53,89 +51,6 @@ class GatewaySession:
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
-
-    # -- backends ---------------------------------------------------------------------
-    async def open_backend(self, backend_id: str) -> BackendSession:
-        session = await self.gateway.connect(
-            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id)
-        )
-        session.on_changed = lambda s, method: self.backend_changed(s.id, method)
-        session.on_closed = self._backend_lost
-        self._owned.append(session)
-        return session
-
-    async def live_backends(self) -> dict[str, BackendSession | BaseException]:
-        if self.backends is None:
-            if self._connecting is None:
-                self._connecting = asyncio.ensure_future(self.gateway.sessions_for(list(self.gateway.connectors), self))
-            self.backends = await asyncio.shield(self._connecting)
-            if self.stateful:
-                for backend_id, found in self.backends.items():
-                    if not isinstance(found, BackendSession):
-                        self._schedule_reconnect(backend_id)
-        return self.backends
-
-    def _schedule_reconnect(self, backend_id: str) -> None:
-        """Keep trying a backend that failed or went away; when it answers, its
-        capabilities reappear and the client gets the CHANGE-SIGNAL (draft §6.7)."""
-        if backend_id in self._reconnecting or self.end.is_closed():
-            return
-        task = asyncio.create_task(self._reconnect(backend_id), name=f"reconnect-{backend_id}")
-        self._reconnecting[backend_id] = task
-        task.add_done_callback(lambda _t, b=backend_id: self._reconnecting.pop(b, None))
-
-    async def _reconnect(self, backend_id: str) -> None:
-        delay = self.gateway.config.routing.retry_after
-        while not self.end.is_closed() and backend_id in self.gateway.connectors:
-            await asyncio.sleep(delay)
-            try:
-                (found,) = (await self.gateway.sessions_for([backend_id], self)).values()
-            except Exception as exc:  # never let a reconnect loop die silently
-                found = exc
-            if isinstance(found, BackendSession):
-                if self.backends is not None:
-                    self.backends[backend_id] = found
-                log.info("backend %s is back", backend_id)
-                self.surface_changed()
-                return
-            delay = min(delay * 2, 60.0)
-
-    def _backend_lost(self, backend: BackendSession) -> None:
-        if self.backends is not None and self.backends.get(backend.id) is backend:
-            self.backends[backend.id] = UnavailableError(f"backend {backend.id} went away", backend=backend.id)
-            self.surface_changed()
-            self._schedule_reconnect(backend.id)
-
-    async def reloaded(self, gone: list[str], added: list[str]) -> None:
-        """The configuration changed under this session: drop what went, connect what came."""
-        if self.backends is None:
-            return  # not connected yet: the next request sees the new configuration
-        for backend_id in gone:
-            found = self.backends.pop(backend_id, None)
-            task = self._reconnecting.pop(backend_id, None)
-            if task is not None:
-                task.cancel()
-            if isinstance(found, BackendSession) and found in self._owned:
-                self._owned.remove(found)
-                await found.aclose()
-        if added:
-            self.backends.update(await self.gateway.sessions_for(added, self))
-            for backend_id in added:
-                if not isinstance(self.backends.get(backend_id), BackendSession):
-                    self._schedule_reconnect(backend_id)
-        self.surface_changed()
-
-    def surface_changed(self) -> None:
-        self._catalogs.clear()
-        if self.stateful:
-            for signal in CHANGE_SIGNALS:
-                self.end.notify(notification(signal))
-
-    async def backend(self, backend_id: str) -> BackendSession:
-        found = (await self.live_backends()).get(backend_id)
-        if not isinstance(found, BackendSession) or found.is_closed():
-            raise UnavailableError(f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable")
-        return found
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -188,95 +103,6 @@ class GatewaySession:
             value["_meta"] = {MISSING_KEY: missing}  # a partial answer says who is missing
         return result(message.id, self._stamp(value, modern=self._modern(message)))
 
-    def _cursor_binding(self) -> str:
-        """Cursors are bound to the session, or for stateless requests to the principal."""
-        return self._binding if self.stateful else f"p:{self.principal.key!r}"
-
-    async def _composed(self, method: str) -> None:
-        await self._fan_out(method)
-
-    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
-        """The composed list as this caller may see it: items of withdrawn backends
-        (an open breaker) and items the surface layers hide are left out. Filtered
-        once per (list, backends' versions, gate state, principal) and cached."""
-        items, refs, missing, key = await self._fan_out(method)
-        pipeline = self.gateway.pipeline
-        if not pipeline.surface and not pipeline.gates:
-            return items, missing
-        g = self.gateway
-        cache_key = (key, g.gate_version, self.principal.key)
-        cached = g.visible_cache.get(cache_key)
-        if cached is None:
-            kind = KINDS[method]
-            withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
-            keep = [item for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
-            cached = (keep, withdrawn)
-            g.visible_cache[cache_key] = cached
-            while len(g.visible_cache) > 1024:
-                g.visible_cache.pop(next(iter(g.visible_cache)))
-        keep, withdrawn = cached
-        return keep, sorted({*missing, *withdrawn}) if withdrawn else missing
-
-    def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
-        """An item the caller may not see is answered exactly like one that does not exist."""
-        pipeline = self.gateway.pipeline
-        if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
-            what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
-            raise InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
-
-    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
-        """Every healthy backend's list, composed. A backend that fails or outlasts the
-        list timeout is left out of this answer (fail-open) and named in ``missing``."""
-        loop = asyncio.get_running_loop()
-        live = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
-        # A backend whose list just failed is not asked again (and waited for) on every request.
-        backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
-        missing = sorted(set(self.gateway.connectors) - set(backends))
-        limit = self.gateway.config.routing.list_timeout
-        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
-        lists: dict[str, list[dict[str, Any]]] = {}
-        for (backend_id, session), items in zip(backends.items(), fetched):
-            if isinstance(items, BaseException):
-                log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
-                session.list_failed_until[method] = loop.time() + self.gateway.config.routing.retry_after
-                missing.append(backend_id)
-                continue
-            lists[backend_id] = items
-        version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
-        if method in NAMED:
-            catalog = self._catalog(method, lists, backends)
-            return catalog.items, [(e.backend, e.original) for e in catalog.entries], sorted(missing), (version_key, catalog.version)
-        key = LIST_KEYS[method]
-        field = "uriTemplate" if key == "resourceTemplates" else "uri"
-        expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
-        out: list[dict[str, Any]] = []
-        refs: list[tuple[str, str]] = []
-        for backend_id in sorted(lists):
-            for item in lists[backend_id]:
-                if isinstance(item.get(field), str):
-                    out.append({**item, field: expose(backend_id, item[field])})
-                    refs.append((backend_id, item[field]))
-        return out, refs, sorted(missing), version_key
-
-    def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
-        """The composed names, built once per (list method, backend list versions) for the
-        whole gateway: every session and stateless request with the same backends shares it."""
-        key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
-        g = self.gateway
-        catalog = g.catalogs.get(key)
-        if catalog is not None:
-            self._catalogs[method] = (key, catalog)
-            return catalog
-        options = {b: BackendNames(prefix=(cfg.prefix and not g.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.config.backends.items()}
-        catalog = Catalog.build(lists, namespace=g.namespace, strategy=Collision(g.config.routing.collision), options=options, order=list(g.config.backends))
-        for line in catalog.diagnostics:
-            log.info("catalog %s: %s", method, line)
-        g.catalogs[key] = catalog
-        while len(g.catalogs) > 256:
-            g.catalogs.pop(next(iter(g.catalogs)))
-        self._catalogs[method] = (key, catalog)
-        return catalog
-
     async def _invoke_named(self, message: Message) -> Message:
         method = message.method or ""
         name = message.params.get("name")
@@ -315,19 +141,6 @@ class GatewaySession:
             self.end.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
 
         return relay
-
-    def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
-        """Resolve against the catalogue already composed, if it is still current for the
-        backend that owns the name, so an invoke never waits on other backends' lists."""
-        cached = self._catalogs.get(list_method)
-        entry = cached[1].resolve(name) if cached is not None else None
-        if entry is None or self.backends is None:
-            return None
-        owner = self.backends.get(entry.backend)
-        versions = dict(cached[0][1])
-        if isinstance(owner, BackendSession) and versions.get(entry.backend) == owner.version:
-            return entry, cached[1]
-        return None
 
     async def _invoke_uri(self, message: Message) -> Message:
         uri = message.params.get("uri")

@@ -1,0 +1,145 @@
+"""A gateway session's composed lists (draft §6.3 fan-out, §8 namespacing) as one
+caller may see them (Layer 5 surface, Layer 4 gates), and name resolution against them.
+
+Fan-out asks every healthy backend concurrently; one that fails or outlasts the list
+timeout is left out of that answer (fail-open) and named in ``missing``. Catalogues
+of names are composed once per (list, backend versions) for the whole gateway;
+filtered views once per (catalogue, gate state, principal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from hopline.jsonrpc import InvalidParams
+from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.pipeline import Item, Kind, Principal
+from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
+
+if TYPE_CHECKING:
+    from hopline.modes.gateway import Gateway
+
+log = logging.getLogger("hopline.gateway")
+
+NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
+LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resources/list": "resource", "resources/templates/list": "resourceTemplate"}
+
+
+class ListComposer:
+    """Mixin of :class:`~hopline.modes.gateway_session.GatewaySession`: its lists."""
+
+    gateway: Gateway
+    stateful: bool
+    principal: Principal
+    backends: dict[str, BackendSession | BaseException] | None
+    _catalogs: dict[str, tuple[tuple, Catalog]]
+    _binding: str
+
+    if TYPE_CHECKING:  # provided by the other parts of GatewaySession
+        async def live_backends(self) -> dict[str, BackendSession | BaseException]: ...  # noqa: E704 (BackendLinks)
+
+    def _cursor_binding(self) -> str:
+        """Cursors are bound to the session, or for stateless requests to the principal."""
+        return self._binding if self.stateful else f"p:{self.principal.key!r}"
+
+    async def _composed(self, method: str) -> None:
+        await self._fan_out(method)
+
+    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """The composed list as this caller may see it: items of withdrawn backends
+        (an open breaker) and items the surface layers hide are left out. Filtered
+        once per (list, backends' versions, gate state, principal) and cached."""
+        items, refs, missing, key = await self._fan_out(method)
+        pipeline = self.gateway.pipeline
+        if not pipeline.surface and not pipeline.gates:
+            return items, missing
+        g = self.gateway
+        cache_key = (key, g.gate_version, self.principal.key)
+        cached = g.visible_cache.get(cache_key)
+        if cached is None:
+            kind = KINDS[method]
+            withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
+            keep = [item for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
+            cached = (keep, withdrawn)
+            g.visible_cache[cache_key] = cached
+            while len(g.visible_cache) > 1024:
+                g.visible_cache.pop(next(iter(g.visible_cache)))
+        keep, withdrawn = cached
+        return keep, sorted({*missing, *withdrawn}) if withdrawn else missing
+
+    def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
+        """An item the caller may not see is answered exactly like one that does not exist."""
+        pipeline = self.gateway.pipeline
+        if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
+            what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
+            raise InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
+
+    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+        """Every healthy backend's list, composed. A backend that fails or outlasts the
+        list timeout is left out of this answer (fail-open) and named in ``missing``."""
+        loop = asyncio.get_running_loop()
+        live = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
+        # A backend whose list just failed is not asked again (and waited for) on every request.
+        backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
+        missing = sorted(set(self.gateway.connectors) - set(backends))
+        limit = self.gateway.config.routing.list_timeout
+        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
+        lists: dict[str, list[dict[str, Any]]] = {}
+        for (backend_id, session), items in zip(backends.items(), fetched):
+            if isinstance(items, BaseException):
+                log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
+                session.list_failed_until[method] = loop.time() + self.gateway.config.routing.retry_after
+                missing.append(backend_id)
+                continue
+            lists[backend_id] = items
+        version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
+        if method in NAMED:
+            catalog = self._catalog(method, lists, backends)
+            return catalog.items, [(e.backend, e.original) for e in catalog.entries], sorted(missing), (version_key, catalog.version)
+        key = LIST_KEYS[method]
+        field = "uriTemplate" if key == "resourceTemplates" else "uri"
+        expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
+        out: list[dict[str, Any]] = []
+        refs: list[tuple[str, str]] = []
+        for backend_id in sorted(lists):
+            for item in lists[backend_id]:
+                if isinstance(item.get(field), str):
+                    out.append({**item, field: expose(backend_id, item[field])})
+                    refs.append((backend_id, item[field]))
+        return out, refs, sorted(missing), version_key
+
+    def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
+        """The composed names, built once per (list method, backend list versions) for the
+        whole gateway: every session and stateless request with the same backends shares it."""
+        key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
+        g = self.gateway
+        catalog = g.catalogs.get(key)
+        if catalog is not None:
+            self._catalogs[method] = (key, catalog)
+            return catalog
+        options = {b: BackendNames(prefix=(cfg.prefix and not g.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.config.backends.items()}
+        catalog = Catalog.build(lists, namespace=g.namespace, strategy=Collision(g.config.routing.collision), options=options, order=list(g.config.backends))
+        for line in catalog.diagnostics:
+            log.info("catalog %s: %s", method, line)
+        g.catalogs[key] = catalog
+        while len(g.catalogs) > 256:
+            g.catalogs.pop(next(iter(g.catalogs)))
+        self._catalogs[method] = (key, catalog)
+        return catalog
+
+
+    def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
+        """Resolve against the catalogue already composed, if it is still current for the
+        backend that owns the name, so an invoke never waits on other backends' lists."""
+        cached = self._catalogs.get(list_method)
+        entry = cached[1].resolve(name) if cached is not None else None
+        if entry is None or self.backends is None:
+            return None
+        owner = self.backends.get(entry.backend)
+        versions = dict(cached[0][1])
+        if isinstance(owner, BackendSession) and versions.get(entry.backend) == owner.version:
+            return entry, cached[1]
+        return None
