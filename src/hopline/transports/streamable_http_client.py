@@ -40,6 +40,7 @@ from typing import Any, AsyncIterator
 
 import httpx
 
+from hopline.transports.h1client import lean_or_httpx
 from hopline.binding import Era, era_of_message
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, parse
 from hopline.transports.base import ChannelClosed
@@ -85,7 +86,7 @@ class StreamableHttpUpstream(Inbound):
             raise ValueError(f"not an http(s) URL: {url!r}")
         self.url, self.name = url, name or url
         self._own_client = client is None
-        self._client = client if client is not None else httpx.AsyncClient(follow_redirects=False)
+        self._client = client if client is not None else lean_or_httpx(url)
         self._timeout = httpx.Timeout(timeout, read=read_timeout)  # streams may idle for long
         self._short = httpx.Timeout(timeout)  # one-way POSTs and DELETE
         self._base = {**clean_headers(headers), "accept": ACCEPT_BOTH, "content-type": "application/json"}

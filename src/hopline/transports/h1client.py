@@ -1,0 +1,377 @@
+"""A lean HTTP/1.1 client for the upstream hot path: keep-alive connections over
+asyncio protocols, responses parsed by httptools (the parser uvicorn uses).
+
+Why not httpx here: a proxied ``tools/call`` costs the gateway ~0.6 CPU-ms, and most
+of it was httpx/httpcore bookkeeping per request (request/response models, header
+normalisation, pool scans), measured in ``bench/run_gateway.py``. This client does
+what the MCP upstreams need and nothing else: POST/GET/DELETE with bytes bodies,
+JSON or SSE responses read whole or as a stream, keep-alive reuse, TLS.
+
+Contract (the subset of ``httpx.AsyncClient`` that ``StreamableHttpUpstream`` and
+``SseUpstream`` use, so either client can be given to them):
+- ``stream(method, url, content=, headers=, timeout=)`` is an async context manager
+  giving a :class:`Response` whose body is read with ``aread()`` or ``aiter_bytes()``;
+  ``post``/``delete`` read the whole body. ``timeout`` is an ``httpx.Timeout`` (its
+  ``connect`` and ``read`` are honoured) or seconds.
+- Failures raise httpx's exception types (``ConnectError``, ``ConnectTimeout``,
+  ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError``), so callers handle both
+  clients alike.
+- A connection goes back to the pool only after its response was read to the end and
+  the server allows keep-alive; a stream left early closes its connection.
+- ``auth``: an optional ``httpx.Auth`` whose first request of the flow supplies the
+  headers (credential injection); flows that need the response are not supported.
+- Environment proxies are not honoured: :func:`usable_for` says whether a URL would
+  need one, and the caller then keeps httpx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import select
+import ssl
+import urllib.request
+from typing import Any, AsyncIterator
+from urllib.parse import urlsplit
+
+import httptools
+import httpx
+
+MAX_IDLE = 32  # idle keep-alive connections kept per origin
+HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
+
+
+def usable_for(url: str) -> bool:
+    """True unless the environment routes ``url`` through a proxy (httpx would honour it)."""
+    host = urlsplit(url).hostname or ""
+    proxies = urllib.request.getproxies()
+    scheme = urlsplit(url).scheme
+    if not (proxies.get(scheme) or proxies.get("all")):
+        return True
+    return bool(urllib.request.proxy_bypass(host))
+
+
+def lean_or_httpx(url: str, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> Any:
+    """The client an upstream should use for ``url``: lean, unless a proxy is configured."""
+    if usable_for(url):
+        return LeanClient(auth=auth, timeout=timeout)
+    return httpx.AsyncClient(follow_redirects=False, auth=auth, timeout=timeout)
+
+
+class Headers(dict):
+    """Response headers, lower-cased names; repeated fields joined with ", "."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+
+class Response:
+    __slots__ = ("status_code", "reason_phrase", "headers", "_conn", "_chunks", "_done", "_waiter", "_error", "_buffered", "_timeout", "content")
+
+    def __init__(self, conn: _Connection, timeout: float | None) -> None:
+        self.status_code = 0
+        self.reason_phrase = ""
+        self.headers = Headers()
+        self.content = b""
+        self._conn = conn
+        self._chunks: list[bytes] = []
+        self._done = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self._buffered = 0
+        self._timeout = timeout
+
+    # -- fed by the connection ------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _body(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > HIGH_WATER:
+            self._conn.pause()
+        self._wake()
+
+    def _end(self, error: BaseException | None = None) -> None:
+        if not self._done:
+            self._done = True
+            self._error = error
+            self._wake()
+
+    # -- read by the caller -----------------------------------------------------------------
+    async def _more(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._waiter
+        except TimeoutError:
+            raise httpx.ReadTimeout("timed out waiting for the response body") from None
+        finally:
+            self._waiter = None
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        while True:
+            if self._chunks:
+                chunks, self._chunks, self._buffered = self._chunks, [], 0
+                self._conn.resume()
+                for chunk in chunks:
+                    yield chunk
+                continue
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                return
+            await self._more()
+
+    async def aread(self) -> bytes:
+        if not self._done or self._chunks:
+            parts = [chunk async for chunk in self.aiter_bytes()]
+            self.content = self.content + b"".join(parts)
+        elif self._error is not None:
+            raise self._error
+        return self.content
+
+    @property
+    def is_complete(self) -> bool:
+        return self._done and self._error is None
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection; one response at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.response: Response | None = None
+        self.closed = False
+        self.ready: asyncio.Future[Response] | None = None
+        self.origin: tuple[str, str, int] = ("", "", 0)
+        self._paused = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.response is None:  # bytes nobody asked for: the connection is unusable
+            self.close()
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc}"))
+            self.close()
+
+    def eof_received(self) -> bool:
+        if self.response is not None and not self.response._done:
+            with contextlib.suppress(httptools.HttpParserError):
+                self.parser.feed_data(b"")  # a body delimited by the end of the connection
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(httpx.ReadError(f"connection closed by the server{f': {exc}' if exc else ''}") if self.response is None or self.response.status_code
+                   else httpx.RemoteProtocolError("server disconnected without sending a response"))
+
+    # -- httptools callbacks -------------------------------------------------------------------
+    def on_status(self, status: bytes) -> None:
+        assert self.response is not None
+        self.response.reason_phrase = status.decode("latin-1")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.response is not None
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers = self.response.headers
+        dict.__setitem__(headers, key, f"{dict.get(headers, key)}, {text}" if key in headers else text)
+
+    def on_headers_complete(self) -> None:
+        assert self.response is not None
+        self.response.status_code = self.parser.get_status_code()
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(self.response)
+
+    def on_body(self, body: bytes) -> None:
+        assert self.response is not None
+        self.response._body(body)
+
+    def on_message_complete(self) -> None:
+        response = self.response
+        if response is not None:
+            if not self.parser.should_keep_alive():
+                self.closed = True
+            response._end()
+
+    # -- ours ------------------------------------------------------------------------------------
+    def _fail(self, error: BaseException) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_exception(error)
+        if self.response is not None:
+            self.response._end(error)
+
+    def pause(self) -> None:
+        if not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self._paused and self.transport is not None and not self.transport.is_closing():
+            self._paused = False
+            self.transport.resume_reading()
+
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
+
+    def stale(self) -> bool:
+        """An idle connection with something to read has been closed by the server (or
+        sent junk) and the loop has not seen it yet: it must not carry a request."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _seconds(timeout: Any) -> tuple[float | None, float | None]:
+    """(connect, read) seconds from an ``httpx.Timeout``, a number or None."""
+    if isinstance(timeout, httpx.Timeout):
+        return timeout.connect, timeout.read
+    return timeout, timeout
+
+
+class LeanClient:
+    """Keep-alive HTTP/1.1 connections per origin (see module docstring)."""
+
+    def __init__(self, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> None:
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._busy: set[_Connection] = set()
+        self._auth = auth
+        self._timeout = timeout
+        self._ssl: ssl.SSLContext | None = None
+        self._closed = False
+
+    # -- the httpx-like surface -------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def stream(self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None, timeout: Any = None) -> AsyncIterator[Response]:
+        conn, response = await self._send(method, url, content, headers or {}, self._timeout if timeout is None else timeout)
+        try:
+            yield response
+        finally:
+            self._release(conn, response)
+
+    async def request(self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None, timeout: Any = None) -> Response:
+        async with self.stream(method, url, content=content, headers=headers, timeout=timeout) as response:
+            await response.aread()
+        return response
+
+    async def post(self, url: str, **kwargs: Any) -> Response:
+        return await self.request("POST", url, **kwargs)
+
+    async def get(self, url: str, **kwargs: Any) -> Response:
+        return await self.request("GET", url, **kwargs)
+
+    async def delete(self, url: str, **kwargs: Any) -> Response:
+        return await self.request("DELETE", url, **kwargs)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conns in self._idle.values():
+            for conn in conns:
+                conn.close()
+        self._idle.clear()
+        for conn in list(self._busy):
+            conn.close()
+        self._busy.clear()
+
+    # -- internals --------------------------------------------------------------------------------
+    async def _send(self, method: str, url: str, content: bytes | None, headers: dict[str, str], timeout: Any) -> tuple[_Connection, Response]:
+        if self._closed:
+            raise httpx.ConnectError("client closed")
+        parts = urlsplit(url)
+        secure = parts.scheme == "https"
+        host = parts.hostname or ""
+        port = parts.port or (443 if secure else 80)
+        origin = (parts.scheme, host, port)
+        if self._auth is not None:
+            headers = await self._auth_headers(method, url, headers)
+        connect_s, read_s = _seconds(timeout)
+        conn = await self._checkout(origin, secure, connect_s)
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        head = [f"{method} {target} HTTP/1.1\r\nhost: {parts.netloc.rpartition('@')[2]}\r\n"]
+        head.extend(f"{name}: {value}\r\n" for name, value in headers.items())
+        if content is not None or method in ("POST", "PUT", "PATCH"):
+            head.append(f"content-length: {len(content or b'')}\r\n")
+        head.append("\r\n")
+        response = Response(conn, read_s)
+        conn.response = response
+        conn.ready = asyncio.get_running_loop().create_future()
+        self._busy.add(conn)
+        assert conn.transport is not None
+        conn.transport.write("".join(head).encode("latin-1") + (content or b""))
+        try:
+            async with asyncio.timeout(read_s):
+                await conn.ready
+        except TimeoutError:
+            self._discard(conn)
+            raise httpx.ReadTimeout(f"no response from {host}:{port} within {read_s:g} s") from None
+        except BaseException:
+            self._discard(conn)
+            raise
+        return conn, response
+
+    async def _checkout(self, origin: tuple[str, str, int], secure: bool, connect_s: float | None) -> _Connection:
+        idle = self._idle.get(origin)
+        while idle:
+            conn = idle.pop()
+            if conn.usable() and not conn.stale():
+                return conn
+            conn.close()
+        loop = asyncio.get_running_loop()
+        if secure and self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        try:
+            async with asyncio.timeout(connect_s):
+                _, conn = await loop.create_connection(_Connection, origin[1], origin[2], ssl=self._ssl if secure else None)
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"connecting to {origin[1]}:{origin[2]} timed out") from None
+        except OSError as exc:
+            raise httpx.ConnectError(f"cannot connect to {origin[1]}:{origin[2]}: {exc.strerror or exc}") from None
+        conn.origin = origin
+        return conn
+
+    def _release(self, conn: _Connection, response: Response) -> None:
+        self._busy.discard(conn)
+        conn.response = None
+        conn.ready = None
+        if response.is_complete and conn.usable() and not self._closed:
+            parts = self._idle.setdefault(conn.origin, [])
+            if len(parts) < MAX_IDLE:
+                parts.append(conn)
+                return
+        conn.close()
+
+    def _discard(self, conn: _Connection) -> None:
+        self._busy.discard(conn)
+        conn.close()
+
+    async def _auth_headers(self, method: str, url: str, headers: dict[str, str]) -> dict[str, str]:
+        assert self._auth is not None
+        request = httpx.Request(method, url, headers=headers)
+        flow = self._auth.async_auth_flow(request)
+        try:
+            request = await flow.__anext__()
+        finally:
+            await flow.aclose()
+        return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw if k.lower() != b"host"}
+
