@@ -112,6 +112,10 @@ async def test_reverse_mode_presents_the_single_backend_as_itself(tmp_path, hopl
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert {"echo", "add", "sample"} <= names
         assert text_of(await bounded(c.call_tool("echo", {"text": "rev"}))) == "rev"
+        # URIs are the backend's own too: nothing tells the client a gateway is there.
+        uris = {str(r.uri) for r in (await bounded(c.list_resources())).resources}
+        assert "test://info" in uris and not any(u.startswith("hopline://") for u in uris)
+        assert (await bounded(c.read_resource("test://info"))).contents
 
 
 async def test_invalid_cursor_is_invalid_params(two_backends):

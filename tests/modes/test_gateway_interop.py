@@ -380,3 +380,24 @@ async def test_legacy_client_gets_version_mediation_from_the_shared_2026_backend
         assert text_of(await bounded(c.call_tool("stateless__sample", {"prompt": "gw"}))) == "test-model: sampled:gw"
         assert text_of(await bounded(c.call_tool("stateless__elicit", {"message": "ok?"}))) == "accepted: yes"
         assert "file:///tmp/project" in text_of(await bounded(c.call_tool("stateless__roots", {})))
+
+
+@pytest.mark.parametrize("mode", ["legacy"])
+async def test_resource_links_in_results_route_back_through_the_gateway(gateway, sdk_http, tmp_path, mode):
+    """A ``resource_link`` a tool returns is an address to follow, so it comes back in the
+    gateway's routable form and reads like the backend's own (layers/routing/links.py);
+    embedded resources are contents and keep the backend's URI."""
+    async with direct("everything", mode, sdk_http, tmp_path) as d:
+        direct_links = [item for item in (await bounded(d.call_tool("get-resource-links", {"count": 2}))).content if item.type == "resource_link"]
+        direct_read = dump(await bounded(d.read_resource(str(direct_links[0].uri))))
+        embedded = (await bounded(d.call_tool("get-resource-reference", {"resourceType": "Text", "resourceId": 1}))).content
+    async with client(gateway.url, mode) as c:
+        links = [item for item in (await bounded(c.call_tool("everything__get-resource-links", {"count": 2}))).content if item.type == "resource_link"]
+        assert [str(link.uri) for link in links] == [f"hopline://everything/{link.uri}" for link in direct_links]
+        read = dump(await bounded(c.read_resource(str(links[0].uri))))
+        # Dynamic resources carry their creation time: compare all but that.
+        strip = lambda r: [{k: v for k, v in item.items() if k not in ("text", "blob")} for item in r["contents"]]  # noqa: E731
+        assert strip(read) == strip(direct_read) and read["contents"][0].keys() == direct_read["contents"][0].keys()
+        through = (await bounded(c.call_tool("everything__get-resource-reference", {"resourceType": "Text", "resourceId": 1}))).content
+    uris = lambda content: [(x.type, str(x.resource.uri)) for x in content if x.type == "resource"]  # noqa: E731
+    assert uris(through) == uris(embedded) and uris(through)[0][1].startswith("demo://")

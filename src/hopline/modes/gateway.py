@@ -29,7 +29,7 @@ from hopline.layers.pipeline import Pipeline
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
-from hopline.layers.routing.uris import UriMapper
+from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
 from hopline.modes.gateway_pipeline import build_pipeline
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
@@ -41,7 +41,6 @@ log = logging.getLogger("hopline.gateway")
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.cursors = CursorCodec()
-        self.tasks = TaskIds()
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
         self.shared: dict[str, BackendSession] = {}
         self._shared_lock: dict[str, asyncio.Lock] = {}
@@ -60,7 +59,10 @@ class Gateway:
         self.config = config
         self.reverse = config.mode == "reverse"
         self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
-        self.uris = UriMapper(config.routing.uri_scheme)
+        self.uris: UriMapper | SingleBackend = UriMapper(config.routing.uri_scheme)
+        self.tasks: TaskIds | SingleBackend = TaskIds()
+        if self.reverse:  # the single backend's URIs and task ids, unchanged (§5.3)
+            self.uris = self.tasks = SingleBackend(next(b for b, spec in config.backends.items() if spec.enabled))
         self.catalogs.clear()
         self.visible_cache.clear()
         self.pipeline = build_pipeline(config)

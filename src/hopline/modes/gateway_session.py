@@ -21,6 +21,7 @@ from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.pipeline import ANONYMOUS, Call, Kind, Principal
 from hopline.layers.routing.catalog import Catalog
+from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
@@ -221,6 +222,11 @@ class GatewaySession(BackendLinks, ListComposer):
         else:
             answer = await send(Call(method, backend_id, params))
         value = answer.body.get("result")
+        if not self.gateway.reverse and method in ("tools/call", "prompts/get"):
+            linked = expose_links(method, value, backend_id, self.gateway.uris)  # links the client can read back
+            if linked is not None:
+                answer = Message({**answer.body, "result": linked})
+                value = linked
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
             answer = Message({**answer.body, "result": {**value, "taskId": self.gateway.tasks.expose(backend_id, value["taskId"])}})

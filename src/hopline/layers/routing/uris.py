@@ -64,3 +64,25 @@ class UriMapper:
 
     def __repr__(self) -> str:
         return f"UriMapper(scheme={self.scheme!r})"
+
+
+class SingleBackend:
+    """Reverse mode (draft §5.3): one backend, presented as itself. URIs and task ids
+    pass unchanged (the client cannot tell the gateway from the backend), and every one
+    routes to that backend. Same interface as :class:`UriMapper` and ``TaskIds``."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def expose(self, backend: str, value: str) -> str:
+        return value
+
+    expose_template = expose
+
+    def resolve(self, exposed: str) -> tuple[str, str] | None:
+        return (self.backend, exposed) if isinstance(exposed, str) else None
+
+    def __repr__(self) -> str:
+        return f"SingleBackend({self.backend!r})"
