@@ -25,13 +25,12 @@ from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
-from hopline.layers.pipeline import Pipeline
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
-from hopline.modes.gateway_pipeline import build_pipeline
+from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
 
@@ -50,7 +49,6 @@ class Gateway:
         self.listeners: set[Any] = set()  # open subscriptions/listen streams of 2026-07-28 clients
         self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
-        self.pipeline = Pipeline()
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -65,7 +63,9 @@ class Gateway:
             self.uris = self.tasks = SingleBackend(next(b for b, spec in config.backends.items() if spec.enabled))
         self.catalogs.clear()
         self.visible_cache.clear()
-        self.pipeline = build_pipeline(config)
+        old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config)
+        if old is not None and old.calls:
+            self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
 
@@ -131,6 +131,7 @@ class Gateway:
     async def aclose(self) -> None:
         for session in list(self.sessions):
             await session.end.aclose()
+        await release(self.pipeline)
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
         await asyncio.gather(*(c.aclose() for c in self.connectors.values()), return_exceptions=True)

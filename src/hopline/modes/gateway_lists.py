@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import Item, Kind, Principal
+from hopline.layers.pipeline import Call, Item, Kind, Principal
+from hopline.layers.policy.build import refused, surface_key
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ log = logging.getLogger("hopline.gateway")
 
 NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
 LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
+_INVOKES: dict[Kind, str] = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "resourceTemplate": "resources/read"}
 KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resources/list": "resource", "resources/templates/list": "resourceTemplate"}
 
 
@@ -57,7 +59,8 @@ class ListComposer:
         if not pipeline.surface and not pipeline.gates:
             return items, missing
         g = self.gateway
-        cache_key = (key, g.gate_version, self.principal.key)
+        # The policy's decisions depend on the claims it reads, not only on who the caller is.
+        cache_key = (key, g.gate_version, self.principal.key, surface_key(pipeline.surface, self.principal))
         cached = g.visible_cache.get(cache_key)
         if cached is None:
             kind = KINDS[method]
@@ -75,7 +78,9 @@ class ListComposer:
         pipeline = self.gateway.pipeline
         if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
             what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
-            raise InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
+            error = InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
+            refused(pipeline.calls, Call(_INVOKES[kind], backend, {}, self.principal, target=name, exposed=shown, session=self._binding), error)  # audited
+            raise error
 
     async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         """Every healthy backend's list, composed. A backend that fails or outlasts the

@@ -3,17 +3,30 @@ gateway runs from its configuration (DESIGN §1: a mode is a fold of layers).
 
 Order of call layers, outermost first: observability (trace context and hops are
 stamped before anything can reject, so a rejection is traced too), policy (the
-interceptor chain: authorization, rate limits, DLP, audit), resilience (breaker,
-retry, timeouts: closest to the backend, so a retry re-runs only the transport).
+interceptor chain: DLP, visibility guard, rate limits, operator interceptors, audit),
+resilience (breaker, retry, timeouts: closest to the backend, so a retry re-runs only
+the transport). A layer the configuration does not use is absent, not disabled, and
+the declaration lists only the layers present.
 """
 
 from __future__ import annotations
 
 from hopline.config.schema import GatewayConfig
+from hopline.layers.capability import toolmodes
 from hopline.layers.pipeline import Pipeline
+from hopline.layers.policy import build as policy
 
 FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 
 
 def build_pipeline(config: GatewayConfig) -> Pipeline:
-    return Pipeline(layers=set(FORWARD_LAYERS))
+    layers = set(FORWARD_LAYERS)
+    surface, policy_calls = policy.build(config)
+    if surface or policy_calls:
+        layers.add(5)
+    return Pipeline(calls=[*policy_calls], surface=surface, tool_mode=toolmodes.build(config), layers=layers)
+
+
+async def release(pipeline: Pipeline) -> None:
+    """What a replaced pipeline holds (Redis connections) is let go on reload."""
+    await policy.aclose(pipeline.calls)

@@ -52,8 +52,10 @@ def usable_for(url: str) -> bool:
 
 
 def lean_or_httpx(url: str, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> Any:
-    """The client an upstream should use for ``url``: lean, unless a proxy is configured."""
-    if usable_for(url):
+    """The client an upstream should use for ``url``: lean, unless a proxy is configured or
+    an auth flow is attached (flows may renew a refused credential, which needs httpx's
+    request/response cycle)."""
+    if auth is None and usable_for(url):
         return LeanClient(auth=auth, timeout=timeout)
     return httpx.AsyncClient(follow_redirects=False, auth=auth, timeout=timeout)
 
