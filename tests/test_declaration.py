@@ -47,3 +47,18 @@ def test_credential_injection_is_declared_when_headers_are_configured():
 
     assert _deployment(RemoteTarget("http://x/mcp", headers={"Authorization": "Bearer s"}), {}).token_propagation == "credential-injection"
     assert declare(Deployment())["token_propagation"] == "none"
+
+
+def test_a_gateway_declares_the_layers_its_configuration_runs():
+    """Layer 5 appears only when authentication or a policy is configured, and the tool
+    mode in effect is declared: the declaration describes the running pipeline."""
+    import yaml
+
+    from hopline.config.load import parse_config
+    from hopline.declaration import for_config
+
+    base = {"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}}
+    plain = declare(for_config(parse_config(yaml.safe_dump(base))))
+    assert 5 not in plain["layers"] and plain["tool_mode"] == "standard" and plain["authentication"] == "none"
+    governed = declare(for_config(parse_config(yaml.safe_dump({**base, "policy": {"rules": ["true"]}, "tools": {"mode": "search"}}))))
+    assert 5 in governed["layers"] and governed["tool_mode"] == "search"

@@ -42,6 +42,9 @@ class Deployment:
     token_propagation: str = "none"
     collision: str | None = None
     endpoints: dict[str, str] = field(default_factory=dict)
+    layers: set[int] | None = None  # the running pipeline's layers; None: what the modes bring
+    tool_mode: str | None = None  # Layer 7 progressive disclosure: standard, search, code
+    authentication: str = "none"
 
 
 def tier_for(layers: set[int]) -> int:
@@ -58,9 +61,10 @@ def requirement_ids() -> list[str]:
 
 def declare(deployment: Deployment | None = None) -> dict[str, Any]:
     d = deployment or Deployment()
-    layers: set[int] = set()
-    for mode in d.modes:
-        layers.update(MODE_LAYERS[mode])
+    layers: set[int] = set(d.layers) if d.layers is not None else set()
+    if d.layers is None:
+        for mode in d.modes:
+            layers.update(MODE_LAYERS[mode])
     return {
         "document": "draft: Agent-Tool Proxy Modes (August 2026)",
         "intermediary": {"name": NAME, "version": __version__},
@@ -71,6 +75,8 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         "tls": d.tls,
         "token_propagation": d.token_propagation,
         **({"collision_strategy": d.collision} if d.collision else {}),
+        **({"tool_mode": d.tool_mode} if d.tool_mode else {}),
+        "authentication": d.authentication,
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
         "requirements": requirement_ids(),
@@ -84,11 +90,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def for_config(config: object) -> Deployment:
-    """The deployment a gateway configuration describes (Forward or Reverse mode)."""
+    """The deployment a gateway configuration describes (Forward or Reverse mode): the
+    layers its pipeline will run (``gateway_pipeline.layers_for``), not a wish list."""
+    from hopline.modes.gateway_pipeline import layers_for
+
     mode = getattr(config, "mode")
     backends = getattr(config, "backends")
     injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
-    return Deployment(modes=[mode], token_propagation="credential-injection" if injected else "none", collision=getattr(config, "routing").collision)
+    return Deployment(
+        modes=[mode],
+        token_propagation="credential-injection" if injected else "none",
+        collision=getattr(config, "routing").collision,
+        layers=layers_for(config),  # type: ignore[arg-type]
+        tool_mode=getattr(config, "tools").mode,
+        authentication="oauth2-bearer" if getattr(config, "auth", None) is not None else "none",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

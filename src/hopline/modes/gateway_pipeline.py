@@ -19,12 +19,17 @@ from hopline.layers.policy import build as policy
 FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 
 
-def build_pipeline(config: GatewayConfig) -> Pipeline:
+def layers_for(config: GatewayConfig) -> set[int]:
+    """The draft layers a gateway built from ``config`` runs (for the declaration)."""
     layers = set(FORWARD_LAYERS)
-    surface, policy_calls = policy.build(config)
-    if surface or policy_calls:
+    if config.auth is not None or not config.policy.is_empty():
         layers.add(5)
-    return Pipeline(calls=[*policy_calls], surface=surface, tool_mode=toolmodes.build(config), layers=layers)
+    return layers
+
+
+def build_pipeline(config: GatewayConfig) -> Pipeline:
+    surface, policy_calls = policy.build(config)
+    return Pipeline(calls=[*policy_calls], surface=surface, tool_mode=toolmodes.build(config), layers=layers_for(config))
 
 
 async def release(pipeline: Pipeline) -> None:
