@@ -182,6 +182,25 @@ async def log(message: str, ctx: Context) -> str:
     return "logged"
 
 
+@mcp.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announce that resource ``uri`` changed (to subscriptions/listen streams)."""
+    await ctx.notify_resource_updated(uri)
+    return "touched"
+
+
+@mcp.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Add a tool called ``name`` (it echoes its text) and announce the tools list changed."""
+
+    def grown(text: str) -> str:
+        return text
+
+    mcp.add_tool(grown, name=name, description="a tool added at run time")
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
 @mcp.resource("test://info", mime_type="text/plain")
 def info() -> str:
     """A fixed text resource."""

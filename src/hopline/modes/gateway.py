@@ -30,6 +30,7 @@ from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
+from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
@@ -47,6 +48,7 @@ class Gateway:
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
         self.listeners: set[Any] = set()  # open subscriptions/listen streams of 2026-07-28 clients
+        self.backend_listens = BackendListens(self)  # 2026-07-28 backends' listen streams, resource subscriptions
         self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
         self._configure(config)
@@ -95,6 +97,7 @@ class Gateway:
         connector = self.connectors.pop(backend_id, None)
         shared = self.shared.pop(backend_id, None)
         self._failed.pop(backend_id, None)
+        self.backend_listens.detach(backend_id)
         if shared is not None:
             await shared.aclose()
         if connector is not None:
@@ -132,6 +135,7 @@ class Gateway:
         for session in list(self.sessions):
             await session.end.aclose()
         await release(self.pipeline)
+        await self.backend_listens.aclose()
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
         await asyncio.gather(*(c.aclose() for c in self.connectors.values()), return_exceptions=True)
@@ -162,7 +166,7 @@ class Gateway:
                 if failed is not None and loop.time() < failed[0]:
                     raise failed[1]  # don't retry a failed start on every stateless request
                 try:
-                    session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification)
+                    session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id))
                 except Exception as exc:
                     delay = self.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
                     self._failed[backend_id] = (loop.time() + delay, exc, loop.time())
@@ -170,10 +174,19 @@ class Gateway:
                 self._failed.pop(backend_id, None)
                 session.on_changed = self._shared_changed
                 self.shared[backend_id] = session
+                self.backend_listens.attach(backend_id, session)
         return session
 
-    def _shared_notification(self, message: Message) -> None:
-        pass  # change signals arrive through on_changed; logs without a single owner are dropped
+    def _shared_notification_from(self, backend_id: str):
+        def deliver(message: Message) -> None:
+            # Change signals arrive through on_changed; resource updates go to the listens
+            # that asked; logs without a single owner are dropped.
+            if message.method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
+                self.backend_listens.updated(backend_id, message.params["uri"], message.params)
+            elif message.method == "notifications/subscriptions/acknowledged":
+                self.backend_listens.acknowledged(backend_id)
+
+        return deliver
 
     def _shared_changed(self, backend: BackendSession, method: str) -> None:
         for session in list(self.sessions):

@@ -19,7 +19,7 @@ from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import ANONYMOUS, Call, Kind, Principal
+from hopline.layers.pipeline import ANONYMOUS, Call, Item, Kind, Principal
 from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
@@ -181,17 +181,43 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _listen(self, message: Message) -> Message | None:
         """``subscriptions/listen`` (2026-07-28): acknowledge what the gateway will deliver,
-        then stream CHANGE-SIGNALs until the client closes the stream (which cancels this)."""
+        then stream CHANGE-SIGNALs and the asked-for resource updates until the client
+        closes the stream (which cancels this). A resource URI is honoured when it routes
+        to a backend that supports subscriptions and the caller may see it."""
         asked = message.params.get("notifications") if isinstance(message.params.get("notifications"), dict) else {}
-        agreed = {key: True for key in LISTEN_KEYS if asked.get(key)}
+        agreed: dict[str, Any] = {key: True for key in LISTEN_KEYS if asked.get(key)}
         listener = Listener(self.end, message.id, agreed)
-        listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
-        self.gateway.listeners.add(listener)
+        targets = await self._subscribable(asked.get("resourceSubscriptions"))
+        if targets:
+            agreed["resourceSubscriptions"] = [exposed for exposed, _ in targets]
         try:
+            await self.gateway.backend_listens.subscribe(listener, [target for _, target in targets], wait=self.gateway.config.routing.list_timeout)
+            listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
+            self.gateway.listeners.add(listener)
             await asyncio.Event().wait()  # until the client goes away
         finally:
             self.gateway.listeners.discard(listener)
+            self.gateway.backend_listens.unsubscribe(listener)
         return None
+
+    async def _subscribable(self, uris: Any) -> list[tuple[str, tuple[str, str]]]:
+        if not isinstance(uris, list):
+            return []
+        backends = await self.live_backends()
+        pipeline = self.gateway.pipeline
+        out: list[tuple[str, tuple[str, str]]] = []
+        for uri in dict.fromkeys(u for u in uris if isinstance(u, str)):
+            target = self.gateway.uris.resolve(uri)
+            session = backends.get(target[0]) if target is not None else None
+            if target is None or not isinstance(session, BackendSession):
+                continue
+            caps = session.info.capabilities.get("resources")
+            if not (isinstance(caps, dict) and caps.get("subscribe")):
+                continue
+            if pipeline.surface and not pipeline.visible(self.principal, Item("resource", target[0], target[1], {"uri": target[1]})):
+                continue
+            out.append((uri, target))
+        return out
 
     async def _set_level(self, message: Message) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]

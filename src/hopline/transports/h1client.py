@@ -57,7 +57,9 @@ def lean_or_httpx(url: str, *, auth: httpx.Auth | None = None, timeout: Any = 30
     request/response cycle)."""
     if auth is None and usable_for(url):
         return LeanClient(auth=auth, timeout=timeout)
-    return httpx.AsyncClient(follow_redirects=False, auth=auth, timeout=timeout)
+    # No connection cap: every handshake-era backend session holds one for its GET stream.
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    return httpx.AsyncClient(follow_redirects=False, auth=auth, timeout=timeout, limits=limits)
 
 
 class Headers(dict):
@@ -375,5 +377,5 @@ class LeanClient:
             request = await flow.__anext__()
         finally:
             await flow.aclose()
-        return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw if k.lower() != b"host"}
+        return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw if k.lower() not in (b"host", b"content-length")}
 
