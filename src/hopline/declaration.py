@@ -94,12 +94,17 @@ def for_config(config: object) -> Deployment:
     layers its pipeline will run (``gateway_pipeline.layers_for``), not a wish list."""
     from hopline.modes.gateway_pipeline import layers_for
 
+    from hopline.layers.policy.propagation import Propagator
+
     mode = getattr(config, "mode")
     backends = getattr(config, "backends")
     injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
+    pattern = Propagator.from_config(config).pattern()
+    if pattern == "none" and injected:
+        pattern = "credential-injection"
     return Deployment(
         modes=[mode],
-        token_propagation="credential-injection" if injected else "none",
+        token_propagation=pattern,
         collision=getattr(config, "routing").collision,
         layers=layers_for(config),  # type: ignore[arg-type]
         tool_mode=getattr(config, "tools").mode,

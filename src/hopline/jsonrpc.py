@@ -22,9 +22,12 @@ outside the JSON-RPC reserved band -32768..-32000 (reference/mcp-wire.md §2).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
+
+if TYPE_CHECKING:
+    from hopline.layers.pipeline import Principal
 
 JSONRPC = "2.0"
 
@@ -33,13 +36,19 @@ Id = str | int
 
 
 class Message:
-    """One JSON-RPC message: the decoded body plus, while unmodified, its bytes."""
+    """One JSON-RPC message: the decoded body plus, while unmodified, its bytes.
 
-    __slots__ = ("body", "raw")
+    ``principal`` is who sent it, as the listener's authentication established it
+    (layers/policy/auth.py); None where no authentication ran (no ``auth`` configured,
+    or a message hopline or a backend made).
+    """
+
+    __slots__ = ("body", "raw", "principal")
 
     def __init__(self, body: dict[str, Any], raw: bytes | None = None) -> None:
         self.body = body
         self.raw = raw
+        self.principal: Principal | None = None
 
     # -- classification ---------------------------------------------------------
     @property
@@ -81,7 +90,9 @@ class Message:
         """A copy with top-level fields replaced (the original is untouched)."""
         body = dict(self.body)
         body.update(fields)
-        return Message(body)
+        copy = Message(body)
+        copy.principal = self.principal
+        return copy
 
     def __repr__(self) -> str:
         kind = "request" if self.is_request() else "notification" if self.is_notification() else "response"

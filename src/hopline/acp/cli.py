@@ -1,21 +1,30 @@
 """``hopline acp``: run a chain of ACP proxies in front of an ACP agent, on our stdio.
 
-    hopline acp [--dialect D|N=D] [--proxy] [--on-crash fail|bypass|restart] [--mcp-bridge http|stdio] \\
-        [--trace FILE] -- "proxy1 args" "proxy2" "agent --acp"
+    hopline acp [--config FILE] [--gateway] [--dialect D|N=D] [--proxy] [--on-crash fail|bypass|restart] \\
+        [--restart-max N] [--restart-backoff S] [--mcp-bridge http|stdio] [--trace FILE] \\
+        -- "proxy1 args" "proxy2" "agent --acp"
 
 Agent mode (default): the last command is the terminal agent and the conductor
 looks like an ordinary ACP agent to whoever launched it. Proxy mode
 (``--proxy``): every command is a proxy and the conductor itself sits inside
-another chain. ``--mcp-bridge`` puts hopline's MCP-over-ACP bridge
-(:mod:`hopline.acp.bridge`) right before the agent, for agents that cannot consume
-ACP-transport MCP servers themselves. Top-level imports stay light:
-``hopline --help`` imports this.
+another chain. ``--config FILE`` reads the chain and its settings from the
+file's ``acp:`` section (the command line wins; :mod:`hopline.acp.settings`);
+``--gateway`` adds hopline's MCP gateway over the file's ``backends`` as the
+first proxy, so every session gets the gateway's tools (:mod:`hopline.acp.gateway`).
+``--mcp-bridge`` puts hopline's MCP-over-ACP bridge (:mod:`hopline.acp.bridge`)
+right before the agent, for agents that cannot consume ACP-transport MCP
+servers themselves. Top-level imports stay light: ``hopline --help`` imports this.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hopline.acp.settings import Plan
 
 DIALECT_HELP = (
     "proxy dialect: d1 (Thinkwell), d2 (RFD text), d3 (sacp v11), d4 (Rust conductor 2.0), d5 (newest schema) "
@@ -25,15 +34,19 @@ DIALECT_HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="configuration file: the chain and its settings from its `acp:` section, the gateway's backends from `backends`")
+    parser.add_argument("--gateway", action="store_true", help="add hopline's MCP gateway (the --config file's backends) as the first proxy: every ACP session gets its tools")
     parser.add_argument("--dialect", action="append", default=[], metavar="D|N=D", help=DIALECT_HELP)
     parser.add_argument("--proxy", action="store_true", help="proxy mode: every command is a proxy; the conductor is itself a proxy in another chain")
     parser.add_argument(
         "--on-crash",
         choices=["fail", "bypass", "restart"],
-        default="fail",
-        help="when a proxy exits: fail its traffic with an error (default), route around it, or restart it "
-        "(up to 3 times in a row, with backoff; sessions come back through session/load when the agent supports it)",
+        default=None,
+        help="when a component exits: fail its traffic with an error (default), route around it (proxies only), or restart it "
+        "(proxy or agent; sessions come back through session/load when the agent supports it, closed ones do not)",
     )
+    parser.add_argument("--restart-max", type=_positive_int, metavar="N", help="restarts of one component in a row before its traffic fails (default 3)")
+    parser.add_argument("--restart-backoff", type=_seconds, metavar="S", help="seconds before the first restart, doubled for each consecutive one (default 0.1, at most 30)")
     parser.add_argument(
         "--mcp-bridge",
         choices=["http", "stdio"],
@@ -44,49 +57,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("components", nargs="*", metavar="COMMAND", help='one shell-quoted command per component, e.g. "python proxy.py" "my-agent --acp"')
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("must be a number of seconds >= 0")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
-    from hopline.acp import chain as chain_mod
+    from hopline.acp.settings import plan
+    from hopline.config.errors import ConfigError
 
-    components = list(args.components)
-    if getattr(args, "mcp_bridge", None) and components and not args.proxy:
-        import shlex
-        import sys
-
-        components.insert(len(components) - 1, shlex.join([sys.executable, "-m", "hopline.acp.bridge", "--transport", args.mcp_bridge]))
     try:
-        chain = chain_mod.build(
-            components,
-            mode=chain_mod.PROXY_MODE if args.proxy else chain_mod.AGENT_MODE,
-            dialect_options=args.dialect,
-            on_crash=args.on_crash,
-        )
+        chosen = plan(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except ValueError as exc:
         logging.getLogger("hopline.acp").error("%s", exc)
         return 2
     from hopline.runtime import run as run_loop
 
-    return run_loop(_serve(chain, args.trace))
+    return run_loop(_serve(chosen))
 
 
-async def _serve(chain, trace_path: str | None) -> int:
+async def _serve(chosen: Plan) -> int:
     import asyncio
     import signal
 
     from hopline.acp.conductor import Conductor
+    from hopline.acp.launch import Launcher
     from hopline.acp.trace import TraceWriter
     from hopline.acp.upstream import open_upstream
 
-    tracer = TraceWriter(trace_path) if trace_path else None
+    tracer = TraceWriter(chosen.trace) if chosen.trace else None
+    launcher = Launcher(chosen.chain, chosen.config)
     receiving, sending, feeder = await open_upstream()
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop the chain cleanly, then exit
         loop.add_signal_handler(sig, main.cancel)  # type: ignore[union-attr]
     try:
-        await Conductor(chain, receiving, upstream_out=sending, tracer=tracer).run()
+        await Conductor(chosen.chain, receiving, upstream_out=sending, spawn=launcher, tracer=tracer).run()
     except asyncio.CancelledError:
         return 143
     finally:
+        await launcher.aclose()
         if feeder is not None:
             feeder.cancel()
         await sending.aclose()

@@ -13,12 +13,15 @@ Contract
   every affected request with the conductor's own error (never a hang).
 - A component that writes non-JSON-RPC lines to stdout is named in a warning
   (the lines are dropped by the framing and the stream stays in sync).
-- ``--on-crash restart``: a proxy that exits is spawned again after a backoff
-  (``restart_backoff`` doubled per consecutive attempt, at most
-  ``chain.restart_attempts`` in a row), offered the role again and given its
-  sessions back (:mod:`hopline.acp.sessions`); if that is not done within
-  ``rejoin_timeout`` the new process is stopped and counts as another failure.
-  Its traffic waits meanwhile; when no attempt is left it is refused.
+- Components are started by the spawner (default: :class:`hopline.acp.launch.Launcher`,
+  which runs commands as processes and built-ins in process).
+- ``--on-crash restart``: a component (proxy or terminal agent) that exits is
+  spawned again after a backoff (:meth:`Chain.backoff`: ``restart_backoff``
+  doubled per consecutive attempt, at most ``chain.restart_attempts`` in a row),
+  offered its role again (a proxy the handshake, the agent ``initialize``) and
+  given its sessions back (:mod:`hopline.acp.sessions`); if that is not done
+  within ``rejoin_timeout`` the new process is stopped and counts as another
+  failure. Its traffic waits meanwhile; when no attempt is left it is refused.
 - Upstream EOF means the client has no more to say: requests it already sent
   are still answered (bounded by ``drain_timeout``), then each component's
   stdin is closed, what they still send is routed, and they are stopped (stdin
@@ -36,6 +39,7 @@ import logging
 from typing import Awaitable, Callable
 
 from hopline.acp.chain import Chain, Component
+from hopline.acp.launch import Launcher
 from hopline.acp.lifecycle import State
 from hopline.acp.router import Output, Router, Tracer
 from hopline.jsonrpc import InternalError, Message
@@ -44,12 +48,6 @@ from hopline.transports.base import Channel, ChannelClosed
 log = logging.getLogger("hopline.acp")
 
 Spawner = Callable[[Component], Awaitable[Channel]]
-
-
-async def spawn_stdio(component: Component, env: dict[str, str] | None = None) -> Channel:
-    from hopline.transports.stdio import StdioChild
-
-    return await StdioChild.spawn(component.argv, name=component.name, env=env or None)
 
 
 class Outbox:
@@ -103,16 +101,17 @@ class Conductor:
         spawn: Spawner | None = None,
         tracer: Tracer | None = None,
         drain_timeout: float = 10.0,
-        restart_backoff: float = 0.1,
-        rejoin_timeout: float = 10.0,
+        restart_backoff: float | None = None,
+        rejoin_timeout: float | None = None,
     ) -> None:
         self.chain = chain
         self.router = Router(chain, tracer=tracer)
-        self._spawn = spawn or (lambda component: spawn_stdio(component, chain.env))
+        self._launcher = None if spawn is not None else Launcher(chain)
+        self._spawn: Spawner = spawn or self._launcher  # type: ignore[assignment]
         self.drain_timeout = drain_timeout
-        self.restart_backoff = restart_backoff
-        self.rejoin_timeout = rejoin_timeout
-        self._rejoining: dict[int, asyncio.Event] = {}  # restarted proxies not READY yet
+        self.restart_backoff = restart_backoff  # None: the chain's (restart_backoff, doubled, capped)
+        self.rejoin_timeout = chain.rejoin_timeout if rejoin_timeout is None else rejoin_timeout
+        self._rejoining: dict[int, asyncio.Event] = {}  # restarted components not READY yet
         n = len(chain.components)
         self.outboxes = [Outbox() for _ in range(n + 1)]
         self.outboxes[0].channel = upstream_out or upstream
@@ -143,6 +142,8 @@ class Conductor:
                 task.cancel()
             await asyncio.gather(writer, *self._tasks, return_exceptions=True)
             await self._close_all()
+            if self._launcher is not None:
+                await self._launcher.aclose()
 
     # -- pumping ----------------------------------------------------------------------
     async def _read(self, conn: int) -> None:
@@ -193,7 +194,7 @@ class Conductor:
         self._dispatch(self.router.lost(conn, reason))
         if self.router.state[conn] is State.RESTARTING and not self._closing:
             attempt = self.router.restarts[conn]
-            delay = self.restart_backoff * 2 ** (attempt - 1)
+            delay = self.chain.backoff(attempt) if self.restart_backoff is None else self.restart_backoff * 2 ** (attempt - 1)
             log.warning("ACP component %r: restart %d of at most %d in %.2f s", name, attempt, self.chain.restart_attempts, delay)
             self._own(asyncio.create_task(self._restart(conn, delay), name=f"acp-restart-{conn}"))
 

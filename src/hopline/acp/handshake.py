@@ -7,7 +7,9 @@ successor, which shows the dialect it speaks. A terminal agent is initialised
 plainly. Every successful answer is kept per position (:attr:`Router.answers`):
 a restarted proxy (``--on-crash restart``) is offered the role again with the
 same params, and its forwarded ``initialize`` is answered from that cache,
-because its successor is already initialised and must not be asked twice.
+because its successor is already initialised and must not be asked twice. A
+restarted terminal agent is sent the same plain ``initialize`` again; its new
+answer replaces the cached one (its ``loadSession`` decides how sessions come back).
 
 Mixed into :class:`hopline.acp.router.Router`; no I/O, no state of its own.
 """
@@ -54,11 +56,11 @@ class Handshakes:
             else:
                 err = self._refusal(t, method)
             return self._reply(conn, msg_id, err, src)
+        self.init_params[t] = params  # a restarted component is offered the same again
         if not self.is_proxy[t]:
             self.state[t] = step(state, Event.INITIALIZE)
             return self._deliver(t, DOWN, conn, msg_id, src, "initialize", params, None)
         self.probes[t] = [self.dialect[t]] if self.dialect[t] else list(PROBE_ORDER)
-        self.init_params[t] = params
         self.state[t] = step(state, Event.OFFER)
         self._offer(t, Pending(conn, msg_id, "initialize", PROBE, t, src, params))
 
@@ -70,11 +72,18 @@ class Handshakes:
         self._emit(conn, t, Message({"jsonrpc": JSONRPC, "id": msg_id, "result": cached}), None, "initialize", src)
 
     def rejoin(self, t: int) -> list:
-        """The shell restarted proxy ``t``: offer it the role again, in the dialect it spoke."""
+        """The shell restarted component ``t``: offer a proxy the role again, in the dialect
+        it spoke; initialise a terminal agent again, with the params it had."""
         out = self._out = []
+        pending = Pending(None, None, "initialize", PROBE, t, t - 1, self.init_params[t])
+        if not self.is_proxy[t]:
+            self.state[t] = step(self.state[t], Event.INITIALIZE)
+            new_id = self.hops.open(t, pending)
+            self._emit(t, t - 1, Message({"jsonrpc": JSONRPC, "id": new_id, "method": "initialize", "params": self.init_params[t]}), None, "initialize")
+            return out
         self.state[t] = step(self.state[t], Event.OFFER)
         self.probes[t] = [self.dialect[t] or PROBE_ORDER[0]]
-        self._offer(t, Pending(None, None, "initialize", PROBE, t, t - 1, self.init_params[t]))
+        self._offer(t, pending)
         return out
 
     def _offer(self, t: int, pending: Pending) -> None:
@@ -88,7 +97,10 @@ class Handshakes:
         error, result = message.body.get("error"), message.body.get("result")
         dialect = DIALECTS[pending.dialect or "d5"]
         if self.state[t] is State.REJOINING:
-            return self._rejoin_answered(t, dialect.accepts(result) and error is None)
+            accepted = error is None and (dialect.accepts(result) if self.is_proxy[t] else isinstance(result, dict))
+            if accepted and not self.is_proxy[t]:
+                self.answers[t] = result  # what the new agent process supports (loadSession) decides the reload
+            return self._rejoin_answered(t, accepted)
         if self.state[t] is State.PROBING:
             # It answered without forwarding initialize first: whatever it said, it
             # did not act as a proxy (a D5 proxy MUST forward before answering).
@@ -115,7 +127,8 @@ class Handshakes:
             self.sessions.reload(t)
             return
         self.state[t] = step(self.state[t], Event.EXHAUSTED)
-        self.why[t] = f"ACP component {self.names[t]!r} did not accept the proxy role after a restart"
+        role = "accept the proxy role" if self.is_proxy[t] else "answer initialize"
+        self.why[t] = f"ACP component {self.names[t]!r} did not {role} after a restart"
         self._flush(t)
 
     def _lock(self, t: int, event: Event) -> None:

@@ -40,6 +40,7 @@ class Pending:
     # and returns what goes on to ``origin``, or None to stop it here.
     then: Callable[[Message], Message | None] | None = None
     setup: Any = None  # session setup requests: (params as delivered, MCP server keys)
+    ends: str | None = None  # session/close|delete: the session it ends
 
 
 class Hops:

@@ -11,8 +11,9 @@ even a success, is a refusal: that is how an agent that treats
 becomes ``FAILED`` when every handshake it was offered was refused, or when it
 answered without acknowledging the role (D1's ``_meta.proxy`` echo). A component whose
 process exits is ``DEAD``; under the bypass policy it is then ``BYPASSED`` and
-routing skips it. Under the restart policy a dead proxy is ``RESTARTING`` while
-the shell spawns it again, ``REJOINING`` while it is offered the role again, and
+routing skips it. Under the restart policy a dead component is ``RESTARTING`` while
+the shell spawns it again, ``REJOINING`` while it is offered the role again (a
+terminal agent: while it answers ``initialize`` again), and
 ``RELOADING`` while its sessions are re-established with ``session/load``; they
 hold its traffic, delivered in order once it is ``READY`` (while reloading, only
 what travels down: what its successor sends up is the reload's own traffic).
@@ -63,6 +64,7 @@ TRANSITIONS: dict[tuple[State, Event], State] = {
     (S.DEAD, E.BYPASS): S.BYPASSED,
     (S.DEAD, E.RESTART): S.RESTARTING,
     (S.RESTARTING, E.OFFER): S.REJOINING,
+    (S.RESTARTING, E.INITIALIZE): S.REJOINING,  # a terminal agent: initialised again
     (S.REJOINING, E.ACCEPTED): S.RELOADING,
     (S.REJOINING, E.EXHAUSTED): S.FAILED,
     (S.RELOADING, E.RELOADED): S.READY,

@@ -15,6 +15,7 @@ Fed every ``session/new|load|resume|fork`` on its way down (reference §3.1, §3
   else unchanged. The parent's successor (proxy mode) gets it unchanged.
 - The session a server serves is known from ``sessionId`` in the params (load,
   resume) or in the answer (new, fork; :mod:`hopline.acp.sessions` reports it).
+  When that session is closed or deleted, its servers are forgotten.
 
 Sans-io; reads the router's per-position tables.
 """
@@ -96,6 +97,11 @@ class Declarations:
         if shape == "url":
             return "d3" if d in ("d3", "d4") else "d1"
         return "d5" if d in ("d5", "d2") else "d4"
+
+    def session_ended(self, session_id: str) -> None:
+        """The session closed: its servers are gone (new connections to them are refused)."""
+        for key in [k for k, s in self.servers.items() if s.session == session_id]:
+            del self.servers[key]
 
     def lost(self, pos: int) -> None:
         for key in [k for k, s in self.servers.items() if s.declarer == pos]:

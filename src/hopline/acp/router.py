@@ -24,8 +24,10 @@ Guarantees:
   traffic for a proxy whose dialect is not known yet is held, in order.
 - A lost component answers everything awaited from it with the conductor's own
   error (never a hang); its own outstanding requests are cancelled downstream.
-  Under ``--on-crash restart`` a lost proxy's traffic is then held until the
-  shell has restarted it and :mod:`hopline.acp.sessions` has reloaded its sessions.
+  Under ``--on-crash restart`` a lost component's traffic (proxy or terminal
+  agent) is then held until the shell has restarted it and
+  :mod:`hopline.acp.sessions` has reloaded its sessions; sessions ended with
+  ``session/close`` (or ``session/delete``) are not reloaded.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from hopline.acp.sessions import Sessions
 from hopline.jsonrpc import JSONRPC, HoplineError, InvalidParams, InvalidRequest, Message, UnavailableError, error_response
 
 DOWN, UP = 1, -1
+SESSION_END = frozenset({"session/close", "session/delete"})  # a successful answer ends the session
+SESSION_TRACKED = mcp_wire.SESSION_SETUP | SESSION_END
 Output = tuple[int, Message]
 Tracer = Callable[[str, str, Message, "str | None", "str | None"], None]
 Then = Callable[[Message], "Message | None"]
@@ -106,7 +110,7 @@ class Router(Handshakes):
         out = self._out = []
         self.state[conn] = step(self.state[conn], Event.EXITED)
         self.why[conn] = f"ACP component {self.names[conn]!r} exited ({reason})"
-        policy = self.chain.on_crash if self.is_proxy[conn] else "fail"
+        policy = self.chain.policy(conn)
         if policy == "restart" and self.answers[conn] is None:
             policy = "fail"  # it never took its place: the client's initialize already failed
         elif policy == "restart" and self.restarts[conn] >= self.chain.restart_attempts:
@@ -114,6 +118,8 @@ class Router(Handshakes):
             self.why[conn] += f"; not restarted again after {self.restarts[conn]} attempt(s)"
         awaited, sent = self.hops.lose(conn)
         for p in awaited:
+            if p.ends is not None:  # a session/close cut short: the session is gone anyway
+                self.sessions.closed(p.ends)
             err = UnavailableError(f"{self.why[conn]} while handling {p.method!r}", backend=self.names[conn], reason="exited")
             self._settle(p, error_response(None, err), conn, conductor=True)
         for target, target_id in sent:  # it will never read these answers: stop the work
@@ -163,12 +169,16 @@ class Router(Handshakes):
             if is_request:
                 self._settle(Pending(conn, msg_id, method, then=then), error_response(None, self._refusal(t, method)), src, conductor=True)
             return
-        setup = None
-        if direction == DOWN and method in mcp_wire.SESSION_SETUP:
-            new, keys = self.mcp.servers.setup(src, t, method, params)
-            plain, params, setup = (None if new is not params else plain), new, (new, keys)
-        elif t == 0 and self.sessions.muted(method, params):
-            return  # history a restarted proxy's session/load replays: the client has it
+        setup = ends = None
+        if direction == DOWN and method in SESSION_TRACKED:
+            if method in SESSION_END:
+                sid = params.get("sessionId") if isinstance(params, dict) else None
+                ends = sid if isinstance(sid, str) else None
+            else:
+                new, keys = self.mcp.servers.setup(src, t, method, params)
+                plain, params, setup = (None if new is not params else plain), new, (new, keys)
+        elif direction == UP and self.sessions.replaying and self.sessions.muted(src, method, params):
+            return  # history a restarted component's session/load replays: everyone above it has it
         wrap = self._wrapper(t, direction)
         out_conn = 0 if t == self.last and self.proxy_mode else t
         if not is_request:
@@ -178,7 +188,7 @@ class Router(Handshakes):
                 message = plain if plain is not None else _note(method, params)
             self._emit(out_conn, src, message, wrap, method, t)
             return
-        new_id = self.hops.open(out_conn, Pending(conn, msg_id, method, FORWARD, t, src, then=then, setup=setup))
+        new_id = self.hops.open(out_conn, Pending(conn, msg_id, method, FORWARD, t, src, then=then, setup=setup, ends=ends))
         if wrap is not None:
             message = wrap.wrap(method, params, new_id)
         elif plain is not None:
@@ -204,6 +214,8 @@ class Router(Handshakes):
             self.answers[pending.position] = result
         elif pending.setup is not None:
             self.sessions.setup_answered(pending, message)
+        elif pending.ends is not None and "result" in message.body:
+            self.sessions.closed(pending.ends)
         self._settle(pending, message, conn)
 
     def _settle(self, pending: Pending, answer: Message, src: int, *, conductor: bool = False) -> None:
@@ -229,6 +241,9 @@ class Router(Handshakes):
     def _flush(self, t: int) -> None:
         held, self.held[t] = self.held[t], []
         for direction, conn, msg_id, src, method, params, plain, then, request in held:
+            if direction == DOWN and msg_id is not None and self.sessions.lost and (err := self.sessions.refusal(params)) is not None:
+                self._settle(Pending(conn, msg_id, method, then=then), error_response(None, err), src, conductor=True)
+                continue  # it waited for a restart that lost its session
             self._deliver(t, direction, conn, msg_id, src, method, params, plain, then, request)
 
     def request_now(self, t: int, method: str, params: Any, then: Then) -> None:

@@ -65,6 +65,10 @@ def explain(config: GatewayConfig) -> list[str]:
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
+    if config.acp is not None:
+        from hopline.acp.settings import explain as explain_acp
+
+        lines += explain_acp(config)
     return lines
 
 

@@ -18,8 +18,7 @@ import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from hopline.config.section import PROBLEMS, Loc, Section, raise_problems  # noqa: F401 (re-exported)
 from hopline.config.acp import AcpConfig
@@ -182,7 +181,8 @@ class GatewayConfig(_Section):
     # routing precedes backends: backend ids are checked against routing.delimiter.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     backends: dict[BackendId, BackendConfig] = Field(
-        description="Backends by operator-assigned id.",
+        default_factory=dict,
+        description="Backends by operator-assigned id (required unless the file only holds an `acp:` chain).",
         json_schema_extra={"propertyNames": {"pattern": ID_PATTERN}},
     )
     auth: AuthConfig | None = Field(None, description="Client authentication (absent: none; the declaration says so).")
@@ -208,12 +208,14 @@ class GatewayConfig(_Section):
     @model_validator(mode="after")
     def _whole(self) -> GatewayConfig:
         problems: list[tuple[Loc, str]] = []
-        if not self.backends:
+        if not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
             problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
         enabled = [bid for bid, b in self.backends.items() if b.enabled]
         if self.mode == "reverse" and len(enabled) != 1:
             problems.append((("backends",), f"reverse mode needs exactly one enabled backend; {len(enabled)} are enabled"
                              + (f" ({', '.join(enabled)})" if enabled else "")))
+        if self.auth is not None:
+            problems += self.auth.backend_problems(self.backends)
         namespace = self.routing.namespace()
         for bid, backend in self.backends.items():
             for original, exposed in backend.rename.items():

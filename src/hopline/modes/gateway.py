@@ -30,19 +30,22 @@ from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
+from hopline.layers.pipeline import ANONYMOUS, Principal
+from hopline.layers.policy.propagation import Propagator
 from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
 
 log = logging.getLogger("hopline.gateway")
+MAX_PER_CALLER = 1024  # per-caller connectors kept (token exchange, passthrough); the oldest is closed
 
 
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.cursors = CursorCodec()
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
-        self.shared: dict[str, BackendSession] = {}
+        self.shared: dict[Any, BackendSession] = {}  # backend id, or (backend id, principal key) for per-caller credentials
         self._shared_lock: dict[str, asyncio.Lock] = {}
         self._failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
         self.sessions: set[GatewaySession] = set()
@@ -51,6 +54,9 @@ class Gateway:
         self.backend_listens = BackendListens(self)  # 2026-07-28 backends' listen streams, resource subscriptions
         self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
+        # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
+        self.propagation = Propagator.from_config(config)
+        self._per_caller: dict[tuple[str, Any], tuple[RemoteBackends, Any]] = {}  # (backend, principal key) → connector, its auth
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -90,16 +96,43 @@ class Gateway:
         else:
             # A backend that forgets our session (restart, idle expiry: HTTP 404) is
             # re-initialized transparently and the request retried once (test-battery F1).
-            self.connectors[backend_id] = RemoteBackends(RemoteTarget(spec.url or "", spec.transport, dict(spec.headers)), reinitialize_on_404=True)
+            self.connectors[backend_id] = RemoteBackends(self._target(backend_id), reinitialize_on_404=True)
         self._shared_lock[backend_id] = asyncio.Lock()
+
+    def _target(self, backend_id: str, principal: Principal | None = None) -> RemoteTarget:
+        spec = self.config.backends[backend_id]
+        return RemoteTarget(spec.url or "", spec.transport, dict(spec.headers), auth=self.propagation.auth_for(backend_id, principal))
+
+    def connector_for(self, backend_id: str, principal: Principal) -> StdioBackends | RemoteBackends:
+        """The backend's connector for this caller: the shared one, or, where credentials
+        depend on the caller (token exchange, passthrough), one per principal, so no
+        caller's credential ever carries another caller's request."""
+        if not self.propagation.per_principal(backend_id):
+            return self.connectors[backend_id]
+        key = (backend_id, principal.key)
+        found = self._per_caller.get(key)
+        if found is None:
+            target = self._target(backend_id, principal)
+            found = (RemoteBackends(target, reinitialize_on_404=True), target.auth)
+            self._per_caller[key] = found
+            while len(self._per_caller) > MAX_PER_CALLER:
+                oldest = next(iter(self._per_caller))
+                old, _auth = self._per_caller.pop(oldest)
+                asyncio.ensure_future(old.aclose())
+        elif principal.token and getattr(found[1], "principal", None) is not None and found[1].principal.token != principal.token:
+            found[1].principal = principal  # the same caller with a newer token
+        return found[0]
+
+    def _share_key(self, backend_id: str, principal: Principal) -> Any:
+        return (backend_id, principal.key) if self.propagation.per_principal(backend_id) else backend_id
 
     async def _remove_connector(self, backend_id: str) -> None:
         connector = self.connectors.pop(backend_id, None)
-        shared = self.shared.pop(backend_id, None)
+        shared = [self.shared.pop(k) for k in list(self.shared) if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)]
+        per_caller = [self._per_caller.pop(k)[0] for k in list(self._per_caller) if k[0] == backend_id]
         self._failed.pop(backend_id, None)
         self.backend_listens.detach(backend_id)
-        if shared is not None:
-            await shared.aclose()
+        await asyncio.gather(*(s.aclose() for s in shared), *(c.aclose() for c in per_caller), return_exceptions=True)
         if connector is not None:
             await connector.aclose()
 
@@ -138,43 +171,51 @@ class Gateway:
         await self.backend_listens.aclose()
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
+        per_caller, self._per_caller = [c for c, _auth in self._per_caller.values()], {}
+        await asyncio.gather(*(c.aclose() for c in per_caller), return_exceptions=True)
+        await self.propagation.aclose()
         await asyncio.gather(*(c.aclose() for c in self.connectors.values()), return_exceptions=True)
 
     # -- backend sessions ---------------------------------------------------------------------
     def timeout_for(self, backend_id: str) -> float | None:
         return self.config.backends[backend_id].timeout or self.config.listen.request_timeout
 
-    async def connect(self, backend_id: str, *, era: Era, client_capabilities: dict[str, Any], on_request: Any, on_notification: Any) -> BackendSession:
+    async def connect(self, backend_id: str, *, era: Era, client_capabilities: dict[str, Any], on_request: Any, on_notification: Any, principal: Principal = ANONYMOUS) -> BackendSession:
         """A new backend session, in ``era`` if the backend speaks it (else the other)."""
-        channel = await self.connectors[backend_id].open_session(era)
+        channel = await self.connector_for(backend_id, principal).open_session(era)
         return await BackendSession.open(
             backend_id, channel, client_capabilities=client_capabilities, on_request=on_request, on_notification=on_notification, timeout=self.timeout_for(backend_id), prefer=era
         )
 
-    async def shared_session(self, backend_id: str) -> BackendSession:
+    async def shared_session(self, backend_id: str, principal: Principal = ANONYMOUS) -> BackendSession:
         """The one session every stateless exchange (and every client, for ``stateless``
-        backends) shares. It declares no client capabilities: no single client could
+        backends) shares: per backend, or per (backend, caller) where the credentials
+        depend on the caller. It declares no client capabilities: no single client could
         answer a server→client request on it."""
-        session = self.shared.get(backend_id)
+        key = self._share_key(backend_id, principal)
+        session = self.shared.get(key)
         if session is not None and not session.is_closed():
             return session
         async with self._shared_lock[backend_id]:
-            session = self.shared.get(backend_id)
+            session = self.shared.get(key)
             if session is None or session.is_closed():
                 failed = self._failed.get(backend_id)
                 loop = asyncio.get_running_loop()
                 if failed is not None and loop.time() < failed[0]:
                     raise failed[1]  # don't retry a failed start on every stateless request
                 try:
-                    session = await self.connect(backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id))
+                    session = await self.connect(
+                        backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id), principal=principal
+                    )
                 except Exception as exc:
                     delay = self.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
                     self._failed[backend_id] = (loop.time() + delay, exc, loop.time())
                     raise
                 self._failed.pop(backend_id, None)
                 session.on_changed = self._shared_changed
-                self.shared[backend_id] = session
-                self.backend_listens.attach(backend_id, session)
+                self.shared[key] = session
+                if key == backend_id:  # one listen per backend, on the session all callers share
+                    self.backend_listens.attach(backend_id, session)
         return session
 
     def _shared_notification_from(self, backend_id: str):
@@ -204,7 +245,7 @@ class Gateway:
 
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.config.backends[backend_id].stateless:
-                return await self.shared_session(backend_id)
+                return await self.shared_session(backend_id, owner.principal)
             return await owner.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)

@@ -14,6 +14,7 @@ from hopline.jsonrpc import UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
 
 if TYPE_CHECKING:
+    from hopline.layers.pipeline import Principal
     from hopline.layers.session.client_end import ClientEnd
     from hopline.modes.gateway import Gateway
 
@@ -34,6 +35,7 @@ class BackendLinks:
     _catalogs: dict[str, Any]
     _connecting: asyncio.Future | None
     _reconnecting: dict[str, asyncio.Task]
+    principal: Principal
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
         def _server_request_from(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
@@ -45,7 +47,8 @@ class BackendLinks:
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.gateway.connect(
-            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id)
+            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id),
+            principal=self.principal,
         )
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
         session.on_closed = self._backend_lost

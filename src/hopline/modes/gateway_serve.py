@@ -1,4 +1,9 @@
-"""Wiring for ``hopline serve``: a Gateway behind the HTTP listeners, or behind our stdio."""
+"""Wiring for ``hopline serve``: a Gateway behind the HTTP listeners, or behind our stdio.
+
+With ``auth`` configured, the HTTP front authenticates every MCP request
+(layers/policy/auth.py) before a listener sees it. The stdio client is the local user:
+no authentication, and its messages carry the ``LOCAL`` principal.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,15 @@ import logging
 
 from hopline import runtime
 from hopline.binding import Era
+from hopline.config.errors import ConfigError, format_path
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
+from hopline.jsonrpc import Message
 from hopline.modes.gateway import Gateway
 from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
+from hopline.transports.base import Channel
 from hopline.transports.http_session import SessionTable
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
@@ -35,7 +43,31 @@ async def _watch(path: str | None, gateway: Gateway) -> None:
             log.exception("reload failed; keeping what is running")
 
 
+def _authenticator(config: GatewayConfig, source: str):
+    """The front's authenticator (None without ``auth``). Raises :class:`ConfigError` if
+    ``auth`` names unknown backends or holds keys that cannot be loaded."""
+    if config.auth is None:
+        return None
+    from hopline.layers.policy.auth import Authenticator
+    from hopline.layers.policy.jwks import KeyProblem
+
+    problems = [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
+    try:
+        auth = Authenticator(config.auth)
+    except KeyProblem as exc:
+        problems.append(("", str(exc)))
+    if problems:
+        raise ConfigError(source, problems)
+    return auth
+
+
 def serve_http(config: GatewayConfig, path: str | None = None) -> int:
+    try:
+        auth = _authenticator(config, path or "<config>")
+    except ConfigError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
+
     async def main() -> int:
         gateway = Gateway(config)
         watch = asyncio.create_task(_watch(path, gateway))
@@ -54,6 +86,7 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             ),
             declaration=lambda: declare(deployment),
             mcp_path=listen.path,
+            auth=auth,
         )
 
         def ready(host: str, port: int) -> None:
@@ -66,6 +99,8 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             await sessions.close_all()
             await sse_sessions.close_all()
             await gateway.aclose()
+            if auth is not None:
+                await auth.aclose()
 
         await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown)
         return 0
@@ -78,10 +113,32 @@ def serve_stdio(config: GatewayConfig) -> int:
         gateway = Gateway(config)
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
-            reason = await serve_own_stdio(end, drain=config.listen.request_timeout)
+            reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
             await gateway.aclose()
         return 0
 
     return runtime.run(main())
+
+
+class _Local:
+    """The gateway end of the stdio client, marking each of its messages as ``LOCAL``'s."""
+
+    def __init__(self, end: Channel) -> None:
+        from hopline.layers.policy.auth import LOCAL
+
+        self.end, self.principal = end, LOCAL
+
+    async def send(self, message: Message) -> None:
+        message.principal = self.principal
+        await self.end.send(message)
+
+    async def receive(self) -> Message:
+        return await self.end.receive()
+
+    async def aclose(self) -> None:
+        await self.end.aclose()
+
+    def is_closed(self) -> bool:
+        return self.end.is_closed()

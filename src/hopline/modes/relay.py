@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from hopline.binding import Era
 from hopline.layers.session.mux import Multiplexer
@@ -42,6 +42,7 @@ class RemoteTarget:
     url: str
     transport: str = "auto"  # "streamable-http" | "sse" | "auto" (by URL path)
     headers: dict[str, str] = field(default_factory=dict)
+    auth: Any = None  # an httpx.Auth adding credentials to every request (layers/policy/propagation.py)
 
     def is_sse(self) -> bool:
         if self.transport == "auto":
@@ -106,12 +107,15 @@ class RemoteBackends:
     def __init__(self, target: RemoteTarget, *, shared: bool = False, reinitialize_on_404: bool = False) -> None:
         import httpx
 
+        from hopline.transports.h1client import lean_or_httpx
+
         self.target = target
         self.shared = shared
         self.reinitialize_on_404 = reinitialize_on_404
         # No cap on connections: every handshake-era backend session holds one for its GET
-        # stream, so a cap would deadlock every session once that many are open.
-        self._client = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=None), limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+        # stream, so a cap would deadlock every session once that many are open. The lean
+        # HTTP/1.1 client unless the environment routes this URL through a proxy (h1client.py).
+        self._client = lean_or_httpx(target.url, auth=target.auth, timeout=httpx.Timeout(30.0, read=None))
         self._pool = _SharedPerEra(self._connect, target.url)
 
     async def _connect(self) -> Channel:

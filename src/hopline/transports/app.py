@@ -6,18 +6,29 @@ legacy HTTP+SSE pair (``/sse`` + ``/messages``), the conformance declaration at
 
 Duplicated singleton headers are refused with 400 and a bad Origin/Host with 403
 before anything else runs; an unknown path is a plain 404.
+
+With an authenticator (``auth`` configured), every request to an MCP path (``/mcp``,
+``/sse``, ``/messages``, any method) is authenticated first and refused with its 401,
+403 or 431 before a listener sees it; the listener gets the caller's principal, puts it
+on each message and binds sessions to it. The RFC 9728 protected resource metadata is
+served, unauthenticated, at ``/.well-known/oauth-protected-resource`` and its
+path-suffixed forms (mcp-wire §7).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
+from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import StreamableHttpListener
+
+if TYPE_CHECKING:  # imported by whoever builds one; a relay without auth never loads it
+    from hopline.layers.policy.auth import Authenticator
 
 log = logging.getLogger("hopline.http")
 
@@ -34,6 +45,7 @@ class HoplineApp:
         sse: SseListener | None = None,
         mcp_path: str = "/mcp",
         sse_path: str = "/sse",
+        auth: Authenticator | None = None,
     ) -> None:
         self.mcp = mcp
         self.sse = sse
@@ -42,6 +54,8 @@ class HoplineApp:
         self.mcp_path = mcp_path.rstrip("/") or "/"
         self.sse_path = sse_path
         self.messages_path = sse.messages_path if sse else None
+        self.auth = auth
+        self.metadata_paths = auth.metadata_paths(self.mcp_path, sse_path) if auth else frozenset()
 
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
@@ -51,14 +65,28 @@ class HoplineApp:
             return
         path = scope["path"]
         if path == self.mcp_path or path == self.mcp_path + "/":
-            await self.mcp(scope, receive, send, headers)
+            await self._guarded(self.mcp, scope, receive, send, headers)
         elif self.sse is not None and path == self.sse_path:
-            await self.sse.stream(scope, receive, send, headers)
+            await self._guarded(self.sse.stream, scope, receive, send, headers)
         elif self.sse is not None and path == self.messages_path:
-            await self.sse.post(scope, receive, send, headers)
+            await self._guarded(self.sse.post, scope, receive, send, headers)
+        elif path in self.metadata_paths and scope["method"] == "GET" and self.auth is not None:
+            await hu.send_json(send, 200, orjson.dumps(self.auth.metadata()), {"cache-control": "max-age=3600"})
         elif path == DECLARATION_PATH and scope["method"] == "GET":
             await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
         elif path == "/healthz":
             await hu.send_json(send, 200, b'{"status":"ok"}')
         else:
             await hu.send_bytes(send, 404, b"Not Found", b"text/plain")
+
+    async def _guarded(self, handler: Callable[..., Awaitable[None]], scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+        """Run an MCP endpoint's handler for an authenticated caller (None: no auth configured)."""
+        principal: Principal | None = None
+        if self.auth is not None:
+            decision = await self.auth.check(headers, scope.get("query_string", b""))
+            if not isinstance(decision, Principal):
+                log.info("refused %s %s: %d %s", scope["method"], scope["path"], decision.status, decision.description)
+                await hu.send_json(send, decision.status, decision.body(), decision.headers(self.auth.metadata_url))
+                return
+            principal = decision
+        await handler(scope, receive, send, headers, principal)

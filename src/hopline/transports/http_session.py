@@ -15,6 +15,9 @@ Rule 3 is the relay's honest limit: a protocol-unaware hop cannot know which of
 several concurrent requests a log line belongs to. SDK clients read both kinds of
 stream, so nothing is lost; a message is never delivered to another session.
 
+A session is bound to its ``owner`` (the key of the principal that created it, None
+without authentication): :meth:`SessionTable.get` finds it only for that owner.
+
 Resumability (handshake era, 2025-11-25): each SSE event carries ``<stream>-<seq>``
 as its id and is kept in a bounded per-session event log; a GET with
 ``Last-Event-ID`` replays that stream after the id and continues it. A client
@@ -84,8 +87,9 @@ class Sink:
 class ClientSession:
     """A client's handshake-era session: its backend channel and its open streams."""
 
-    def __init__(self, session_id: str, backend: Channel, *, on_close: Callable[[ClientSession], None], stream_all: bool = False) -> None:
+    def __init__(self, session_id: str, backend: Channel, *, on_close: Callable[[ClientSession], None], stream_all: bool = False, owner: Any = None) -> None:
         self.id = session_id
+        self.owner = owner  # the creating principal's key; nobody else may use this session
         self.stream_all = stream_all  # legacy HTTP+SSE: everything, responses included, on the GET stream
         self.backend = backend
         self.protocol_version: str | None = None
@@ -252,12 +256,15 @@ class SessionTable:
     def is_full(self) -> bool:
         return len(self.sessions) >= self.max_sessions
 
-    def get(self, session_id: str) -> ClientSession | None:
-        return self.sessions.get(session_id)
+    def get(self, session_id: str, owner: Any = None) -> ClientSession | None:
+        """The live session ``session_id`` if ``owner`` created it; None otherwise, so that
+        another caller's session looks exactly like an unknown one."""
+        session = self.sessions.get(session_id)
+        return session if session is not None and session.owner == owner else None
 
-    async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False) -> ClientSession:
+    async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None) -> ClientSession:
         backend = await open_backend()
-        session = ClientSession(secrets.token_hex(16), backend, on_close=self._forget, stream_all=stream_all)
+        session = ClientSession(secrets.token_hex(16), backend, on_close=self._forget, stream_all=stream_all, owner=owner)
         self.sessions[session.id] = session
         session.start()
         self._ensure_sweeper()

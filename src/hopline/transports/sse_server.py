@@ -5,6 +5,10 @@
 responses included, then travels on that stream as a ``message`` event. ``POST
 /messages?session_id=…`` forwards one message and answers 202. The stream is the
 session: when it closes, the backend session ends.
+
+The caller's principal (authentication ran before, in transports/app.py; None without
+it) owns the session the stream opens: a POST naming that session from anyone else
+is answered like one naming an unknown session.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from urllib.parse import parse_qs
 
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, SessionRequired, UnavailableError, parse
+from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed
 from hopline.transports.http_session import SessionTable, is_end
@@ -29,7 +34,7 @@ class SseListener:
         self.max_body = max_body
         self.keepalive = keepalive
 
-    async def stream(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+    async def stream(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
         if scope["method"] != "GET":
             await hu.send_error(send, HoplineError("use GET to open the SSE stream"), status=405, headers={"allow": "GET"})
             return
@@ -41,7 +46,8 @@ class SseListener:
             await hu.send_empty(send, 503, {"retry-after": "5"})
             return
         try:
-            session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True)
+            owner = None if principal is None else principal.key
+            session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True, owner=owner)
         except ChannelClosed as exc:
             await hu.send_error(send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502)
             return
@@ -69,7 +75,7 @@ class SseListener:
             watcher.cancel()
             await session.close("SSE stream closed")
 
-    async def post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+    async def post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
         try:
             if scope["method"] != "POST":
                 await hu.send_error(send, HoplineError("use POST to send a message"), status=405, headers={"allow": "POST"})
@@ -78,10 +84,12 @@ class SseListener:
             session_id = (query.get("session_id") or query.get("sessionId") or [None])[0]
             if session_id is None:
                 raise SessionRequired("session_id is required")
-            session = self.sessions.get(session_id)
+            session = self.sessions.get(session_id, None if principal is None else principal.key)
             if session is None:
                 raise SessionNotFound("Could not find session")
             message = parse(await hu.read_body(receive, headers, self.max_body))
+            if principal is not None:
+                message.principal = principal
             try:
                 await session.send(message)
             except ChannelClosed as exc:

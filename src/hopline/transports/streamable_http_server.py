@@ -15,6 +15,13 @@ body (400/-32020), each request a stateless exchange whose client disconnect
 cancels it at the backend, JSON-RPC errors mapped to HTTP statuses (-32601 → 404,
 -32602/-32020/-32021/-32022 → 400).
 
+Authentication runs before this listener (transports/app.py): the caller's principal
+arrives with each request (None: no authentication configured), goes onto every
+message it parsed (``message.principal``), and is what a handshake-era session is
+bound to: a session id used by any other principal is answered exactly like an
+unknown one (404), for POST, GET and DELETE alike, so a session id is neither a
+credential nor an oracle.
+
 A response is held until the backend's answer arrives and sent as plain JSON; if
 the backend sends something first (progress, sampling, logs) the response turns
 into an SSE stream. A request the backend does not answer within
@@ -46,6 +53,7 @@ from hopline.jsonrpc import (
     notification,
     parse,
 )
+from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed, Source
 from hopline.transports.header_codec import decode_header_value
@@ -76,7 +84,7 @@ class StreamableHttpListener:
         self.sessions = sessions
         self.options = options or ListenerOptions()
 
-    async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+    async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
         method = scope["method"]
         era = Era.HANDSHAKE
         try:
@@ -88,13 +96,13 @@ class StreamableHttpListener:
                 )
             era = era_of_version(version)
             if method == "POST":
-                await self._post(scope, receive, send, headers, era)
+                await self._post(scope, receive, send, headers, era, principal)
             elif era is Era.MODERN or self.options.stateless or method not in ("GET", "DELETE"):
                 raise MethodNotAllowed(f"{method} is not allowed on this endpoint")
             elif method == "GET":
-                await self._get(receive, send, headers)
+                await self._get(receive, send, headers, principal)
             else:
-                await self._delete(send, headers)
+                await self._delete(send, headers, principal)
         except MethodNotAllowed as exc:
             stateful = era is Era.HANDSHAKE and not self.options.stateless
             await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"})
@@ -104,7 +112,7 @@ class StreamableHttpListener:
             pass
 
     # -- POST --------------------------------------------------------------------
-    async def _post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, era: Era) -> None:
+    async def _post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, era: Era, principal: Principal | None) -> None:
         ctype = headers.get(b"content-type", "") or ""
         if not ctype.lower().startswith("application/json"):
             raise ProtocolError("Content-Type must be application/json", data=None)
@@ -113,28 +121,30 @@ class StreamableHttpListener:
             raise NotAcceptable("Accept must include application/json and text/event-stream")
         body = await hu.read_body(receive, headers, self.options.max_body)
         message = parse(body)
+        if principal is not None:
+            message.principal = principal
         if era is Era.MODERN:
             await self._modern(receive, send, headers, message)
         elif self.options.stateless:
             await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False)
         else:
-            await self._handshake(receive, send, headers, message)
+            await self._handshake(receive, send, headers, message, principal)
 
-    async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
+    async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
             if self.sessions.is_full():
                 await hu.send_empty(send, 503, {"retry-after": "5"})
                 return
             try:
-                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE))
+                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
             except ChannelClosed as exc:
                 raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
             session.protocol_version = message.params.get("protocolVersion")
         else:
             if session_id is None:
                 raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
-            found = self.sessions.get(session_id)
+            found = self.sessions.get(session_id, _owner(principal))
             if found is None:
                 raise SessionNotFound("Session not found", request_id=message.id)
             session = found
@@ -276,8 +286,8 @@ class StreamableHttpListener:
                 session.streams.pop(next(iter(session.streams)))
 
     # -- GET / DELETE (handshake era) -------------------------------------------------
-    async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
-        session = self._session_for(headers)
+    async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
+        session = self._session_for(headers, principal)
         if "text/event-stream" not in (headers.get(b"accept") or ""):
             raise NotAcceptable("GET requires Accept: text/event-stream")
         replayed: list[tuple[str, bytes]] = []
@@ -326,19 +336,24 @@ class StreamableHttpListener:
                 elif sink.request_id in session.posts:
                     self._client_gone(session, sink)
 
-    async def _delete(self, send: hu.Send, headers: hu.Headers) -> None:
-        session = self._session_for(headers)
+    async def _delete(self, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
+        session = self._session_for(headers, principal)
         await session.close("client ended the session (DELETE)")
         await hu.send_empty(send, 200)
 
-    def _session_for(self, headers: hu.Headers) -> ClientSession:
+    def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession:
         session_id = headers.get(b"mcp-session-id")
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID")
-        session = self.sessions.get(session_id)
+        session = self.sessions.get(session_id, _owner(principal))
         if session is None:
             raise SessionNotFound("Session not found")
         return session
+
+
+def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
+    """What a session is bound to: the principal's key (None without authentication)."""
+    return None if principal is None else principal.key
 
 
 def _modern_status(message: Message) -> int:

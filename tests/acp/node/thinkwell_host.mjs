@@ -1,6 +1,7 @@
 // Hosts @thinkwell/conductor 0.5.x (a library, no bin) on this process's stdio:
 //   node thinkwell_host.mjs "proxy1 args" ... "agent args"
 // Logging stays at warn: its default logger prints INFO to stdout, corrupting ACP.
+// THINKWELL_MCP_BRIDGE=http turns on its built-in MCP-over-ACP bridge (default: disabled).
 import { Conductor, fromCommands } from "@thinkwell/conductor";
 import { createInterface } from "node:readline";
 
@@ -21,7 +22,7 @@ const stdioClient = {
 
 const conductor = new Conductor({
   instantiator: fromCommands(process.argv.slice(2)),
-  mcpBridgeMode: "disabled",
+  mcpBridgeMode: process.env.THINKWELL_MCP_BRIDGE ?? "disabled",
   logging: { level: "warn" },
 });
 await conductor.connect(stdioClient);

@@ -1,10 +1,11 @@
 """A test ACP agent (official Python SDK) whose MCP client is the official MCP SDK, over HTTP or stdio only.
 
 It advertises ``mcpCapabilities.http`` and no ACP transport, so ACP-transport
-servers reach it only through hopline's bridge. A prompt ``call TOOL [MODE]``
+servers reach it only through hopline's bridge. A prompt ``call TOOL [MODE [ARGS-JSON]]``
 connects to every MCP server of the session with ``mcp.Client`` (``MODE``:
-``legacy`` (default), ``auto`` or ``2026-07-28``), calls TOOL and answers one chunk
-whose text is JSON ``{"results": [tool text, ...], "kinds": ["http"|"stdio", ...]}``.
+``legacy`` (default), ``auto`` or ``2026-07-28``), calls TOOL with ARGS (default
+``{}``) and answers one chunk whose text is JSON ``{"results": [tool text (parsed
+if it is a JSON object), ...], "kinds": ["http"|"stdio", ...]}``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class HttpMcpAgent:
         text = " ".join(getattr(b, "text", "") for b in prompt)
         _, tool, *rest = text.split(" ")
         mode = rest[0] if rest else "legacy"
+        arguments = json.loads(" ".join(rest[1:])) if len(rest) > 1 else {}
         results, kinds = [], []
         for server in self.servers.get(session_id, []):
             data = server.model_dump(by_alias=True) if hasattr(server, "model_dump") else dict(server)
@@ -53,7 +55,7 @@ class HttpMcpAgent:
                 target = StdioServerParameters(command=data["command"], args=list(data.get("args") or []))
                 kinds.append("stdio")
             async with Client(target, mode=mode) as client:
-                result = await asyncio.wait_for(client.call_tool(tool, {}), 10)
+                result = await asyncio.wait_for(client.call_tool(tool, arguments), 10)
                 results.append(json.loads(result.content[0].text) if result.content[0].text.startswith("{") else result.content[0].text)
         await self.conn.session_update(session_id=session_id, update=update_agent_message_text(json.dumps({"results": results, "kinds": kinds})))
         return PromptResponse(stop_reason="end_turn")

@@ -12,9 +12,11 @@ disconnect; d5: one connectionless tools/call) and answers one
 each result is the tool's text, or ``{"error": ...}`` (outer or inner error),
 and notes are the ``mcp/message`` notifications the providers sent meanwhile.
 A prompt ``raw METHOD PARAMS-JSON`` sends that one ACP request and reports its
-answer. Other prompts get "echo: TEXT". ``--log FILE`` appends every received line.
+answer. A prompt ``crash`` exits with status 3. Other prompts get "echo: TEXT". ``--log FILE`` appends every received line.
 ``--load-session`` advertises ``loadSession``: a load takes the session's new
 ``mcpServers`` and replays one ``history: SESSION`` chunk before answering.
+``session/close`` forgets the session. A provider's ``sampling/createMessage``
+request is answered with the text "sampled" from model "agent-llm".
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 
 SERVER_PARAM = {"d1": "url", "d2": "acpId", "d3": "acp_url", "d4": "serverId"}
@@ -73,12 +76,17 @@ class Agent:
             self.sessions[sid] = [v for s in params.get("mcpServers", []) if (v := server_id(s))]
             self.send({"method": "session/update", "params": {"sessionId": sid, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"history: {sid}"}}}})
             self.send({"id": msg_id, "result": {}})
+        elif method == "session/close":
+            self.sessions.pop(params.get("sessionId"), None)
+            self.send({"id": msg_id, "result": {}})
         elif method == "session/prompt":
             task = asyncio.ensure_future(self.prompt(msg_id, params))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         elif method in ("mcp/message", "_mcp/message") and msg_id is None:
             self.notes.append(params)
+        elif method in ("mcp/message", "_mcp/message") and params.get("method") == "sampling/createMessage":
+            self.send({"id": msg_id, "result": {"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "agent-llm"}})
         elif msg_id is not None:
             self.send({"id": msg_id, "error": {"code": -32601, "message": "Method not found", "data": {"method": method}}})
 
@@ -86,6 +94,8 @@ class Agent:
         sid = params.get("sessionId")
         text = " ".join(b.get("text", "") for b in params.get("prompt", []))
         word, _, rest = text.partition(" ")
+        if word == "crash":
+            os._exit(3)
         if word == "call":
             tool, _, args = rest.partition(" ")
             self.notes = []
@@ -116,7 +126,8 @@ class Agent:
             return {"error": answer["error"]}
         cid = answer["result"].get("connection_id" if self.mcp == "d3" else "connectionId")
         init = await self.request(f"{prefix}/message", {"connectionId": cid, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "mcp-agent", "version": "1"}}})
-        assert "result" in init, init
+        if "result" not in init:  # e.g. a provider that speaks only MCP 2026-07-28 (no initialize)
+            init = {"error": init.get("error")}
         self.send({"method": f"{prefix}/message", "params": {"connectionId": cid, "method": "notifications/initialized"}})
         answer = await self.request(f"{prefix}/message", {"connectionId": cid, "method": "tools/call", "params": call})
         if self.mcp in ("d1", "d3"):

@@ -4,7 +4,8 @@ It honours ``$/cancel_request`` (the Python SDK does not): a ``wait`` prompt
 stays open until cancelled, then answers error -32800. ``--log FILE`` appends
 every received message as a JSON line. ``--pollute`` prints non-JSON text to
 stdout before and after the first answer. ``--exit-after-init`` exits (status
-5) after answering ``initialize``. Other prompts get one chunk and end_turn.
+5) after answering ``initialize``. A ``crash`` prompt exits with status 4. Other
+prompts get one chunk and end_turn.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def main() -> None:
             if text.startswith("wait"):
                 waiting.add(msg_id)
                 continue
+            if text.startswith("crash"):
+                sys.exit(4)
             send({"method": "session/update", "params": {"sessionId": params.get("sessionId"), "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"echo: {text}"}}}})
             send({"id": msg_id, "result": {"stopReason": "end_turn"}})
         elif method == "$/cancel_request":

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 
 from hopline.layers.capability.toolmodes.index import (
+    FAMILIES,
+    SYNONYMS,
     IndexCache,
-    document,
+    Weights,
+    fields,
+    query_slots,
     tokens,
     words,
 )
@@ -33,10 +37,17 @@ def test_tokens_drop_stopwords_and_fold_word_forms():
     assert "the" not in tokens("the") and tokens("") == []
 
 
-def test_a_document_weights_the_name_and_splits_off_the_backend():
-    doc = document(tool("github__create_issue", "Open a ticket", owner="string", issue_number="integer"))
-    assert doc.count(tokens("create")[0]) == 3 and doc.count("github") == 1
-    assert set(tokens("owner issue number ticket")) <= set(doc)
+def test_a_tool_is_split_into_fields_weighted_name_over_backend_over_arguments():
+    parts = fields(tool("github__create_issue", "Open a ticket", owner="string", issue_number="integer"))
+    assert parts["name"] == tokens("create issue") and parts["prefix"] == ["github"]
+    assert parts["description"] == tokens("Open a ticket") and parts["arguments"] == tokens("owner issue number")
+    weights = Weights()
+    assert weights.name > weights.prefix > weights.description > weights.arguments > 0
+
+
+def test_a_word_in_the_name_outranks_the_same_word_in_a_description():
+    tools = [tool("a__list_items", "Shows what there is, including every issue"), tool("a__issue", "Shows one item")]
+    assert IndexCache().index_for(tools).search("issue", 2)[0]["name"] == "a__issue"
 
 
 def test_the_index_ranks_and_filters_by_the_allowed_names():
@@ -73,6 +84,97 @@ def test_query_synonyms_reach_the_words_tools_use():
     assert expanded.search("remove notes.txt", 1)[0]["name"] == "fs__delete_file"
 
 
+def test_families_are_symmetric_and_a_word_scores_its_best_alternative_once():
+    tools = [tool("kb__retrieve_report", "Retrieve a report"), tool("kb__fetch_report", "Fetch a report"), tool("kb__delete_report", "Delete a report")]
+    index = IndexCache().index_for(tools)
+    assert index.search("fetch the report", 1)[0]["name"] == "kb__fetch_report"  # its own word first
+    assert index.search("retrieve the report", 1)[0]["name"] == "kb__retrieve_report"
+    assert [t["name"] for t in index.search("get the report", 2)] in (["kb__retrieve_report", "kb__fetch_report"], ["kb__fetch_report", "kb__retrieve_report"])
+    # a tool saying three synonyms of one query word gains no more than a tool saying one
+    many = [tool("x__a", "get fetch retrieve the data"), tool("x__b", "get the data")]
+    scores = IndexCache().index_for(many).lexical("get data")
+    assert scores[0] <= scores[1] * 1.001
+
+
+def test_phrases_stand_for_their_family_and_marked_words_only_reach_out():
+    slots = query_slots("a shop close to the office")
+    assert all(("close",) not in [terms for terms, _w in slot] for slot in slots)  # "close to" is not about closing
+    tools = [tool("ui__browser_close", "Close the page"), tool("maps__search_places", "Search for places")]
+    assert IndexCache().index_for(tools).search("a dentist close to the office", 1)[0]["name"] == "maps__search_places"
+    # "open" is a create word in "open a ticket", but "new" does not reach a tool named open
+    tools = [tool("gh__create_issue", "Create an issue"), tool("mem__open_nodes", "Open nodes by name")]
+    index = IndexCache().index_for(tools)
+    assert index.search("open a ticket", 1)[0]["name"] == "gh__create_issue"
+    assert [t["name"] for t in index.search("new ticket", 2)] == ["gh__create_issue"]
+
+
+def test_only_a_plural_is_folded_before_the_table_is_read():
+    def reached(query):
+        return {t for slot in query_slots(query) for terms, _w in slot for t in terms}
+
+    assert tokens("directory")[0] in reached("two folders")
+    assert tokens("create")[0] not in reached("latest news")  # "news" is not "new"
+    assert tokens("update")[0] not in reached("last modified")  # a state, not a request to modify
+    assert tokens("update")[0] in reached("modify it")
+
+
+@pytest.mark.parametrize(
+    ("query", "word"),
+    [
+        ("open notes/todo.md", "file"),
+        ("print /etc/app/settings.ini", "file"),
+        ("find every .log file", "file"),
+        ("list /var/app", "path"),
+        ("open https://example.com/pricing", "url"),
+        ("load news.ycombinator.com", "url"),
+        ("last messages in #general", "channel"),
+        ("ping @dana", "user"),
+    ],
+)
+def test_a_span_shaped_like_a_name_is_read_as_what_it_names(query, word):
+    own = [terms for slot in query_slots(query) for terms, weight in slot if weight == 1.0]
+    assert (tokens(word)[0],) in own
+    assert ("note",) not in own and ("example",) not in own and ("general",) not in own
+
+
+def test_the_backend_a_request_is_about_lifts_all_its_tools():
+    tools = [
+        tool("k8s__kubectl_get", "Get or list resources by type, name and namespace"),
+        tool("k8s__exec_in_pod", "Execute a command in a pod"),
+        tool("k8s__kubectl_logs", "Get logs from pods, deployments or jobs"),
+        tool("fs__list_directory", "List the files of a directory"),
+        tool("fs__read_file", "Read a file"),
+    ]
+    ranked = [t["name"] for t in IndexCache().index_for(tools).search("list everything in the staging namespace", 5)]
+    assert ranked[0] == "k8s__kubectl_get"
+
+
+def test_the_synonym_table_is_general_vocabulary_well_formed():
+    for family in FAMILIES:
+        members = family.split("|")
+        assert len(members) >= 2 and len(set(members)) == len(members), family
+        for m in members:
+            word = m.lstrip("~")
+            assert word == word.lower() and word.strip() == word and tokens(word.replace("_", " ")), m
+        assert any(not m.startswith("~") and " " not in m for m in members), family  # something to reach
+    for word, phrases in SYNONYMS.items():
+        assert " " not in word and all(tokens(p) for p in phrases)
+
+
+def test_queries_stay_cheap_on_a_large_catalogue():
+    import time
+
+    verbs = ["create", "get", "list", "update", "delete", "search", "run", "send"]
+    nouns = ["issue", "file", "page", "user", "message", "pod", "key", "image", "branch", "record", "channel", "node"]
+    tools = [tool(f"b{i % 40}__{verbs[i % 8]}_{nouns[(i // 8) % 12]}_{i}", f"{verbs[(i * 3) % 8]} the {nouns[i % 12]} of a backend {i}", path="string", owner="string") for i in range(2000)]
+    index = IndexCache().index_for(tools)
+    index.search("warm up", 3)
+    started = time.perf_counter()
+    for _ in range(20):
+        index.search("show me all the open issues about the login page in b7", 5)
+    assert (time.perf_counter() - started) / 20 < 0.05  # ~2 ms here; generous for shared CI cores
+
+
 class KeywordEncoder:
     """A stand-in for the MiniLM encoder: one dimension per keyword, L2-normalised."""
 
@@ -96,3 +198,42 @@ def test_the_hybrid_ranker_fuses_embeddings_with_bm25():
     assert index.search("pay my rent", 3, allowed={"a__forecast", "c__inbox"}) == []  # filtered; the rest are below the floor
     cache.index_for(tools + [tool("d__news", "News")])
     assert cache.tokenised == 4  # vectors, like tokens, are computed once per definition
+
+
+# -- the disclosure benchmark's data (bench/disclosure) -------------------------------------
+BENCH = __import__("pathlib").Path(__file__).resolve().parents[3] / "bench" / "disclosure"
+
+
+def _bench(name):
+    import json
+
+    if name == "catalogue":
+        tools = []
+        for path in sorted((BENCH / "catalogue").glob("*.json")):
+            data = json.loads(path.read_text())
+            tools += [{**t, "name": f"{data['backend']}__{t['name']}"} for t in data["tools"]]
+        return tools
+    return [json.loads(line) for line in (BENCH / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_the_blind_task_set_is_well_formed_and_covers_the_catalogue():
+    """Only its shape: its hit rates are the benchmark's headline and are never a test
+    target (a floor here would invite tuning on it)."""
+    names = {t["name"] for t in _bench("catalogue")}
+    blind = _bench("tasks_blind")
+    assert len(blind) >= 100 and len({t["task"] for t in blind}) == len(blind)
+    assert all(t["expected"] and set(t["expected"]) <= names for t in blind)
+    assert {e for t in blind for e in t["expected"]} == names  # every tool is somebody's answer
+
+
+def test_the_tuning_task_sets_stay_above_a_floor():
+    """A regression guard on the sets the ranker was tuned on (tasks, tasks_heldout: 187
+    requests). Measured 85.0 % hit@1 and 94.1 % hit@3 when written."""
+    index = IndexCache().index_for(_bench("catalogue"))
+    tasks = _bench("tasks") + _bench("tasks_heldout")
+    hits1 = hits3 = 0
+    for task in tasks:
+        got = [t["name"] for t in index.search(task["task"], 3)]
+        hits1 += bool(got) and got[0] in task["expected"]
+        hits3 += any(g in task["expected"] for g in got)
+    assert hits1 / len(tasks) >= 0.82 and hits3 / len(tasks) >= 0.92

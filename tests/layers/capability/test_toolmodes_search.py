@@ -104,6 +104,13 @@ async def test_a_query_nothing_matches_is_no_match():
         ("file contents", "github__getFileContents"),  # camelCase name split, beside the description
         ("post message slack channel", "slack__slack_post_message"),
         ("Fetches a website", "fetch"),  # a description fragment
+        # the words users say rather than the tools' own
+        ("make a folder called backups", "fs__create_directory"),
+        ("show me what's in notes/todo.md", "fs__read_text_file"),  # a path reads as "file"
+        ("grab https://example.com/pricing for me", "fetch"),  # a URL as "url"
+        ("say hi in #general", "slack__slack_post_message"),  # a #channel as "channel"
+        ("file a ticket in gitlab", "gitlab__create_issue"),  # the backend the user names
+        ("show me README.md from the octo/widgets repo on github", "github__getFileContents"),
     ],
 )
 async def test_ranked_search_puts_the_right_tool_first(query, best):

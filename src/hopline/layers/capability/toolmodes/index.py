@@ -1,20 +1,37 @@
 """The tool search index behind Search and Code mode (Layer 7 progressive disclosure).
 
 In: the tool definitions one caller may see (``ToolHost.visible_tools()``: namespaced,
-policy-filtered). Out: exact lookup by exposed name and BM25-ranked search over each
-tool's name (split on the namespace delimiter, ``snake_case``, ``kebab-case`` and
-``camelCase``; counted three times), backend id, description and argument names,
-stemmed (Snowball if installed, else a light suffix stripper). Queries add a small
-table of general synonyms (``make`` → ``create``, ``folder`` → ``directory``…).
-With an encoder (``embed.py``), the ranking is hybrid: 0.3 × BM25 (scaled to the best
-hit) + 0.7 × cosine similarity of MiniLM sentence vectors.
+policy-filtered). Out: exact lookup by exposed name, and ranked search.
+
+The default ranker is lexical and costs well under a millisecond a query:
+
+* **Fields, BM25F.** Each tool is split into fields — its own name (split on the
+  namespace delimiter, ``snake_case``, ``kebab-case`` and ``camelCase``), the backend
+  id, title and description, argument names — stemmed (Snowball if installed, else a
+  light suffix stripper). A term's frequency is normalised per field and weighted by
+  field (:class:`Weights`: name 3, backend 2, description 1, argument names 0.5) before
+  one BM25 saturation (Robertson & Zaragoza's BM25F), so a word in a tool's name counts
+  more than the same word in a long description.
+* **Word families.** A query word may match the other members of its families
+  (:data:`FAMILIES`: ``fetch``/``retrieve``/``get``, ``folder``/``directory``,
+  ``pr``/``pull request``…) at a discount (``SYNONYM_WEIGHT``). Each query word is one
+  *slot* that scores its best alternative, so synonyms never pile up. Spans that name
+  something by their shape (a URL, ``notes/todo.md``, ``#general``) are read as the one
+  word they stand for.
+* **Two priors.** The share of a tool's own name words the query says (``NAME_BONUS``:
+  "open a new ticket" → ``create_issue``), and how well the query matches the tool's
+  backend as a whole (``BACKEND_BONUS``: one document per backend, so "pods" in a
+  request is evidence for every Kubernetes tool).
+
+With an encoder (``embed.py``), the ranking is hybrid: 0.3 × the lexical score (scaled
+to the best hit) + 0.7 × cosine similarity of MiniLM sentence vectors.
 
 One index exists per *catalogue version* — the exact set of tool definitions a caller
 sees — and an :class:`IndexCache` shares it between every session and request that
 sees the same set (callers with the same policy share one index). A change to one
 tool builds a new index that re-tokenises only that tool: the per-definition token
-lists are cached by content digest and the BM25 matrix over a few hundred short
-documents costs about a millisecond. Because an index only ever holds what its
+lists are cached by content digest and the postings over a few hundred short
+documents cost a few milliseconds. Because an index only ever holds what its
 callers may see, a hidden tool cannot appear in a result, nor shift the ranking of
 visible ones through its term statistics; :meth:`ToolIndex.search` filters by the
 caller's visible names again all the same.
@@ -25,6 +42,7 @@ Never does I/O; never mutates a tool definition it is given.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -42,26 +60,110 @@ _WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `-`, `__`, `.`, `/` a
 # Words that name an action or object ("all", "get", "list", "new") are kept: they
 # tell tools apart.
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "i", "me", "my", "we", "our", "us", "you", "your", "please", "want", "need", "would", "like", "could", "can", "should", "do", "does", "did", "let", "some", "so", "just", "which", "what", "how", "its", "also"]
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "i", "me", "my", "we", "our", "us", "you", "your", "please", "want", "need", "would", "like", "could", "can", "should", "do", "does", "did", "let", "some", "so", "just", "which", "what", "how", "its", "also",
+     "s", "t", "d", "ll", "m", "re", "ve"]  # what is left of "what's", "don't", "I'd", "we'll"…
 )
 
 
-# Query words people use for what tool catalogues name otherwise: CRUD verbs and a few
-# nouns every developer tool list spells its own way. A query word adds these terms
-# (documents are never expanded). General vocabulary, not tuned to one catalogue.
+# Words that stand for one another in requests and in tool lists, one family a line:
+# a query word (or phrase) may match any other member of its families, at a discount
+# (SYNONYM_WEIGHT), as if the tool had used the query's word. Symmetric by
+# construction: "fetch" reaches a tool that says "retrieve" and "retrieve" one that says
+# "fetch". A member with spaces is a phrase a request may say ("look up") but no tool
+# is searched for; one joined by ``_`` is a compound both may use ("pull_request"). A
+# member marked ``~`` has other meanings too: said in a request it reaches its family,
+# but a tool using it is not reached by the family ("open a ticket" reaches
+# ``create_issue``; "new" does not reach ``open_nodes``).
+# General English and developer vocabulary, not one catalogue's tool names.
+FAMILIES: tuple[str, ...] = (
+    # what the caller wants done (the CRUD verbs first)
+    "create|make|new|add|generate|build|set up|setup|insert|init|initialize|register|spawn|~open|~start",
+    "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|~check|pull up|dump|look at",
+    "list|enumerate|~all|~every|browse|index|overview",
+    "update|edit|modify|change|~set|patch|alter|amend|adjust|replace|rewrite|overwrite|rename|tweak",
+    "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean up|cleanup",
+    "search|find|look for|look up|lookup|locate|query|seek|grep|discover|hunt|~match",
+    "run|execute|exec|launch|invoke|evaluate|eval|~call|trigger|~start|kick off|perform",
+    "send|~post|publish|say|tell|notify|announce|share",
+    "reply|respond|answer",
+    "stop|cancel|kill|halt|terminate|~end|abort|quit|~close|disable|turn off",
+    "navigate|~go|visit|browse|~open|load|go to",
+    "~back|previous|prior",
+    "move|rename|relocate|transfer",
+    "copy|duplicate|clone|fork",
+    "merge|combine|squash",
+    "upgrade|update|bump",
+    "compress|zip|gzip|archive|pack",
+    "wait|until|pause|sleep|await|appear|show up",
+    "type|~enter|input|fill|key in",
+    "click|press|tap|~hit",
+    "hover|mouse over|mouseover|point at",
+    "select|choose|~pick",
+    "upload|attach",
+    "screenshot|screen_shot|screen grab|~capture",
+    "toggle|enable|disable|~switch|turn on|turn off",
+    "scale|resize",
+    "explain|describe|documentation|docs|details|detail|info|information|metadata",
+    "approve|review|request changes|lgtm",
+    "commit|push",
+    "save|~store|write|~put|set|persist|~keep|~record|note down",
+    "remember|memory|memorize|recall|memories|knowledge",
+    "think|thought|thinking|reason|reasoning|reflect|step by step|problem solving",
+    "research|investigate|study|deep dive|analyze|analyse",
+    # what it is done to
+    "directory|folder|dir|subdirectory|subfolder",
+    "repository|repo|project|codebase",
+    "issue|ticket|bug",
+    "pull_request|pr|merge_request|mr",
+    "image|picture|photo|drawing|illustration|artwork|~art|~logo|~icon|graphic",
+    "media|image|audio|video",
+    "message|msg|~text|chat|~post",
+    "comment|remark|feedback",
+    "user|person|people|member|account|profile|~everyone|~who|teammate|colleague",
+    "channel|room",
+    "place|location|business|shop|~store|venue|~spot|restaurant|nearby|~near|~local|~around|close to",
+    "coordinates|latitude|longitude|lat|lng|geocode|gps",
+    "elevation|altitude|height|~high|sea_level",
+    "directions|route|drive|driving|walk|walking|get to",
+    "distance|~far|~travel|how long|duration|commute",
+    "~key|keyboard|keystroke",
+    "log|logs|logging",
+    "entity|~node|~thing",
+    "relation|relationship|~link|connection",
+    "observation|fact|~note|~attribute",
+    "page|doc|document|wiki",
+    "database|db|data_source|datasource|~table|collection",
+    "sql|database|db|~table|rows|postgres|postgresql",
+    "size|~space|~big|~large|bytes|largest|biggest|disk usage",
+    "environment|env|variables|vars",
+    "sum|~add|plus|total|addition",
+    "kubernetes|k8s|kube|kubectl|cluster",
+    "pod|container",
+    "helm|~chart|~release",
+    "port|forward|tunnel|expose|localhost",
+    "url|website|~site|webpage|~link",
+    "browser|chrome|headless|~window",
+    "dialog|popup|alert|confirm|modal|prompt",
+    "form|~field|fields|textbox|~box",
+    "~web|internet|online|~google",
+    "news|article|articles|headlines|blog",
+    "dark_mode|light_mode|color_scheme|colour_scheme|theme",
+    "console|devtools",
+    "network|requests|api call|xhr|traffic",
+    "javascript|js|script|~code|snippet|~expression",
+    "accessibility|a11y|aria|dom",
+    "history|recent|latest|~past",
+    "emoji|reaction|~react|thumbs up",
+    "thread|conversation|replies",
+    "status|checks|ci|~passing|~failing",
+    "tree|recursive|nested|hierarchy|~structure",
+    "echo|repeat|parrot|send back",
+    "~test|demo|~sample|~example|simulate|simulated|~fake|~mock",
+)
+
+# One-way: a query word that implies a phrase of tool words it is not a synonym of.
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "make": ("create",), "new": ("create",), "add": ("create",), "start": ("create",), "setup": ("create",),
-    "remove": ("delete",), "drop": ("delete",), "erase": ("delete",), "forget": ("delete",), "destroy": ("delete",),
-    "show": ("get", "list"), "view": ("get",), "see": ("get",), "fetch": ("get",), "retrieve": ("get",), "load": ("read",),
-    "which": ("list",), "all": ("list",), "every": ("list",),
-    "change": ("update", "edit"), "modify": ("update", "edit"), "set": ("update",),
-    "find": ("search",), "look": ("search",), "lookup": ("search",), "locate": ("search",),
-    "folder": ("directory",), "dir": ("directory",), "repo": ("repository",), "repos": ("repository",),
-    "pr": ("pull", "request"), "prs": ("pull", "request"), "mr": ("merge", "request"),
-    "picture": ("image",), "photo": ("image",), "drawing": ("image",), "draw": ("generate", "image"),
-    "remember": ("memory", "create"), "recall": ("memory", "search"), "memorize": ("memory", "create"),
-    "execute": ("run",), "exec": ("run",), "launch": ("run",),
-    "ticket": ("issue",), "bug": ("issue",), "say": ("message",), "send": ("post", "message"),
+    "which": ("list",), "draw": ("generate image",), "remember": ("memory create",), "recall": ("memory search",),
 }
 
 
@@ -125,48 +227,153 @@ def tokens(text: str) -> list[str]:
     return [_stemmed(word) for word in words(text) if word not in STOPWORDS]
 
 
+# -- queries --------------------------------------------------------------------------
+SYNONYM_WEIGHT = 0.8  # a family member counts this much of the word the query says
+
+Key = tuple[str, ...]  # words as a request says them (lower-cased, not stemmed)
+Slot = list[tuple[tuple[str, ...], float]]  # (stemmed tokens, weight) alternatives
+
+
+def _plural(word: str) -> str:
+    """A word with a plural ``-s`` folded ("folders" → "folder", "entries" → "entry"), and
+    nothing else: families are looked up by the words a request says, and "modified" or
+    "stored" there describe a state, not the action that "modify" or "store" ask for."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def _table() -> tuple[dict[Key, list[tuple[str, ...]]], set[Key]]:
+    """(word or phrase → the stemmed tokens it may also be written as, the compounds)."""
+    table: dict[Key, list[tuple[str, ...]]] = {}
+
+    def add(key: Key, target: tuple[str, ...]) -> None:
+        if key and target and target not in table.setdefault(key, []):
+            table[key].append(target)
+
+    for word, phrases in SYNONYMS.items():  # one way
+        for phrase in phrases:
+            add(tuple(words(word)), tuple(tokens(phrase)))
+    compounds = set()
+    for family in FAMILIES:  # both ways: every member → every other member
+        members = [m.strip() for m in family.split("|")]
+        for m in members:
+            if "_" in m:
+                compounds.add(tuple(words(m)))
+            for other in members:
+                if other != m and " " not in other and not other.startswith("~"):  # said, never searched for
+                    add(tuple(words(m.lstrip("~"))), tuple(tokens(other)))
+    return table, compounds
+
+
+_ALTERNATIVES, _COMPOUNDS = _table()
+_LONGEST = max(len(k) for k in _ALTERNATIVES)
+
+# What a request names by its shape rather than its words: a URL, a file name, a path,
+# a #channel or an @user. The words inside ("notes/todo.md", "example.com") are names,
+# not what the request is about, so the span is read as the one word it stands for.
+_SHAPES = (
+    (re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+|(?<![\w@/.])[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?(?![\w.])", re.IGNORECASE), " url "),
+    (re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:/?[\w*~-]+)*/?[\w*-]*[\w*]\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), " file "),
+    (re.compile(r"(?<![\w.])\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), " file "),  # ".log", as in "every .log file"
+    (re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.*-]+(?:/[\w.*-]*)*"), " path "),
+    (re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), " channel "),
+    (re.compile(r"(?<![\w])@[A-Za-z][\w.-]*"), " user "),
+)
+
+
+def _read_shapes(text: str) -> str:
+    for pattern, word in _SHAPES:
+        text = pattern.sub(word, text)
+    return text
+
+
+def query_slots(text: str) -> list[Slot]:
+    """A query as slots, one per word or table phrase: its own tokens (weight 1) and
+    the other members of its families (``SYNONYM_WEIGHT``). A tool scores the best
+    alternative of each slot, so a word's synonyms never add up; an alternative that the
+    query says outright, or that an earlier word brought, is left out. A phrase of the
+    table ("close to", "look up") stands for its family, not for its words; a compound
+    ("pull request") for both."""
+    raw = words(_read_shapes(text))
+    stems = [_stemmed(w) for w in raw]
+    folded = [_plural(w) for w in raw]
+    direct = {stem for w, stem in zip(raw, stems) if w not in STOPWORDS}
+
+    def entry(i: int, n: int) -> Key | None:  # the table's key for raw[i:i+n]: as said, else plural folded
+        for key in (tuple(raw[i : i + n]), tuple(folded[i : i + n])):
+            if key in _ALTERNATIVES:
+                return key
+        return None
+
+    seen: set[tuple[str, ...]] = set()
+    slots = []
+    i = 0
+    while i < len(raw):
+        n, key = next(((n, k) for n in range(min(_LONGEST, len(raw) - i), 1, -1) if (k := entry(i, n))), (1, entry(i, 1)))
+        own = tuple(stems[j] for j in range(i, i + n) if raw[j] not in STOPWORDS)
+        slot: Slot = [(own, 1.0)] if own and (n == 1 or key in _COMPOUNDS) else []
+        for target in _ALTERNATIVES.get(key, ()) if key else ():
+            if target not in seen and not set(target) <= direct:
+                seen.add(target)
+                slot.append((target, SYNONYM_WEIGHT))
+        if slot:
+            slots.append(slot)
+        i += n
+    return slots
+
+
 def query_tokens(text: str) -> list[str]:
-    """A query's tokens plus the :data:`SYNONYMS` of its words."""
-    out = []
-    for word in words(text):
-        if word not in STOPWORDS:
-            out.append(_stemmed(word))
-        out.extend(_stemmed(extra) for extra in SYNONYMS.get(word, ()))
-    return out
+    """Every token a query may match: its own and its alternatives'."""
+    return [t for slot in query_slots(text) for terms, _w in slot for t in terms]
+
+
+# -- documents ------------------------------------------------------------------------
+FIELDS = ("name", "prefix", "description", "arguments", "argument_text")
 
 
 @dataclass(frozen=True, slots=True)
 class Weights:
-    """How often each field of a tool counts in its document (BM25F by repetition)."""
+    """How much a term counts in each field of a tool (BM25F field weights)."""
 
-    name: int = 3  # the tool's own name (after the namespace prefix)
-    prefix: int = 1  # the backend id in ``{backend}__{name}``
-    description: int = 1
-    arguments: int = 1  # argument (property) names
-    argument_text: int = 0  # argument descriptions (off: long, generic, and noisy)
+    name: float = 3  # the tool's own name (after the namespace prefix)
+    prefix: float = 2  # the backend id in ``{backend}__{name}``
+    description: float = 1  # title and description
+    arguments: float = 0.5  # argument (property) names
+    argument_text: float = 0  # argument descriptions (off: long, generic, and noisy)
 
 
-def document(tool: dict[str, Any], delimiter: str = "__", weights: Weights = Weights()) -> list[str]:
-    """The token list one tool contributes to the index."""
+@dataclass(frozen=True, slots=True)
+class Params:
+    """BM25F: field weights, per-field length normalisation ``b``, one saturation ``k1``."""
+
+    weights: Weights = Weights()
+    k1: float = 1.2
+    b: float = 0.75
+
+
+def fields(tool: dict[str, Any], delimiter: str = "__") -> dict[str, list[str]]:
+    """The tokens of each of one tool's :data:`FIELDS`."""
     name = str(tool.get("name", ""))
     prefix, sep, own = name.partition(delimiter)
     if not sep:
         prefix, own = "", name
-    doc = tokens(own) * weights.name + tokens(prefix) * weights.prefix
-    title = tool.get("title")
-    if isinstance(title, str):
-        doc += tokens(title)
-    description = tool.get("description")
-    if isinstance(description, str):
-        doc += tokens(description) * weights.description
+    out: dict[str, list[str]] = {f: [] for f in FIELDS}
+    out["name"] = tokens(own)
+    out["prefix"] = tokens(prefix)
+    for key in ("title", "description"):
+        if isinstance(tool.get(key), str):
+            out["description"] += tokens(tool[key])
     schema = tool.get("inputSchema")
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if isinstance(properties, dict):
         for arg, spec in properties.items():
-            doc += tokens(str(arg)) * weights.arguments
-            if weights.argument_text and isinstance(spec, dict) and isinstance(spec.get("description"), str):
-                doc += tokens(spec["description"]) * weights.argument_text
-    return doc
+            out["arguments"] += tokens(str(arg))
+            if isinstance(spec, dict) and isinstance(spec.get("description"), str):
+                out["argument_text"] += tokens(spec["description"])
+    return out
 
 
 def digest(tool: dict[str, Any]) -> bytes:
@@ -174,36 +381,81 @@ def digest(tool: dict[str, Any]) -> bytes:
     return hashlib.blake2b(orjson.dumps(tool, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
+def _postings(documents: list[dict[str, list[str]]], params: Params) -> dict[str, tuple[Any, Any, float]]:
+    """term → (document positions, BM25F score of the term in each, its IDF).
+
+    BM25F (Robertson & Zaragoza): a term's pseudo-frequency in a document is the sum
+    over fields of weight × count / (1 − b + b × field length / mean field length), then
+    saturated once with ``k1`` and scaled by the term's IDF over documents."""
+    import numpy as np
+
+    n = len(documents)
+    if not n:
+        return {}
+    mean = {f: (sum(len(d[f]) for d in documents) / n) or 1.0 for f in FIELDS}
+    pseudo: dict[str, dict[int, float]] = {}
+    for i, doc in enumerate(documents):
+        for f in FIELDS:
+            weight = getattr(params.weights, f)
+            if not weight or not doc[f]:
+                continue
+            norm = weight / (1 - params.b + params.b * len(doc[f]) / mean[f])
+            for term in doc[f]:
+                row = pseudo.setdefault(term, {})
+                row[i] = row.get(i, 0.0) + norm
+    k1 = params.k1
+    out = {}
+    for term, row in pseudo.items():
+        idf = math.log(1 + (n - len(row) + 0.5) / (len(row) + 0.5))
+        positions = np.fromiter(row.keys(), dtype=np.int32, count=len(row))
+        tf = np.fromiter(row.values(), dtype=np.float32, count=len(row))
+        out[term] = (positions, (idf * tf * (k1 + 1) / (k1 + tf)).astype(np.float32), idf)
+    return out
+
+
 # -- one index ------------------------------------------------------------------------
-HYBRID_BM25_WEIGHT = 0.3  # hybrid score: 0.3 × BM25 (scaled to the best hit) + 0.7 × cosine
+NAME_BONUS = 0.5  # × (1 + 0.5 × share of the tool's own name words the query says)
+BACKEND_BONUS = 1.0  # × (1 + 1.0 × the backend's score / the best backend's)
+HYBRID_BM25_WEIGHT = 0.3  # hybrid score: 0.3 × lexical (scaled to the best hit) + 0.7 × cosine
+MIN_COSINE = 0.1  # a hybrid hit must beat this much semantic similarity (or some lexical match)
 
 
 @dataclass(eq=False)
 class ToolIndex:
-    """BM25 (and optionally embeddings) over one catalogue version. Built by
+    """The lexical index (and optionally embeddings) of one catalogue version. Built by
     :class:`IndexCache`, read-only after."""
 
     tools: list[dict[str, Any]]
-    documents: list[list[str]]
-    vectors: Any = None  # (n, d) L2-normalised tool vectors, or None for BM25 alone
+    documents: list[dict[str, list[str]]]  # fields() of each tool
+    vectors: Any = None  # (n, d) L2-normalised tool vectors, or None for the lexical ranker alone
     encoder: Any = field(default=None, repr=False)
-    expand: bool = True  # add SYNONYMS to queries
-    k1: float = 1.2
-    b: float = 0.75
+    expand: bool = True  # word families and shapes in queries
+    params: Params = Params()
     by_name: dict[str, dict[str, Any]] = field(init=False)
-    _bm25: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        import bm25s  # numpy/scipy: only paid for when a Search or Code mode is configured
+        import numpy as np
 
         self.by_name = {t["name"]: t for t in self.tools}
-        self._bm25 = bm25s.BM25(k1=self.k1, b=self.b)
-        self._bm25.index([d or ["\x00"] for d in self.documents] or [["\x00"]], show_progress=False)
-        self._vocab = self._bm25.vocab_dict
+        self._postings = _postings(self.documents, self.params)
+        names: dict[str, list[int]] = {}
+        for i, doc in enumerate(self.documents):
+            for t in set(doc["name"]):
+                names.setdefault(t, []).append(i)
+        self._names = {t: np.array(p, dtype=np.int32) for t, p in names.items()}  # name word → tools
+        self._name_sizes = np.array([max(len(set(d["name"])), 1) for d in self.documents], dtype=np.float32)
+        # one document per backend, all its tools' fields: which backend a query is about
+        groups: dict[tuple[str, ...], int] = {}
+        self._group = np.array([groups.setdefault(tuple(d["prefix"]), len(groups)) for d in self.documents], dtype=np.int32)
+        merged: list[dict[str, list[str]]] = [{f: [] for f in FIELDS} for _ in groups]
+        for g, doc in zip(self._group, self.documents):
+            for f in FIELDS:
+                merged[g][f] += doc[f]
+        self._backends = _postings(merged, self.params) if len(groups) > 1 else {}
 
     def __repr__(self) -> str:
-        ranker = "hybrid" if self.vectors is not None else "bm25"
-        return f"<ToolIndex {len(self.tools)} tools, {len(self._vocab)} terms, {ranker}>"
+        ranker = "hybrid" if self.vectors is not None else "bm25f"
+        return f"<ToolIndex {len(self.tools)} tools, {len(self._postings)} terms, {ranker}>"
 
     @property
     def hybrid(self) -> bool:
@@ -220,13 +472,39 @@ class ToolIndex:
         """The ``k`` best tools for ``query``, best first; ties keep catalogue order."""
         return [tool for tool, _score in self.scored(query, k, allowed)]
 
+    def lexical(self, query: str) -> Any:
+        """The lexical score of every tool for ``query``: BM25F over the query's slots ×
+        (1 + NAME_BONUS × the share of the tool's own name words the query says, family
+        members at their discount) × (1 + BACKEND_BONUS × its backend's BM25F score over
+        the best backend's)."""
+        import numpy as np
+
+        slots = query_slots(query) if self.expand else [[((t,), 1.0)] for t in tokens(query)]
+        scores = _score(slots, self._postings, len(self.tools))
+        if not slots or not scores.any():
+            return scores
+        said: dict[str, float] = {}
+        for slot in slots:
+            for terms, weight in slot:
+                for t in terms:
+                    said[t] = max(said.get(t, 0.0), weight)
+        cover = np.zeros(len(scores), dtype=np.float32)
+        for t, weight in said.items():
+            positions = self._names.get(t)
+            if positions is not None:
+                cover[positions] += weight
+        scores *= 1 + NAME_BONUS * cover / self._name_sizes
+        if self._backends:
+            backend = _score(slots, self._backends, int(self._group.max()) + 1)
+            best = float(backend.max())
+            if best > 0:
+                scores *= 1 + BACKEND_BONUS * (backend / best)[self._group]
+        return scores
+
     def scored(self, query: str, k: int, allowed: Collection[str] | None = None) -> list[tuple[dict[str, Any], float]]:
         if not self.tools or k <= 0:
             return []
-        import numpy as np
-
-        terms = [t for t in (query_tokens(query) if self.expand else tokens(query)) if t in self._vocab]
-        scores = self._bm25.get_scores(terms) if terms else np.zeros(len(self.tools), dtype=np.float32)
+        scores = self.lexical(query)
         if self.hybrid:
             if not query.strip():
                 return []
@@ -248,7 +526,36 @@ class ToolIndex:
         return out
 
 
-MIN_COSINE = 0.1  # a hybrid hit must beat this much semantic similarity (or some BM25 match)
+BLEND_IDF = True
+
+
+def _score(slots: list[Slot], postings: dict[str, tuple[Any, Any, float]], n: int) -> Any:
+    """Per slot, the best of its weighted alternatives (an alternative of several tokens
+    scores their sum), summed over slots: the score of each of ``n`` documents."""
+    import numpy as np
+
+    scores = np.zeros(n, dtype=np.float32)
+    for slot in slots:
+        best = None
+        own = slot[0][0] if slot[0][1] == 1.0 else ()
+        ceiling = sum(postings[t][2] for t in own if t in postings) if BLEND_IDF else 0.0
+        for terms, weight in slot:
+            found = [postings[t] for t in terms if t in postings]
+            if not found:
+                continue
+            alternative = np.zeros(n, dtype=np.float32)
+            for positions, values, _idf in found:
+                alternative[positions] += values
+            if ceiling and weight != 1.0:
+                idf = sum(p[2] for p in found)
+                if idf > ceiling:
+                    weight *= ceiling / idf
+            if weight != 1.0:
+                alternative *= weight
+            best = alternative if best is None else np.maximum(best, alternative)
+        if best is not None:
+            scores += best
+    return scores
 
 
 # -- the shared cache -----------------------------------------------------------------
@@ -262,15 +569,15 @@ class IndexCache:
     without building, so a caller on an event loop can build in a thread.
     """
 
-    def __init__(self, *, delimiter: str = "__", weights: Weights = Weights(), encoder: Any = None, expand: bool = True, max_indexes: int = 64, max_documents: int = 20_000) -> None:
+    def __init__(self, *, delimiter: str = "__", params: Params = Params(), encoder: Any = None, expand: bool = True, max_indexes: int = 64, max_documents: int = 20_000) -> None:
         self.delimiter = delimiter
         self.expand = expand
-        self.weights = weights
+        self.params = params
         self.encoder = encoder  # an embed.Encoder for the hybrid ranker, or None
         self.max_indexes = max_indexes
         self.max_documents = max_documents
         self._indexes: OrderedDict[bytes, ToolIndex] = OrderedDict()
-        self._documents: OrderedDict[bytes, tuple[list[str], Any]] = OrderedDict()
+        self._documents: OrderedDict[bytes, tuple[dict[str, list[str]], Any]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0  # indexes built (for tests and metrics)
         self.tokenised = 0  # definitions tokenised
@@ -303,7 +610,7 @@ class IndexCache:
             if index is not None:
                 return index
             fresh = [(d, t) for d, t in zip(digests, tools) if d not in self._documents]
-            texts = [document(t, self.delimiter, self.weights) for _d, t in fresh]
+            texts = [fields(t, self.delimiter) for _d, t in fresh]
             vectors = self._encode([t for _d, t in fresh])
             for i, (d, _t) in enumerate(fresh):
                 self._documents[d] = (texts[i], None if vectors is None else vectors[i])
@@ -318,7 +625,7 @@ class IndexCache:
                 import numpy as np
 
                 matrix = np.stack([vector for _doc, vector in entries])
-            index = ToolIndex(tools, [doc for doc, _vector in entries], vectors=matrix, encoder=self.encoder, expand=self.expand)
+            index = ToolIndex(tools, [doc for doc, _vector in entries], vectors=matrix, encoder=self.encoder, expand=self.expand, params=self.params)
             self.builds += 1
             self._indexes[key] = index
             while len(self._indexes) > self.max_indexes:

@@ -7,8 +7,8 @@ names and nothing else of them; ``get_tool {"name": …}`` answers
 ``{"results": [], "status": "no_match", "available_tools": [...]}``;
 ``invoke_tool {"name", "arguments"}`` is one ``tools/call`` through the pipeline.
 hopline adds ``get_tool {"query": …, "top_k": …}``: the ``top_k`` best tools for a
-description fragment or a task in plain words (BM25, optionally hybrid with
-embeddings), answered in the same shape.
+description fragment or a task in plain words (BM25F with word families, optionally
+hybrid with embeddings: ``index.py``), answered in the same shape.
 
 Policy is the host's: everything here starts from ``host.visible_tools()`` (already
 filtered for this caller) and every invoke is ``host.call_tool``, so a hidden tool is
