@@ -49,9 +49,10 @@ Which client-side features are expected to cross the gateway, and why:
   - 2026-07-28 client: only ``trigger-long-running-operation`` progress. A
     2026-07-28 request uses the backend's *shared* handshake session, which declares
     no client capabilities (no single client could answer a server→client request
-    on it: README "Not built yet", "a 2026-07-28 client's sampling through a
-    handshake-only backend (refused …)"), so server-everything does not even offer
-    its sampling / elicitation / roots tools, and calling them is -32602.
+    on it; held calls on a session of their own are opt-in for stdio backends, README
+    "Version mediation"), so server-everything does not even offer its sampling /
+    elicitation / roots tools, and calling them is -32602. (The held-call mediation is
+    tested with an HTTP handshake-only SDK backend in test_gateway_held.py.)
 
 - ``memory``: tools and its resource, both clients.
 

@@ -213,6 +213,24 @@ def review(code: str) -> str:
     return f"Please review this code:\n\n{code}"
 
 
+def _handshake_only(app):
+    """An ASGI wrapper answering 2026-07-28 requests as a server that predates that era
+    (HTTP 400, a JSON-RPC error naming the versions it supports)."""
+    import json as _json
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http":
+            version = dict(scope["headers"]).get(b"mcp-protocol-version", b"")
+            if version.startswith(b"2026"):
+                body = _json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32602, "message": "Unsupported protocol version", "data": {"supported": ["2025-11-25"]}}}).encode()
+                await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="official-SDK MCP backend for hopline tests")
     sub = parser.add_subparsers(dest="transport", required=True)
@@ -221,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     http.add_argument("--port", type=int, required=True)
     http.add_argument("--stateless", action="store_true", help="stateless_http=True (no legacy sessions)")
     http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
+    http.add_argument("--handshake-only", action="store_true", help="refuse the 2026-07-28 era (as servers before it do): 400 for its requests")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
         mcp.run("stdio")
@@ -228,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
 
     app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    if args.handshake_only:
+        app = _handshake_only(app)
     print(f"sdk_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
     return 0

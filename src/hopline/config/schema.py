@@ -52,6 +52,12 @@ class BackendConfig(_Section):
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(default_factory=dict, description="Original name -> exact exposed name (never prefixed).")
     timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
+    mediate_input: bool | None = Field(
+        None,
+        description="For a handshake-era backend: run a 2026-07-28 client's call that may need input (sampling, elicitation, roots) on a backend "
+        "session of its own, held across the client's input_required retries. Default: on for `url` backends; off for `command` backends "
+        "(it would start a process per such call).",
+    )
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
 

@@ -32,6 +32,7 @@ from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.pipeline import ANONYMOUS, Principal
 from hopline.layers.policy.propagation import Propagator
+from hopline.layers.session.held import HeldCalls
 from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
@@ -51,6 +52,7 @@ class Gateway:
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}  # (list method, backend versions) → Catalog, shared by all sessions
         self.listeners: set[Any] = set()  # open subscriptions/listen streams of 2026-07-28 clients
+        self.held = HeldCalls()  # backend calls held open across 2026-07-28 clients' MRTR retries
         self.backend_listens = BackendListens(self)  # 2026-07-28 backends' listen streams, resource subscriptions
         self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend

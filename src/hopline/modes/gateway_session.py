@@ -28,6 +28,7 @@ from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
 from hopline.modes.gateway_links import CHANGE_SIGNALS, BackendLinks
 from hopline.modes.gateway_lists import LIST_KEYS, ListComposer
+from hopline.modes import gateway_held
 from hopline.modes.gateway_tools import SessionToolHost
 
 if TYPE_CHECKING:
@@ -234,7 +235,11 @@ class GatewaySession(BackendLinks, ListComposer):
             # (truthfully: only what this client declared), so the backend may ask for input.
             params = {**params, "_meta": {**(params.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
 
+        held = modern and gateway_held.applies(self, session, message, params)
+
         async def send(call: Call) -> Message:
+            if held:  # a handshake backend that may ask this 2026-07-28 client for input
+                return await gateway_held.send(self, message, call)
             answer = await session.call(call.method, call.params, on_progress=on_progress, timeout=call.timeout)
             if not modern:
                 answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout), call.params, answer, backend=session.id)

@@ -1,0 +1,85 @@
+"""A 2026-07-28 client's invoke on a handshake-era backend that may ask for input
+(sampling, elicitation, roots): run it on a backend session of its own, held open across
+the client's MRTR retries (``layers/session/held.py``).
+
+Used when the client declared one of those capabilities and the backend allows it
+(``mediate_input``: on by default for HTTP backends; for a stdio backend it means a process
+per such call, so it is opt-in). Otherwise the call goes to the shared backend session,
+where a backend request has no single client to go to and is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from hopline.binding import META_CLIENT_CAPABILITIES, Era
+from hopline.jsonrpc import InvalidParams, Message, result
+from hopline.layers.pipeline import Call
+from hopline.layers.session.held import Held
+
+if TYPE_CHECKING:
+    from hopline.layers.discovery.backend import BackendSession
+    from hopline.modes.gateway_session import GatewaySession
+
+ASKS = ("sampling", "elicitation", "roots")
+RETRY_KEYS = ("inputResponses", "requestState")
+
+
+def applies(gs: GatewaySession, session: BackendSession, message: Message, params: dict[str, Any]) -> bool:
+    if session.info.era is not Era.HANDSHAKE:
+        return False
+    if gs.gateway.held.is_ours(params.get("requestState")):
+        return True
+    spec = gs.gateway.config.backends[session.id]
+    wanted = spec.mediate_input if spec.mediate_input is not None else spec.url is not None
+    return wanted and bool(_asks(message))
+
+
+def _asks(message: Message) -> dict[str, Any]:
+    caps = message.meta.get(META_CLIENT_CAPABILITIES)
+    return {k: v for k, v in caps.items() if k in ASKS} if isinstance(caps, dict) else {}
+
+
+async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
+    """One round: start the held call, or resume it with the client's answers; then the
+    backend's final answer, or an ``input_required`` result naming the held call."""
+    g = gs.gateway
+    owner = gs.principal.key
+    state = call.params.get("requestState")
+    if g.held.is_ours(state):
+        held = g.held.take(state, owner)
+        if held is None:
+            raise InvalidParams("Unknown or expired requestState", request_id=message.id)
+        held.answer(call.params.get("inputResponses"))
+    else:
+        caps = _asks(message)
+        params = {k: v for k, v in call.params.items() if k not in RETRY_KEYS}
+
+        async def start(held: Held) -> Message:
+            dedicated = await g.connect(call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=_ignore, principal=gs.principal)
+            try:
+                return await dedicated.call(call.method, params, timeout=call.timeout)
+            finally:
+                asyncio.ensure_future(dedicated.aclose())
+
+        held = g.held.hold(owner, start, on_expire=_expired)
+    try:
+        step = await held.next_step(g.timeout_for(call.backend))
+    except BaseException:
+        g.held.release(held)
+        held.abandon("the gateway gave up on this call")
+        raise
+    if isinstance(step, Message):
+        g.held.release(held)
+        return step
+    g.held.touch(held, _expired)
+    return result(message.id, step)
+
+
+def _ignore(message: Message) -> None:
+    pass  # logs and progress of a held call have no stream to go to between rounds
+
+
+def _expired(held: Held) -> None:
+    pass  # abandon() already answered the backend and cancelled the call (its session closes)
