@@ -77,19 +77,25 @@ async def bounded(coro: Any, seconds: float = 20.0) -> Any:
     return await asyncio.wait_for(coro, seconds)
 
 
-def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
-    """tests/servers/sdk_server.py over Streamable HTTP on a free port: (process, /mcp URL)."""
+def start_script(script: str, *args: str) -> tuple[subprocess.Popen, int]:
+    """Run a test server script with ``--port P`` (a free port) and wait until it listens."""
     import sys
-    from pathlib import Path
 
     port = free_port()
-    script = Path(__file__).resolve().parent / "servers" / "sdk_server.py"
-    proc = subprocess.Popen([sys.executable, str(script), "http", "--port", str(port), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, script, *args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_port(port, proc)
     except BaseException:
         stop(proc)
         raise
+    return proc, port
+
+
+def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
+    """tests/servers/sdk_server.py over Streamable HTTP on a free port: (process, /mcp URL)."""
+    from pathlib import Path
+
+    proc, port = start_script(str(Path(__file__).resolve().parent / "servers" / "sdk_server.py"), "http", *flags)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 

@@ -137,17 +137,9 @@ def build(jwks: Path, client_id: str, client_secret: str, expires_in: int) -> St
 
 def start(jwks: Path, *flags: str):
     """Run this server on a free port: (process, base URL). Stop it with tests.peers.stop."""
-    import subprocess
+    from tests.peers import start_script
 
-    from tests.peers import free_port, stop, wait_port
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--port", str(port), "--jwks", str(jwks), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port, proc)
-    except BaseException:
-        stop(proc)
-        raise
+    proc, port = start_script(__file__, "--jwks", str(jwks), *flags)
     return proc, f"http://127.0.0.1:{port}"
 
 

@@ -55,17 +55,9 @@ class Recorder:
 
 def start(record: Path, *flags: str):
     """Run this server on a free port: (process, /mcp URL). Stop it with tests.peers.stop."""
-    import subprocess
+    from tests.peers import start_script
 
-    from tests.peers import free_port, stop, wait_port
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--port", str(port), "--record", str(record), *flags], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port, proc)
-    except BaseException:
-        stop(proc)
-        raise
+    proc, port = start_script(__file__, "--record", str(record), *flags)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
 

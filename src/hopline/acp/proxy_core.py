@@ -30,12 +30,15 @@ the reader never waits on a slow peer and the order of what it sends is kept.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, Callable
 
 from hopline.acp import dialects, mcp_wire
 from hopline.acp.dialects import CANCEL_REQUEST, DIALECTS, ENVELOPES
 from hopline.jsonrpc import JSONRPC, Message
 from hopline.transports.base import Channel, ChannelClosed
+
+log = logging.getLogger("hopline.acp")
 
 Then = Callable[[dict[str, Any]], None]
 Rewrite = Callable[[dict[str, Any]], dict[str, Any]]
@@ -200,6 +203,22 @@ class ProxyCore:
             return answer
 
         return then
+
+
+async def feed(inbound: Any, handle: Callable[[Message], None], *, name: str, on_error: Callable[[Message], None] | None = None) -> None:
+    """Hand every message from ``inbound`` to ``handle`` until the channel closes. A bug in
+    ``handle`` costs that one message (logged, and ``on_error`` may answer it), never the chain."""
+    while True:
+        try:
+            message = await inbound.receive()
+        except ChannelClosed:
+            return
+        try:
+            handle(message)
+        except Exception:
+            log.exception("%s: failed to handle %r", name, message)
+            if on_error is not None:
+                on_error(message)
 
 
 def _outcome(answer: dict[str, Any]) -> dict[str, Any]:

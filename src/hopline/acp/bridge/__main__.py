@@ -16,7 +16,7 @@ import socket
 import sys
 
 from hopline.acp.bridge.proxy import Bridge
-from hopline.transports.base import ChannelClosed
+from hopline.acp.proxy_core import feed
 
 log = logging.getLogger("hopline.acp.bridge")
 
@@ -38,15 +38,7 @@ async def serve(transport: str) -> int:
     writer = asyncio.create_task(bridge.write(), name="bridge-write")
     log.info("hopline MCP-over-ACP bridge: serving ACP-transport MCP servers at %s/mcp/… (%s)", bridge.base, transport)
     try:
-        while True:
-            try:
-                message = await inbound.receive()
-            except ChannelClosed:
-                break
-            try:
-                bridge.handle(message)
-            except Exception:  # a bug must cost one message, never the chain
-                log.exception("bridge: failed to handle %r", message)
+        await feed(inbound, bridge.handle, name="bridge")
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(bridge.aclose(), 3)

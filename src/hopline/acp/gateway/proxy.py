@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 from hopline.acp import mcp_wire
 from hopline.acp.gateway.provider import Provider, Server
-from hopline.acp.proxy_core import ProxyCore
-from hopline.transports.base import Backends, Channel, ChannelClosed
+from hopline.acp.proxy_core import ProxyCore, feed
+from hopline.jsonrpc import Message
+from hopline.transports.base import Backends, Channel
 
 log = logging.getLogger("hopline.acp.gateway")
 
@@ -81,18 +82,12 @@ async def serve(inbound: Channel, outbound: Channel, backends: Backends, *, name
     """Run the gateway component on one ACP connection until its input ends."""
     proxy = GatewayProxy(outbound, backends, name=name)
     writer = asyncio.create_task(proxy.write(), name="acp-gateway-write")
+    def failed(message: Message) -> None:
+        if message.is_request():
+            proxy.answer(message.id, {"error": {"code": -32603, "message": "internal error in hopline's gateway component"}})
+
     try:
-        while True:
-            try:
-                message = await inbound.receive()
-            except ChannelClosed:
-                break
-            try:
-                proxy.handle(message)
-            except Exception:  # a bug must cost one message, never the chain
-                log.exception("gateway: failed to handle %r", message)
-                if message.is_request():
-                    proxy.answer(message.id, {"error": {"code": -32603, "message": "internal error in hopline's gateway component"}})
+        await feed(inbound, proxy.handle, name="gateway", on_error=failed)
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(proxy.aclose(), 10)

@@ -114,17 +114,7 @@ class PostRoute:
 
 
 @dataclass(frozen=True, slots=True)
-class PreResponse:
-    direction: Direction
-    method: str
-    name: str | None
-    backend: str
-    target: str | None
-    params: dict[str, Any]
-    meta: dict[str, Any]
-    principal: Principal
-    session: str
-    definition: dict[str, Any] | None
+class PreResponse(PostRoute):
     answer: Message
 
     @property
@@ -139,18 +129,7 @@ class PreResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class PostResponse:
-    direction: Direction
-    method: str
-    name: str | None
-    backend: str
-    target: str | None
-    params: dict[str, Any]
-    meta: dict[str, Any]
-    principal: Principal
-    session: str
-    definition: dict[str, Any] | None
-    answer: Message
+class PostResponse(PreResponse):
     decision: str  # "allow" or "deny" (the chain refused it)
 
 
