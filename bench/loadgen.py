@@ -18,6 +18,9 @@ written to the moment the matching JSON-RPC response is parsed.
 
 Phases: connect + handshake (all clients, not timed), ``--warmup`` seconds (not recorded),
 then the measured window (``--duration`` seconds, or ``--count`` calls per client).
+``--header 'Name: value'`` (repeatable) adds a header to every request a client sends
+(handshake, calls, DELETE), e.g. ``--header 'Authorization: Bearer <jwt>'`` for a gateway that
+authenticates its callers.
 With ``--markers`` the lines ``#MEASURE_START`` / ``#MEASURE_END`` are printed on stdout at the
 window's edges so a supervisor can snapshot /proc; ``--json`` prints the result as one JSON line.
 No httpx (or any HTTP library) in the hot loop: request bytes are assembled by hand.
@@ -93,11 +96,21 @@ class Stats:
             self.error_samples.append(what[:300])
 
 
+def parse_header(text: str) -> tuple[bytes, bytes]:
+    """``'Name: value'`` (or ``Name:value``) → (name, value) as bytes; raises ValueError."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or any(c in name for c in " \t\r\n") or any(c in value for c in "\r\n\0"):
+        raise ValueError(f"not a header 'Name: value': {text[:40]!r}")
+    return name.encode("latin-1"), value.encode("latin-1")
+
+
 class Conn:
     """One HTTP/1.1 keep-alive connection speaking MCP Streamable HTTP."""
 
-    def __init__(self, host: str, port: int, path: str, era: str, stats: Stats):
+    def __init__(self, host: str, port: int, path: str, era: str, stats: Stats, headers: list[tuple[bytes, bytes]] | tuple = ()):
         self.host, self.port, self.path, self.era, self.stats = host, port, path, era, stats
+        self.headers = [k + b": " + v for k, v in headers]  # sent with every request (e.g. Authorization)
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.session_id: str | None = None
@@ -124,6 +137,8 @@ class Conn:
             lines.append(b"Content-Length: " + str(length).encode())
         if self.session_id:
             lines.append(b"Mcp-Session-Id: " + self.session_id.encode())
+        if self.headers:
+            lines += self.headers
         for k, v in extra:
             lines.append(k + b": " + v)
         return b"\r\n".join(lines) + b"\r\n\r\n"
@@ -259,13 +274,13 @@ class Conn:
 
 
 class Client:
-    def __init__(self, idx: int, url: str, era: str, stats: Stats, payload: int, tool: str = "echo"):
+    def __init__(self, idx: int, url: str, era: str, stats: Stats, payload: int, tool: str = "echo", headers: list[tuple[bytes, bytes]] | tuple = ()):
         u = urlsplit(url)
         self.idx = idx
         self.tool = tool  # the echo tool's name as the server exposes it (a gateway prefixes it)
         self.era = era
         self.stats = stats
-        self.conn = Conn(u.hostname or "127.0.0.1", u.port or 80, u.path or "/mcp", era, stats)
+        self.conn = Conn(u.hostname or "127.0.0.1", u.port or 80, u.path or "/mcp", era, stats, headers)
         self.next_id = 1
         self.pad = "x" * max(0, payload - 16)
 
@@ -406,7 +421,8 @@ def summarize(latencies_us: list[int], ok: int, window_s: float) -> dict:
 
 async def setup_clients(args, stats: Stats) -> tuple[list[Client], dict]:
     """Connect every virtual client and (legacy era) run its handshake. Not timed."""
-    clients = [Client(i, args.url, args.era, stats, args.payload, getattr(args, "tool", "echo")) for i in range(args.concurrency)]
+    headers = [parse_header(h) for h in getattr(args, "header", None) or ()]
+    clients = [Client(i, args.url, args.era, stats, args.payload, getattr(args, "tool", "echo"), headers) for i in range(args.concurrency)]
     # Bounded parallelism: relays that spawn a backend per session would otherwise face a
     # thundering herd of process starts.
     sem = asyncio.Semaphore(8)
@@ -565,12 +581,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=1.0, help="unrecorded seconds before the window")
     p.add_argument("--payload", type=int, default=32, help="approximate length of the echoed text")
     p.add_argument("--tool", default="echo", help="name of the echo tool on this server (a gateway exposes e.g. e__echo)")
+    p.add_argument(
+        "--header", action="append", default=[], metavar="'NAME: VALUE'",
+        help="extra header on every request (repeatable), e.g. 'Authorization: Bearer <token>'",
+    )  # fmt: skip
     p.add_argument("--setup-timeout", type=float, default=180.0)
     p.add_argument("--markers", action="store_true", help="print #MEASURE_START/#MEASURE_END on stdout")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line on stdout")
     p.add_argument("--samples", action="store_true", help="include raw latencies (µs) in the JSON")
     p.add_argument("--serve", action="store_true", help="keep sessions open; windows on stdin commands (used by run_relay.py)")
     args = p.parse_args(argv)
+    for h in args.header:
+        try:
+            parse_header(h)
+        except ValueError as e:
+            p.error(f"--header: {e}")
 
     try:
         import uvloop  # type: ignore

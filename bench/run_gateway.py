@@ -5,6 +5,8 @@
     python bench/run_gateway.py                            # longer windows, more lists and rounds
     python bench/run_gateway.py --parts calls --targets direct,hopline -c 1,16 --rounds 4
     python bench/run_gateway.py --parts lists,sessions --no-install
+    python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-policy,hopline-policy-audit \
+        -c 1,16 --eras legacy,2026 --rounds 2 --duration 3 --no-install   # issue 5: what auth + policy add
 
 Three parts (``--parts calls,lists,sessions``):
 
@@ -16,7 +18,18 @@ Three parts (``--parts calls,lists,sessions``):
    proxy holding one connected backend session), ``fastmcp-fresh`` (``create_proxy(url)``, its
    default: a new backend session per request; c=1 only), and the reference row ``hopline-stdio``
    (not HTTP→HTTP: the same echo server as one shared stdio child, which isolates what the HTTP
-   upstream costs the gateway). Interleaved rounds per (era, c); the
+   upstream costs the gateway). Issue 5's targets: ``hopline-policy`` (the ``hopline`` backend plus
+   an ``auth:`` section validating a bearer JWT with a static key, HS256 with the secret in the
+   environment or ``--jwt-alg RS256`` with a PEM written to the logs folder, and a ``policy:`` of
+   ten CEL allow rules over ``jwt.*`` and ``mcp.*``, see POLICY_RULES) and
+   ``hopline-policy-audit`` (the same plus ``policy.audit`` to a JSON-lines file in the logs
+   folder). The bench mints one token (BENCH_CLAIMS; ``aud`` = the configured resource, ``iss``
+   = the configured issuer, ``exp`` a day away) and loadgen sends it as ``Authorization:
+   Bearer`` on every request (``--header``). Before measuring, each is checked to refuse a
+   request without a token (401) and a caller whose claims no rule allows (the tool is
+   unknown to it). Reported: gateway CPU-ms per call added over ``hopline`` per (era, c), from
+   the pooled rounds and per round (the rounds are paired: same loadgen window order), vs the
+   issue's 0.15 ms, and the ratio. Interleaved rounds per (era, c); the
    load generator is bench/loadgen.py with ``--tool``. CPU and RSS from /proc, as in
    run_relay.py: the gateway's process tree, and the backend's, separately.
 2. **lists**: an aggregated ``tools/list`` of 10 backends × 50 tools (bench/gateway_backend.py,
@@ -87,6 +100,31 @@ TARGET_SESSION_KB = 50.0
 ISSUE_FASTMCP_CALL_KEEP = (5.3, 5.7)
 ISSUE_FASTMCP_CALL_FRESH = (40, 46)
 ISSUE_FASTMCP_LIST = (170, 510)
+# Issue 5's target: per-request CPU added by a JWT and a ten-rule CEL policy over the plain gateway
+TARGET_POLICY_ADDED_CPU_MS = 0.15
+POLICY_TARGETS = ("hopline-policy", "hopline-policy-audit")
+POLICY_ISSUER = "https://login.bench.example"
+JWT_SECRET_ENV = "HOPLINE_BENCH_JWT_SECRET"
+# Ten allow rules of the kind a deployment has: roles, groups, tenants, backends, tool-name lists.
+# The bench identity (BENCH_CLAIMS) is allowed e__echo by the LAST rule only, so a decision that
+# is not cached yet runs every rule that applies to tools.
+POLICY_RULES = [
+    {"name": "admins", "expr": 'has(jwt.roles) && "admin" in jwt.roles'},
+    {"name": "sre-ops", "expr": 'mcp.backend in ["ops", "k8s"] && has(jwt.groups) && "sre" in jwt.groups'},
+    {"name": "finance-billing", "expr": 'mcp.backend == "billing" && has(jwt.roles) && jwt.roles.exists(r, r in ["finance", "billing-admin"])'},
+    {"name": "devs-github", "expr": 'mcp.backend == "github" && has(jwt.groups) && "dev" in jwt.groups && !(mcp.tool.name in ["delete_repo", "transfer_repo"])'},
+    {"name": "tenant-backends", "expr": 'has(jwt.tenant) && mcp.backend.startsWith(jwt.tenant + "-")'},
+    {"name": "read-only-tools", "expr": 'mcp.tool.name.matches("^(get|list|search)_") && has(jwt.scope) && jwt.scope.contains("tools:read")'},
+    {"name": "staff-docs", "expr": 'mcp.backend == "docs" && has(jwt.email) && jwt.email.endsWith("@example.com")'},
+    {"name": "shared-prompts", "expr": 'mcp.kind == "prompt" && mcp.prompt.name in ["summarize", "review", "triage"]'},
+    {"name": "resources", "expr": 'mcp.kind == "resource" || mcp.kind == "resourceTemplate"'},
+    {"name": "eng-echo", "expr": 'mcp.backend == "e" && mcp.method == "tools/call" && mcp.tool.name in ["echo", "ping", "time"] && has(jwt.groups) && jwt.groups.exists(g, g in ["eng", "qa"])'},
+]
+BENCH_CLAIMS = {
+    "sub": "bench-user", "client_id": "hopline-bench", "scope": "mcp tools:call", "roles": ["developer"],
+    "groups": ["eng", "bench"], "tenant": "acme", "email": "bench@example.com",
+}  # fmt: skip
+OUTSIDER_CLAIMS = {"sub": "outsider", "scope": "mcp", "roles": ["viewer"], "groups": ["sales"], "tenant": "globex", "email": "o@example.org"}
 
 BACKEND_SCRIPTS = ("echo_server.py", "gateway_backend.py")
 
@@ -176,6 +214,7 @@ class Server:
     slow: bool = False  # a backend session per request: c=1 only, fewer lists
     skip: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # extra environment (--hopline-env)
+    headers: list[str] = field(default_factory=list)  # 'Name: value' on every request (loadgen --header)
 
     @property
     def pid(self) -> int:
@@ -209,9 +248,9 @@ def wait_port(s: Server, timeout: float) -> str | None:
     return f"port {s.port} not open after {timeout:.0f}s (see {s.log_path})"
 
 
-async def _probe_call(url: str, tool: str, era: str = "legacy") -> tuple[bool, str]:
+async def _probe_call(url: str, tool: str, era: str = "legacy", headers: list[str] | tuple = ()) -> tuple[bool, str]:
     stats = loadgen.Stats()
-    cl = loadgen.Client(0, url, era, stats, 32, tool)
+    cl = loadgen.Client(0, url, era, stats, 32, tool, [loadgen.parse_header(h) for h in headers])
     try:
         await asyncio.wait_for(cl.conn.connect(), 2)
         await asyncio.wait_for(cl.handshake(), 30)
@@ -232,7 +271,7 @@ def wait_ready(s: Server, timeout: float, call: bool = True) -> str | None:
     while time.monotonic() < deadline:
         if s.proc.poll() is not None:
             return f"exited with code {s.proc.returncode} (see {s.log_path})"
-        ok, last = asyncio.run(_probe_call(s.url, s.tool))
+        ok, last = asyncio.run(_probe_call(s.url, s.tool, headers=s.headers))
         if ok:
             return None
         time.sleep(0.3)
@@ -263,6 +302,95 @@ def hopline_server(name: str, config: dict, port: int, workdir: Path, log_level:
     path.write_text(json.dumps(config, indent=1))
     cmd = hopline_base() + ["--log-level", log_level, "serve", str(path), "--port", str(port), "--host", "127.0.0.1"]
     return Server(name, cmd, url=f"http://127.0.0.1:{port}/mcp", port=port, version=hopline_version(), env=dict(HOPLINE_ENV))
+
+
+def header_args(s: Server) -> list[str]:
+    return [a for h in s.headers for a in ("--header", h)]
+
+
+_JWT_KEYS: dict[str, tuple[dict, object, dict[str, str]]] = {}
+
+
+def jwt_key(alg: str, workdir: Path) -> tuple[dict, object, dict[str, str]]:
+    """(the issuer's static key as configured, the signing key, environment for hopline); one per run.
+    HS256: a random secret handed to hopline in the environment (``${HOPLINE_BENCH_JWT_SECRET}``);
+    RS256: a 2048-bit RSA key whose public half is written to the logs folder (``pem_file``)."""
+    if alg not in _JWT_KEYS:
+        if alg == "HS256":
+            import secrets
+
+            secret = secrets.token_urlsafe(48)
+            _JWT_KEYS[alg] = ({"alg": "HS256", "secret": "${" + JWT_SECRET_ENV + "}"}, secret, {JWT_SECRET_ENV: secret})
+        elif alg == "RS256":
+            from cryptography.hazmat.primitives import serialization
+            from cryptography.hazmat.primitives.asymmetric import rsa
+
+            private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            pem = workdir / "bench-jwt-public.pem"
+            pem.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+            _JWT_KEYS[alg] = ({"alg": "RS256", "kid": "bench-1", "pem_file": str(pem)}, private, {})
+        else:
+            raise ValueError(f"--jwt-alg {alg}: HS256 or RS256")
+    return _JWT_KEYS[alg]
+
+
+def mint_token(alg: str, workdir: Path, resource: str, claims: dict, lifetime: float = 86400.0) -> str:
+    import jwt  # PyJWT (a hopline dependency)
+
+    key_cfg, signing, _ = jwt_key(alg, workdir)
+    now = int(time.time())
+    body = {**claims, "iss": POLICY_ISSUER, "aud": resource, "iat": now, "nbf": now, "exp": now + int(lifetime), "jti": f"bench-{now}-{claims.get('sub')}"}
+    headers = {"typ": "at+jwt"} | ({"kid": key_cfg["kid"]} if "kid" in key_cfg else {})
+    return jwt.encode(body, signing, algorithm=alg, headers=headers)
+
+
+def policy_server(name: str, backend_url: str, port: int, workdir: Path, args) -> Server:
+    """``hopline`` plus auth (bearer JWT, static key) and the ten-rule CEL policy (issue 5)."""
+    resource = f"http://127.0.0.1:{port}/mcp"
+    key_cfg, _, env = jwt_key(args.jwt_alg, workdir)
+    policy: dict = {"rules": POLICY_RULES}
+    audit = None
+    if name == "hopline-policy-audit":
+        audit = workdir / f"{name}-audit.jsonl"
+        policy["audit"] = {"sink": str(audit)}
+    cfg = {
+        "version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
+        "backends": {"e": {"url": backend_url}},
+        "auth": {"resource": resource, "issuers": [{"issuer": POLICY_ISSUER, "keys": [key_cfg]}], "required_scopes": ["mcp"]},
+        "policy": policy,
+    }  # fmt: skip
+    s = hopline_server(name, cfg, port, workdir, args.log_level)
+    s.env.update(env)
+    s.tool = "e__echo"
+    s.headers = [f"Authorization: Bearer {mint_token(args.jwt_alg, workdir, resource, BENCH_CLAIMS)}"]
+    s.note = (
+        f"hopline + auth (bearer JWT, static {args.jwt_alg} key) + {len(POLICY_RULES)} CEL rules"
+        + (f", audit log to {audit.name}" if audit else "")
+    )
+    return s
+
+
+def check_policy_in_force(s: Server, workdir: Path, args) -> str | None:
+    """None if the gateway refuses a request without a token (401) and refuses e__echo to a
+    caller no rule allows; else what went wrong (so the bench never measures a gateway that
+    quietly lets everything through)."""
+    resource = s.url
+
+    async def run() -> str | None:
+        for era in ("legacy", "2026"):
+            ok, why = await _probe_call(s.url, s.tool, era)
+            if ok or "401" not in why:
+                return f"{era}: a request without a token was not refused with 401 ({why[:160]})"
+            outsider = mint_token(args.jwt_alg, workdir, resource, OUTSIDER_CLAIMS)
+            ok, why = await _probe_call(s.url, s.tool, era, [f"Authorization: Bearer {outsider}"])
+            if ok or "nknown tool" not in why:
+                return f"{era}: a caller no rule allows was not refused {s.tool} as an unknown tool ({why[:160]})"
+        return None
+
+    try:
+        return asyncio.run(run())
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
 
 
 def ensure_fastmcp(args) -> str | None:
@@ -301,9 +429,9 @@ def fastmcp_server(name: str, port: int, *, url: str | None = None, config: Path
 class Mcp:
     """One MCP session over one keep-alive connection (loadgen's raw HTTP client)."""
 
-    def __init__(self, url: str, era: str = "legacy", tool: str = "echo", idx: int = 0):
+    def __init__(self, url: str, era: str = "legacy", tool: str = "echo", idx: int = 0, headers: list[str] | tuple = ()):
         self.stats = loadgen.Stats()
-        self.cl = loadgen.Client(idx, url, era, self.stats, 32, tool)
+        self.cl = loadgen.Client(idx, url, era, self.stats, 32, tool, [loadgen.parse_header(h) for h in headers])
         self.era = era
 
     async def open(self) -> None:
@@ -361,7 +489,7 @@ class Window:
 
     def __init__(self, s: Server, backend_pid: int | None, c: int, era: str, setup_timeout: float):
         self.s, self.backend_pid = s, backend_pid
-        cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--era", era]
+        cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--era", era] + header_args(s)
         cmd += ["--serve", "--markers", "--json", "--samples", "--setup-timeout", str(setup_timeout)]
         self.p = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
         self.fatal: str | None = None
@@ -516,6 +644,8 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                     skipped[n] = why
                     continue
                 s = fastmcp_server(n, port, url=backend.url, session="fresh" if n == "fastmcp-fresh" else "keep")
+            elif n in POLICY_TARGETS:
+                s = policy_server(n, backend.url, port, workdir, args)
             elif n == "hopline-stdio":
                 cfg = {"version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
                        "backends": {"e": {"command": PY, "args": [ECHO, "stdio"], "stateless": True}}}  # fmt: skip
@@ -529,6 +659,9 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 log(f"start {n}: {' '.join(s.cmd)}")
                 start(s, logdir)
                 err = wait_ready(s, args.ready_timeout)
+                if not err and n in POLICY_TARGETS:
+                    err = check_policy_in_force(s, workdir, args)
+                    err = f"policy not in force: {err}" if err else None
                 if err:
                     skipped[n] = err
                     log(f"SKIP {n}: {err}")
@@ -537,7 +670,7 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             servers.append(s)
         for s in servers:  # warm every target up with unmeasured load
             c = 1 if s.slow else 16
-            cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--duration", str(args.target_warmup), "--warmup", "0", "--json"]
+            cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--duration", str(args.target_warmup), "--warmup", "0", "--json"] + header_args(s)
             r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.target_warmup + 300)
             w = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
             log(f"warmed {s.name}: {fmt(json.loads(w[-1]).get('rps') if w else None, '.0f')} req/s")
@@ -588,6 +721,11 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
         verdicts = call_verdicts(agg, args)
         if verdicts:
             md.append("\nvs issue 3 targets:\n" + "\n".join(f"- {v}" for v in verdicts))
+        policy_rows = policy_overhead(agg, cells, args)
+        policy_verdicts: list[str] = []
+        if policy_rows:
+            policy_md, policy_verdicts = render_policy(policy_rows, args)
+            md.append(policy_md)
         if skipped:
             md.append("\nskipped:\n" + "\n".join(f"- {k}: {v}" for k, v in skipped.items()))
         noisy = [f"{k[1]} c={k[2]} ({k[0]}): up to {a['other_cores_max']:.2f} cores" for k, a in agg.items() if "fatal" not in a and a["other_cores_max"] > 0.15]
@@ -602,6 +740,7 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             "summary": [{"era": k[0], "target": k[1], "concurrency": k[2], **v} for k, v in agg.items()],
             "cells": cells,
             "verdicts": verdicts,
+            "policy": {"rules": POLICY_RULES, "claims": BENCH_CLAIMS, "jwt_alg": args.jwt_alg, "overhead": policy_rows, "verdicts": policy_verdicts},
         }
     finally:
         for s in servers:
@@ -643,6 +782,77 @@ def call_verdicts(agg: dict, args) -> list[str]:
                         + ", ".join(f"c={c} {r:.1f}× ({peer} {v:.2f} CPU-ms)" for c, r, v in ratios)
                     )
     return out
+
+
+def policy_overhead(agg: dict, cells: list[dict], args) -> list[dict]:
+    """Gateway CPU-ms per call of each policy target minus ``hopline``'s, per (era, c): from the
+    pooled rounds (total CPU ÷ total calls, as in the table) and per round (each round runs both
+    targets back to back, so a round's difference is a paired sample of the noise)."""
+    rows = []
+
+    def pick(era: str, c: int, target: str, r: int) -> dict | None:
+        return next((x for x in cells if x["era"] == era and x["concurrency"] == c and x["target"] == target and x["round"] == r and "fatal" not in x), None)
+
+    for era in args.eras:
+        for c in args.concurrency:
+            base = agg.get((era, "hopline", c))
+            if not base or "fatal" in base:
+                continue
+            for name in POLICY_TARGETS:
+                a = agg.get((era, name, c))
+                if not a or "fatal" in a:
+                    continue
+                per_round = []
+                for r in range(args.rounds):
+                    h, p = pick(era, c, "hopline", r), pick(era, c, name, r)
+                    if h and p and h["relay_cpu_ms_per_req"] is not None and p["relay_cpu_ms_per_req"] is not None:
+                        per_round.append(p["relay_cpu_ms_per_req"] - h["relay_cpu_ms_per_req"])
+                hb, pb = base["relay_cpu_ms_per_req"], a["relay_cpu_ms_per_req"]
+                rows.append({
+                    "era": era, "concurrency": c, "target": name, "hopline_cpu_ms": hb, "policy_cpu_ms": pb,
+                    "added_cpu_ms": pb - hb, "ratio": pb / hb if hb else None, "added_per_round": per_round,
+                    "added_p50_ms": a["p50_ms"] - base["p50_ms"], "rps_ratio": a["rps"] / base["rps"] if base["rps"] else None,
+                    "other_cores_max": max(a["other_cores_max"], base["other_cores_max"]), "errors": a["errors"],
+                })  # fmt: skip
+    return rows
+
+
+def render_policy(rows: list[dict], args) -> tuple[str, list[str]]:
+    cols = ("target", "era", "c", "hopline CPU-ms/call", "with policy CPU-ms/call", "added CPU-ms/call", "added, per round",
+            f"vs {TARGET_POLICY_ADDED_CPU_MS:g} ms", "ratio", "added p50 ms", "req/s ×hopline", "other cores (max)", "errors")  # fmt: skip
+    lines = [
+        f"\n### issue 5: what a JWT and a {len(POLICY_RULES)}-rule CEL policy add over `hopline`\n",
+        (
+            f"Same backend and load as `hopline`; every request carries `Authorization: Bearer` (one {args.jwt_alg} token, cached by the gateway "
+            "after its first verification). \"added\" = gateway CPU-ms per call of the target minus `hopline`'s, pooled over the rounds; "
+            "\"per round\" = the same difference in each interleaved round (its spread is the noise).\n"
+        ),
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    for r in rows:
+        ok = r["added_cpu_ms"] <= TARGET_POLICY_ADDED_CPU_MS
+        lines.append("| " + " | ".join([
+            r["target"], r["era"], str(r["concurrency"]), f"{r['hopline_cpu_ms']:.3f}", f"{r['policy_cpu_ms']:.3f}", f"{r['added_cpu_ms']:+.3f}",
+            ", ".join(f"{x:+.3f}" for x in r["added_per_round"]) or "–", "PASS" if ok else "FAIL", fmt(r["ratio"], ".2f") + "×",
+            f"{r['added_p50_ms']:+.3f}", fmt(r["rps_ratio"], ".2f"), f"{r['other_cores_max']:.2f}", str(r["errors"]),
+        ]) + " |")  # fmt: skip
+    verdicts = []
+    for name in POLICY_TARGETS:
+        mine = [r for r in rows if r["target"] == name]
+        if not mine:
+            continue
+        worst = max(mine, key=lambda r: r["added_cpu_ms"])
+        each = ", ".join(f"{r['era']} c={r['concurrency']} {r['added_cpu_ms']:+.3f} ms ({fmt(r['ratio'], '.2f')}×)" for r in mine)
+        verdicts.append(
+            f"{name}: {'PASS' if worst['added_cpu_ms'] <= TARGET_POLICY_ADDED_CPU_MS else 'FAIL'} gateway CPU added per call ≤ "
+            f"{TARGET_POLICY_ADDED_CPU_MS:g} ms over hopline: worst {worst['added_cpu_ms']:+.3f} ms ({worst['era']} c={worst['concurrency']}); {each}"
+        )
+        spread = [max(r["added_per_round"]) - min(r["added_per_round"]) for r in mine if len(r["added_per_round"]) > 1]
+        if spread:
+            verdicts.append(f"{name}: per-round differences spread by up to {max(spread):.3f} ms across rounds (noise)")
+    lines.append("\nvs issue 5 target:\n" + "\n".join(f"- {v}" for v in verdicts))
+    return "\n".join(lines), verdicts
 
 
 # --------------------------------------------------------------------------- part 2: lists
@@ -1154,6 +1364,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--warmup", type=float, default=None, help="unmeasured seconds before each window (default 1; --quick 0.5)")
     g.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3; --quick 2)")
     g.add_argument("--order", choices=["abab", "abba"], default="abba")
+    g.add_argument("--jwt-alg", choices=["HS256", "RS256"], default="HS256", help="hopline-policy*: the static key (HS256 secret in the environment, or an RS256 PEM file)")
     g.add_argument("--target-warmup", type=float, default=None, help="seconds of load per target before the first cell (default 3; --quick 1.5)")
     g = p.add_argument_group("lists")
     g.add_argument("--list-targets", default=None, help="default hopline,fastmcp,fastmcp-fresh (--quick: without fastmcp-fresh, 6 s per list)")

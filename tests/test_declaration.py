@@ -61,4 +61,4 @@ def test_a_gateway_declares_the_layers_its_configuration_runs():
     plain = declare(for_config(parse_config(yaml.safe_dump(base))))
     assert 5 not in plain["layers"] and plain["tool_mode"] == "standard" and plain["authentication"] == "none"
     governed = declare(for_config(parse_config(yaml.safe_dump({**base, "policy": {"rules": ["true"]}, "tools": {"mode": "search"}}))))
-    assert 5 in governed["layers"] and governed["tool_mode"] == "search"
+    assert governed["layers"] == [1, 2, 3, 4, 5, 6, 7] and governed["tier"] == 3 and governed["tool_mode"] == "search"

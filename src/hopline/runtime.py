@@ -57,6 +57,24 @@ async def serve_http(
         await on_shutdown()
 
 
+async def serve_admin(app: Any, *, host: str, port: int, on_ready: Callable[[str, int], None], stop: asyncio.Event) -> None:
+    """A second, quiet HTTP server in this loop (the admin listener) until ``stop`` is
+    set. It installs no signal handlers: the main server owns SIGINT/SIGTERM."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, http="httptools", loop="none", lifespan="off", access_log=False, log_level="warning", server_header=False, date_header=False)
+    server = uvicorn.Server(config)
+    watcher = asyncio.create_task(_announce(server, on_ready))
+    serving = asyncio.create_task(server._serve())  # _serve: serve() minus the signal capture
+    try:
+        await stop.wait()
+    finally:
+        server.should_exit = True
+        watcher.cancel()
+        with contextlib.suppress(Exception):
+            await serving
+
+
 async def _announce(server: Any, on_ready: Callable[[str, int], None]) -> None:
     while not server.started:
         await asyncio.sleep(0.01)

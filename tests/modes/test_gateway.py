@@ -144,7 +144,8 @@ def test_declare_a_gateway_config(tmp_path):
     path = write_config(tmp_path, {"demo": (DEMO, {})})
     out = subprocess.run([PY, "-m", "hopline", "declare", path], capture_output=True, timeout=30, check=True)
     decl = orjson.loads(out.stdout)
-    assert decl["modes"] == ["forward"] and decl["tier"] == 2 and decl["layers"] == [1, 2, 3, 6, 7]
+    # Resilience is on by default; Policy only when authentication or rules are configured.
+    assert decl["modes"] == ["forward"] and decl["tier"] == 2 and decl["layers"] == [1, 2, 3, 4, 6, 7]
     assert decl["collision_strategy"] == "prefix"
     assert decl["handshake"]["forward"].startswith("dual-handshake")
 

@@ -93,6 +93,7 @@ async def invoke(c, mode: str, name: str, arguments: dict) -> str:
 
 
 @pytest.mark.parametrize("mode", ["standard", "search", "code"])
+@pytest.mark.req("POLICY-LIST-CALL")
 async def test_two_callers_two_catalogues_one_decision_in_every_mode(tmp_path, world, keys, hopline_serve, monkeypatch, mode):
     auth_base, backend_url, record = world
     monkeypatch.setenv("REC_SECRET", "gateway-own-secret")

@@ -7,7 +7,6 @@ that hopline leaves no child process behind (the ``hopline_relay`` fixture check
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 
@@ -15,7 +14,6 @@ import httpx
 import orjson
 import psutil
 import pytest
-from mcp import MCPError
 
 from tests.conftest import PY, SERVERS, sdk_server_cmd
 from tests.peers import bounded, client, text_of

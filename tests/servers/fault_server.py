@@ -16,6 +16,15 @@ normally. Its tools:
 - ``stderr_noise(bytes=1048576)``: writes that much to stderr (blocking, so a
   parent that does not drain stderr stalls us, as real servers do), then answers.
 - ``big(bytes=1048576)``: answers with one text block of that many bytes.
+- ``slow(ms=500)``: answers after ``ms`` milliseconds.
+- ``meta()``: answers with the request's ``params._meta`` as JSON text (what the
+  gateway forwarded: trace context, hop entries).
+- ``stall()``: never answers; when cancelled, writes ``cancelled stall <id>`` to the
+  events file (so a test can see the ``notifications/cancelled`` arrive).
+- ``effect()`` / ``effect_idempotent()`` (annotated ``idempotentHint``) /
+  ``effect_readonly()`` (annotated ``readOnlyHint``): write ``effect <name>`` to the
+  events file, then exit with status 3 without answering: a side effect whose
+  response is lost (test-battery FAULT-16).
 
 Flags:
 
@@ -24,6 +33,8 @@ Flags:
 - ``--garbage-first``: before reading anything, print chatter to stdout: a plain
   text banner and a JSON line that is not JSON-RPC.
 - ``--slow-list-ms MS``: answer ``tools/list`` only after MS milliseconds.
+- ``--events FILE``: append one line per ``tools/call`` (``call <tool>``) and per
+  event of the tools above to FILE, so tests can count executions and cancellations.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import sys
 from pathlib import Path
@@ -46,6 +58,7 @@ from hopline.demo.catalog import integer, text
 
 EXIT_STATUS = 3
 _unknown_ids = itertools.count(1)
+_events: list[str | None] = [None]  # the --events file, if any
 _NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
@@ -94,6 +107,42 @@ async def _big(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     return text("x" * integer(args, "bytes", 1 << 20, 0, 1 << 28))
 
 
+def _event(line: str) -> None:
+    if _events[0] is not None:
+        with open(_events[0], "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+async def _slow(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    ms = integer(args, "ms", 500, 0, 600_000)
+    await asyncio.sleep(ms / 1000)
+    return text(f"slept {ms} ms")
+
+
+async def _meta(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    return text(json.dumps(req.meta, sort_keys=True))
+
+
+async def _stall(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _event(f"cancelled stall {req.id}")
+        raise
+    raise AssertionError("unreachable")
+
+
+def _effect(name: str):
+    async def run(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+        _event(f"effect {name}")
+        _die()
+        raise AssertionError("unreachable")
+
+    return run
+
+
 def _size_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {"bytes": {"type": "integer", "minimum": 0, "default": 1 << 20}}}
 
@@ -105,6 +154,12 @@ CATALOG = Catalog().add(
     Tool("garbage", "Write a non-JSON line and a response with an unknown id, then answer.", _NO_ARGS, _garbage),
     Tool("stderr_noise", "Write `bytes` bytes to stderr, then answer.", _size_schema(), _stderr_noise),
     Tool("big", "Answer with `bytes` bytes of text.", _size_schema(), _big),
+    Tool("slow", "Answer after `ms` milliseconds.", {"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 500}}}, _slow),
+    Tool("meta", "Answer with the request's _meta as JSON.", _NO_ARGS, _meta, annotations={"readOnlyHint": True}),
+    Tool("stall", "Never answer; record the cancellation.", _NO_ARGS, _stall),
+    Tool("effect", "Record a side effect, then exit without answering.", _NO_ARGS, _effect("effect")),
+    Tool("effect_idempotent", "Record a side effect, then exit without answering (idempotent).", _NO_ARGS, _effect("effect_idempotent"), annotations={"idempotentHint": True}),
+    Tool("effect_readonly", "Record a read, then exit without answering (read-only).", _NO_ARGS, _effect("effect_readonly"), annotations={"readOnlyHint": True}),
 )
 
 
@@ -117,6 +172,8 @@ class FaultProtocol(DemoProtocol):
         self.tool_calls = 0
 
     async def call(self, req: Request) -> dict[str, Any]:
+        if req.method == "tools/call":
+            _event(f"call {req.params.get('name')}")
         if req.method == "tools/list" and self.slow_list_ms:
             await asyncio.sleep(self.slow_list_ms / 1000)
         if req.method != "tools/call" or self.crash_after is None:
@@ -137,6 +194,7 @@ async def _flush_and_die(req: Request) -> None:
 
 
 async def main(args: argparse.Namespace) -> int:
+    _events[0] = args.events
     reader, outbox = await open_stdio()
     if args.garbage_first:
         outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
@@ -149,4 +207,5 @@ if __name__ == "__main__":
     parser.add_argument("--crash-after", type=int, metavar="N", help=f"exit with status {EXIT_STATUS} after answering N tool calls")
     parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
     parser.add_argument("--slow-list-ms", type=int, default=0, metavar="MS", help="answer tools/list only after MS milliseconds")
+    parser.add_argument("--events", metavar="FILE", help="append a line per tool call and per fault event to FILE")
     raise SystemExit(asyncio.run(main(parser.parse_args())))

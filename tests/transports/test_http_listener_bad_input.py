@@ -10,7 +10,6 @@ import httpx
 import orjson
 import pytest
 
-from tests.conftest import PY, SERVERS
 
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

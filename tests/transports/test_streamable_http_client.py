@@ -370,7 +370,7 @@ async def test_connection_refused_answers_with_an_error():
         got = {m.id: m for m in [await recv(ch), await recv(ch)]}
         for m in got.values():
             assert m.body["error"]["code"] == jsonrpc.UnavailableError.code
-            assert m.body["error"]["data"]["reason"] == "unreachable"
+            assert m.body["error"]["data"]["reason"] == "connect_failed"  # nothing was sent: safe to retry
         await ch.send(msg({"method": "notifications/initialized"}))  # dropped, never raises
     finally:
         await ch.aclose()

@@ -222,6 +222,7 @@ class GatewayConfig(_Section):
                              + (f" ({', '.join(enabled)})" if enabled else "")))
         if self.auth is not None:
             problems += self.auth.backend_problems(self.backends)
+        problems += self.resilience.backend_problems(self.backends)
         namespace = self.routing.namespace()
         for bid, backend in self.backends.items():
             for original, exposed in backend.rename.items():

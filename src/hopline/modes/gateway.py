@@ -25,6 +25,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
+from hopline.layers.resilience.build import build as build_resilience
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
@@ -37,6 +38,7 @@ from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
+from hopline.observability.build import build as build_observability
 
 log = logging.getLogger("hopline.gateway")
 MAX_PER_CALLER = 1024  # per-caller connectors kept (token exchange, passthrough); the oldest is closed
@@ -59,6 +61,12 @@ class Gateway:
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
         self.propagation = Propagator.from_config(config)
         self._per_caller: dict[tuple[str, Any], tuple[RemoteBackends, Any]] = {}  # (backend, principal key) → connector, its auth
+        # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
+        self.resilience = build_resilience(config)
+        self.observability = build_observability(config, gates=self.resilience.gates)
+        self.observability.track_sessions(lambda: len(self.sessions))
+        self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.connectors))
+        self._supervisor: asyncio.Task | None = None
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -73,7 +81,7 @@ class Gateway:
             self.uris = self.tasks = SingleBackend(next(b for b, spec in config.backends.items() if spec.enabled))
         self.catalogs.clear()
         self.visible_cache.clear()
-        old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config)
+        old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
         if old is not None and old.calls:
             self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
@@ -145,6 +153,8 @@ class Gateway:
         diff = diff_backends(self.config, new)
         if new.listen != self.config.listen:
             log.warning("reload: listen settings changed; they take effect after a restart")
+        if new.resilience != self.config.resilience or new.observability != self.config.observability:
+            log.warning("reload: resilience/observability settings changed; they take effect after a restart")
         gone = diff.removed + diff.changed
         for backend_id in gone:
             await self._remove_connector(backend_id)
@@ -158,15 +168,33 @@ class Gateway:
             self.announce(CHANGE_SIGNALS)
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
+    def start(self) -> None:
+        """Start the background work the gateway owns (breaker trials). Idempotent."""
+        if self._supervisor is None:
+            self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
+
+    async def probe(self, backend_id: str) -> Message:
+        """A breaker's HALF-OPEN trial: one ``ping`` through a live session of that
+        backend (any client's), else through the shared one (started if need be)."""
+        for session in list(self.sessions):
+            found = (session.backends or {}).get(backend_id)
+            if isinstance(found, BackendSession) and not found.is_closed():
+                return await found.call("ping", {})
+        return await (await self.shared_session(backend_id)).call("ping", {})
+
     async def open_session(self, era: Era) -> ClientEnd:
+        self.start()
         session = GatewaySession(self, stateful=True)
         self.sessions.add(session)
         return session.end
 
     async def open_exchange(self, era: Era) -> ClientEnd:
+        self.start()
         return GatewaySession(self, stateful=False).end
 
     async def aclose(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
         for session in list(self.sessions):
             await session.end.aclose()
         await release(self.pipeline)
@@ -177,6 +205,7 @@ class Gateway:
         await asyncio.gather(*(c.aclose() for c in per_caller), return_exceptions=True)
         await self.propagation.aclose()
         await asyncio.gather(*(c.aclose() for c in self.connectors.values()), return_exceptions=True)
+        await asyncio.to_thread(self.observability.close)  # flushes batched spans
 
     # -- backend sessions ---------------------------------------------------------------------
     def timeout_for(self, backend_id: str) -> float | None:

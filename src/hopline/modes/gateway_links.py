@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import TYPE_CHECKING, Any
 
 from hopline.binding import Era
@@ -78,7 +79,7 @@ class BackendLinks:
     async def _reconnect(self, backend_id: str) -> None:
         delay = self.gateway.config.routing.retry_after
         while not self.end.is_closed() and backend_id in self.gateway.connectors:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(random.uniform(delay / 2, delay))  # jittered: sessions do not reconnect in lockstep
             try:
                 (found,) = (await self.gateway.sessions_for([backend_id], self)).values()
             except Exception as exc:  # never let a reconnect loop die silently

@@ -55,6 +55,7 @@ class ListComposer:
         (an open breaker) and items the surface layers hide are left out. Filtered
         once per (list, backends' versions, gate state, principal) and cached."""
         items, refs, missing, key = await self._fan_out(method)
+        self.gateway.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
         pipeline = self.gateway.pipeline
         if not pipeline.surface and not pipeline.gates:
             return items, missing
@@ -94,6 +95,8 @@ class ListComposer:
         fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
+            self.gateway.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker
+            self.gateway.observability.list_fetch(backend_id, method, items)
             if isinstance(items, BaseException):
                 log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
                 session.list_failed_until[method] = loop.time() + self.gateway.config.routing.retry_after

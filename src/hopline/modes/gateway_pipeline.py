@@ -15,6 +15,8 @@ from hopline.config.schema import GatewayConfig
 from hopline.layers.capability import toolmodes
 from hopline.layers.pipeline import Pipeline
 from hopline.layers.policy import build as policy
+from hopline.layers.resilience.build import Resilience
+from hopline.observability.build import Observability
 
 FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 
@@ -24,12 +26,19 @@ def layers_for(config: GatewayConfig) -> set[int]:
     layers = set(FORWARD_LAYERS)
     if config.auth is not None or not config.policy.is_empty():
         layers.add(5)
+    r = config.resilience
+    if r.breaker.enabled or r.retry.enabled or r.timeouts.methods or r.timeouts.tools:
+        layers.add(4)
     return layers
 
 
-def build_pipeline(config: GatewayConfig) -> Pipeline:
+def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None) -> Pipeline:
+    """``resilience`` and ``observability`` are built once per gateway (breaker state and
+    metrics outlive a reload); the policy layers are rebuilt with every configuration."""
     surface, policy_calls = policy.build(config)
-    return Pipeline(calls=[*policy_calls], surface=surface, tool_mode=toolmodes.build(config), layers=layers_for(config))
+    calls = [*(observability.calls if observability is not None else ()), *policy_calls, *(resilience.calls if resilience is not None else ())]
+    gates = list(resilience.gates) if resilience is not None else []
+    return Pipeline(calls=calls, surface=surface, gates=gates, tool_mode=toolmodes.build(config), layers=layers_for(config))
 
 
 async def release(pipeline: Pipeline) -> None:

@@ -61,6 +61,19 @@ def _authenticator(config: GatewayConfig, source: str):
     return auth
 
 
+def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
+    """The admin listener (/metrics, /healthz, /readyz) on its own port, if configured."""
+    obs = gateway.observability
+    if obs.admin_app is None or obs.admin_port is None:
+        return None
+    path = gateway.config.observability.metrics.path
+
+    def ready(host: str, port: int) -> None:
+        runtime.announce(f"hopline serve: admin endpoint at http://{host}:{port}{path} (Prometheus)")
+
+    return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop))
+
+
 def serve_http(config: GatewayConfig, path: str | None = None) -> int:
     try:
         auth = _authenticator(config, path or "<config>")
@@ -70,6 +83,9 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 
     async def main() -> int:
         gateway = Gateway(config)
+        gateway.start()
+        admin_stop = asyncio.Event()
+        admin = _serve_admin(gateway, admin_stop)
         watch = asyncio.create_task(_watch(path, gateway))
         listen = config.listen
         sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
@@ -96,6 +112,9 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 
         async def shutdown() -> None:
             watch.cancel()
+            admin_stop.set()
+            if admin is not None:
+                await admin
             await sessions.close_all()
             await sse_sessions.close_all()
             await gateway.aclose()
@@ -111,11 +130,17 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 def serve_stdio(config: GatewayConfig) -> int:
     async def main() -> int:
         gateway = Gateway(config)
+        gateway.start()
+        admin_stop = asyncio.Event()
+        admin = _serve_admin(gateway, admin_stop)
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
+            admin_stop.set()
+            if admin is not None:
+                await admin
             await gateway.aclose()
         return 0
 

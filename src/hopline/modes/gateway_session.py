@@ -226,32 +226,34 @@ class GatewaySession(BackendLinks, ListComposer):
         return result(message.id, {})
 
     async def _forward(self, message: Message, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
-        session = await self.backend(backend_id)
         token = message.meta.get("progressToken")
         on_progress = None if token is None else self._progress_relay(token)
         modern = self._modern(message)
-        if not modern and session.info.era is Era.MODERN:
-            # A handshake client's capabilities travel per request to a 2026-07-28 backend
-            # (truthfully: only what this client declared), so the backend may ask for input.
-            params = {**params, "_meta": {**(params.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
-
-        held = modern and gateway_held.applies(self, session, message, params)
 
         async def send(call: Call) -> Message:
-            if held:  # a handshake backend that may ask this 2026-07-28 client for input
+            # Looked up per attempt, inside the layers: an unavailable backend is an outcome
+            # the breaker counts, and a retry after a reconnect uses the new session.
+            session = await self.backend(backend_id)
+            sent = call.params
+            if not modern and session.info.era is Era.MODERN:
+                # A handshake client's capabilities travel per request to a 2026-07-28 backend
+                # (truthfully: only what this client declared), so the backend may ask for input.
+                sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
+            if modern and gateway_held.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
                 return await gateway_held.send(self, message, call)
-            answer = await session.call(call.method, call.params, on_progress=on_progress, timeout=call.timeout)
+            answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout)
             if not modern:
-                answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout), call.params, answer, backend=session.id)
+                answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout), sent, answer, backend=session.id)
             return answer
 
         pipeline = self.gateway.pipeline
         method = message.method or ""
+        timeout = self.gateway.timeout_for(backend_id)
         if pipeline.calls:
-            call = Call(method, backend_id, params, self.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta)
+            call = Call(method, backend_id, params, self.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta, timeout=timeout)
             answer = await pipeline.run(call, send)
         else:
-            answer = await send(Call(method, backend_id, params))
+            answer = await send(Call(method, backend_id, params, timeout=timeout))
         value = answer.body.get("result")
         if not self.gateway.reverse and method in ("tools/call", "prompts/get"):
             linked = expose_links(method, value, backend_id, self.gateway.uris)  # links the client can read back
@@ -262,17 +264,17 @@ class GatewaySession(BackendLinks, ListComposer):
             # A created task (or a task's status) names its task by the gateway's id.
             answer = Message({**answer.body, "result": {**value, "taskId": self.gateway.tasks.expose(backend_id, value["taskId"])}})
         if self._modern(message) and isinstance(answer.body.get("result"), dict):
-            return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend=session)})
+            return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)})
         return answer
 
     def _modern(self, message: Message) -> bool:
         return not self.stateful or era_of_message(message.body) is Era.MODERN
 
-    def _stamp(self, value: dict[str, Any], *, modern: bool, backend: BackendSession | None = None) -> dict[str, Any]:
+    def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
             return value
         g = self.gateway
-        return compose.stamp(value, name=g.config.name, reverse=g.reverse, backend_id=backend.id if backend else None, is_list=any(k in value for k in LIST_KEYS.values()))
+        return compose.stamp(value, name=g.config.name, reverse=g.reverse, backend_id=backend_id, is_list=any(k in value for k in LIST_KEYS.values()))
 
     # -- traffic the backends start -----------------------------------------------------------
     def _server_request_from(self, backend_id: str):

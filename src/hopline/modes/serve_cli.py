@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout instead of HTTP")
     p.add_argument("--host", help="override listen.host")
     p.add_argument("--port", type=int, help="override listen.port (0 picks a free port)")
+    p.add_argument("--admin-port", type=int, metavar="P", help="serve Prometheus /metrics (and /healthz, /readyz) on this port (0 picks a free port); overrides observability.metrics.port")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,6 +34,11 @@ def run(args: argparse.Namespace) -> int:
         config.listen.host = args.host
     if args.port is not None:
         config.listen.port = args.port
+    if args.admin_port is not None:
+        config.observability.metrics.port = args.admin_port
+    from hopline.observability.logs import configure
+
+    configure(config.observability.logs.format, requests=config.observability.logs.requests)
     from hopline.modes import gateway_serve
 
     return gateway_serve.serve_stdio(config) if args.stdio else gateway_serve.serve_http(config, args.config)

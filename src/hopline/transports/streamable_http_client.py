@@ -169,6 +169,9 @@ class StreamableHttpUpstream(Inbound):
                 except _SessionGone:
                     if attempt or not await self._session_gone(generation):
                         return
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to retry
+            text = f"{self.name}: backend unreachable: {exc or type(exc).__name__}"
+            await self._fail(flight, UnavailableError(text, backend=self.name, reason="connect_failed"))
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
             await self._fail(flight, BackendTimeout(f"{self.name}: backend timed out ({type(exc).__name__})", backend=self.name))
         except httpx.HTTPError as exc:

@@ -28,7 +28,7 @@ import uuid
 from typing import Any
 
 import acp
-from acp import InitializeResponse, NewSessionResponse, PromptResponse, text_block, update_agent_message_text
+from acp import InitializeResponse, NewSessionResponse, PromptResponse, update_agent_message_text
 from acp.schema import AgentCapabilities, CloseSessionResponse, Implementation, LoadSessionResponse, PermissionOption, SessionCapabilities, SessionCloseCapabilities, ToolCallUpdate
 
 

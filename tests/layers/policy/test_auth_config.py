@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hopline.config.auth import AuthConfig, canonical_resource
+from hopline.config.auth import canonical_resource
 from hopline.config.load import ConfigError, parse_config
 from hopline.layers.policy.auth import Authenticator
 from hopline.layers.policy.jwks import KeyProblem

@@ -18,6 +18,8 @@ resources across three backends. Everything goes through a :class:`Pipeline` bui
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import random
 
@@ -145,6 +147,7 @@ async def check(rules, pin, identities, items, rug_pulls, seed) -> int:
     rug_pulls=st.sets(st.integers(0, ITEMS_PER_EXAMPLE - 1), max_size=4),
     seed=st.integers(0, 2**32),
 )
+@pytest.mark.req("POLICY-LIST-CALL")
 def test_an_item_is_invocable_iff_it_is_listed(rules, pin, identities, items, rug_pulls, seed):
     assert asyncio.run(check(rules, pin, identities, items, rug_pulls, seed)) == IDENTITIES * ITEMS_PER_EXAMPLE
 

@@ -25,6 +25,7 @@ from hopline.transports.base import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.rpc")
 
+CANCEL_SEND_TIMEOUT = 5.0  # seconds a notifications/cancelled may take to write
 OnRequest = Callable[[Message], Awaitable[Message]]
 OnNotification = Callable[[Message], None]
 
@@ -74,19 +75,32 @@ class RpcPeer:
             try:
                 return await asyncio.wait_for(asyncio.shield(future), timeout)
             except asyncio.TimeoutError:
-                await self.notify("notifications/cancelled", {"requestId": msg_id, "reason": "timeout"})
+                self._cancel_soon(msg_id, "timeout")
                 raise BackendTimeout(f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name) from None
         except ChannelClosed as exc:
             raise UnavailableError(f"backend {self.name} unavailable: {exc.reason}", backend=self.name, reason="backend_closed") from None
         except asyncio.CancelledError:
             if not future.done():  # our caller gave up: tell the peer
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self.notify("notifications/cancelled", {"requestId": msg_id, "reason": "cancelled"}))
+                self._cancel_soon(msg_id, "cancelled")
             raise
         finally:
             self._waiting.pop(msg_id, None)
             if token is not None:
                 self._progress.pop(token, None)
+
+    def _cancel_soon(self, msg_id: int, reason: str) -> None:
+        """Send ``notifications/cancelled`` without making the caller wait for the write:
+        a backend that stopped reading (a black-holed connection, a full pipe) must not
+        hold back the answer the client is owed. Bounded, owned by this peer."""
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CANCEL_SEND_TIMEOUT):
+                    await self.notify("notifications/cancelled", {"requestId": msg_id, "reason": reason})
+
+        task = asyncio.create_task(send())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         with contextlib.suppress(ChannelClosed):

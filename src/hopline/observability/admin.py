@@ -1,0 +1,65 @@
+"""The admin listener's ASGI app: ``GET /metrics`` (Prometheus), ``/healthz``, ``/readyz``.
+
+``/healthz`` (liveness) answers 200 while the process serves; ``/readyz`` (readiness)
+answers 503 ``degraded`` while ``ready()`` says a backend is withdrawn or down, so a
+supervisor can act without restarting a gateway that is itself fine (FAULT-13).
+
+Served on its own port (``observability.metrics.port`` or ``hopline serve
+--admin-port``), never on the client-facing listener, so a client cannot reach it
+and a scraper needs no MCP session. Read-only; no secret is ever in a metric.
+When bound to a loopback address it answers only requests whose ``Host`` is a
+loopback name (DNS-rebinding protection, as for the MCP listener, BAD-17).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class AdminApp:
+    def __init__(self, registry: CollectorRegistry, *, path: str = "/metrics", bound_host: str = "127.0.0.1", ready: Callable[[], bool] | None = None) -> None:
+        self.registry = registry
+        self.path = path
+        self.check_host = bound_host in LOOPBACK or bound_host.startswith("127.")
+        self.ready = ready  # the gateway sets it: are all backends available?
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; websockets are not served
+        if self.check_host and _host(scope) not in LOOPBACK and not _host(scope).startswith("127."):
+            return await _answer(send, 403, b"forbidden host\n")
+        if scope["method"] != "GET":
+            return await _answer(send, 405, b"method not allowed\n", extra=[(b"allow", b"GET")])
+        if scope["path"] == self.path:
+            return await _answer(send, 200, generate_latest(self.registry), CONTENT_TYPE_LATEST.encode())
+        if scope["path"] == "/healthz":
+            return await _answer(send, 200, b"ok\n")
+        if scope["path"] == "/readyz":
+            ok = self.ready() if self.ready is not None else True
+            return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"degraded\n")
+        await _answer(send, 404, b"not found\n")
+
+
+def _host(scope: Scope) -> str:
+    for name, value in scope.get("headers") or ():
+        if name == b"host":
+            host = value.decode("latin-1").lower()
+            if host.startswith("["):
+                return host[: host.find("]") + 1]
+            return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return ""
+
+
+async def _answer(send: Send, status: int, body: bytes, ctype: bytes = b"text/plain; charset=utf-8", extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *(extra or [])]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
