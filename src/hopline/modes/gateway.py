@@ -67,6 +67,7 @@ class Gateway:
         self.observability.track_sessions(lambda: len(self.sessions))
         self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.connectors))
         self._supervisor: asyncio.Task | None = None
+        self._health: asyncio.Task | None = None
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -172,6 +173,47 @@ class Gateway:
         """Start the background work the gateway owns (breaker trials). Idempotent."""
         if self._supervisor is None:
             self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
+        if self._health is None and self.config.routing.health_interval > 0:
+            self._health = asyncio.create_task(self._health_loop(), name="health-probes")
+
+    async def _health_loop(self) -> None:
+        """Discovery health probes (draft §6.2): every ``health_interval`` each open shared
+        backend session gets a ``ping`` (handshake era) or a ``server/discover`` (2026-07-28,
+        which also polls its capabilities). A failure counts against the backend's breaker;
+        changed capabilities re-compose the surface with a CHANGE-SIGNAL. Probes never start
+        a backend; sessions that are not open are the reconnect loop's business."""
+        while True:
+            await asyncio.sleep(self.config.routing.health_interval)
+            for key, session in list(self.shared.items()):
+                if session.is_closed():
+                    continue
+                try:
+                    await self.health_probe(session)
+                except Exception as exc:
+                    log.warning("backend %s: health probe failed: %s", session.id, _describe(exc))
+                    self.resilience.observe(session.id, exc)
+
+    async def health_probe(self, session: BackendSession) -> None:
+        timeout = min(self.timeout_for(session.id) or 10.0, 10.0)
+        if session.info.era is Era.HANDSHAKE:
+            answer = await session.call("ping", {}, timeout=timeout)
+            if "error" in answer.body:
+                raise UnavailableError(f"backend {session.id} answered ping with an error", backend=session.id, reason="health")
+            return
+        answer = await session.call("server/discover", {}, timeout=timeout)
+        value = answer.body.get("result")
+        if not isinstance(value, dict):
+            raise UnavailableError(f"backend {session.id} answered server/discover with an error", backend=session.id, reason="health")
+        caps = value.get("capabilities")
+        if isinstance(caps, dict) and caps != session.info.capabilities:
+            log.info("backend %s: capabilities changed", session.id)
+            session.info.capabilities = caps
+            session.invalidate()
+            self.catalogs.clear()
+            self.visible_cache.clear()
+            for client in list(self.sessions):
+                client.surface_changed()
+            self.announce(CHANGE_SIGNALS)
 
     async def probe(self, backend_id: str) -> Message:
         """A breaker's HALF-OPEN trial: one ``ping`` through a live session of that
@@ -193,8 +235,9 @@ class Gateway:
         return GatewaySession(self, stateful=False).end
 
     async def aclose(self) -> None:
-        if self._supervisor is not None:
-            self._supervisor.cancel()
+        for task in (self._supervisor, self._health):
+            if task is not None:
+                task.cancel()
         for session in list(self.sessions):
             await session.end.aclose()
         await release(self.pipeline)
