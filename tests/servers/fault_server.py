@@ -53,6 +53,7 @@ try:
 except ImportError:  # run from a checkout without an installed hopline
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from hopline.binding import Era
 from hopline.demo import Catalog, DemoProtocol, Request, StdioServer, Tool, open_stdio
 from hopline.demo.catalog import integer, text
 
@@ -164,12 +165,19 @@ CATALOG = Catalog().add(
 
 
 class FaultProtocol(DemoProtocol):
-    def __init__(self, crash_after: int | None, slow_list_ms: int = 0) -> None:
+    def __init__(self, crash_after: int | None, slow_list_ms: int = 0, subscribe: bool = False) -> None:
         super().__init__(CATALOG, server_info={"name": "fault-server", "version": "1.0.0"},
                          instructions="A test backend that misbehaves on command.", ttl_ms=0, cache_scope="private")
+        if subscribe:  # handshake-era resource subscriptions, recorded as events
+            self.capabilities["resources"]["subscribe"] = True
+            self.methods[Era.HANDSHAKE].update({"resources/subscribe": "_subscribe", "resources/unsubscribe": "_subscribe"})
         self.crash_after = crash_after
         self.slow_list_ms = slow_list_ms
         self.tool_calls = 0
+
+    async def _subscribe(self, req: Request) -> dict[str, Any]:
+        _event(f"{req.method.split('/')[1]} {req.params.get('uri')}")
+        return {}
 
     async def call(self, req: Request) -> dict[str, Any]:
         if req.method == "tools/call":
@@ -199,7 +207,7 @@ async def main(args: argparse.Namespace) -> int:
     if args.garbage_first:
         outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
         outbox.send_raw(b'{"log": "a JSON line that is not JSON-RPC"}\n')
-    return await StdioServer(FaultProtocol(args.crash_after, args.slow_list_ms), reader, outbox, drain=0.2).run()
+    return await StdioServer(FaultProtocol(args.crash_after, args.slow_list_ms, args.subscribe), reader, outbox, drain=0.2).run()
 
 
 if __name__ == "__main__":
@@ -208,4 +216,5 @@ if __name__ == "__main__":
     parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
     parser.add_argument("--slow-list-ms", type=int, default=0, metavar="MS", help="answer tools/list only after MS milliseconds")
     parser.add_argument("--events", metavar="FILE", help="append a line per tool call and per fault event to FILE")
+    parser.add_argument("--subscribe", action="store_true", help="support resources/subscribe (handshake era), recording `subscribe URI` events")
     raise SystemExit(asyncio.run(main(parser.parse_args())))

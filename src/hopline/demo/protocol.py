@@ -81,6 +81,9 @@ class DemoProtocol:
         self.server_info = server_info
         self.instructions = instructions
         self.ttl_ms, self.cache_scope = ttl_ms, cache_scope
+        # Per instance, so a test server built on this one can add methods and capabilities.
+        self.methods: dict[Era, dict[str, str]] = {era: dict(table) for era, table in METHODS.items()}
+        self.capabilities: dict[str, Any] = {k: dict(v) if isinstance(v, dict) else v for k, v in _CAPABILITIES.items()}
         self.era: Era | None = None
         self.version = LATEST_HANDSHAKE  # handshake era: what initialize agreed
         self.client_info: dict[str, Any] | None = None
@@ -121,7 +124,7 @@ class DemoProtocol:
                     data={"supported": list(MODERN_VERSIONS), **({"requested": requested} if isinstance(requested, str) else {})},
                 )
             req = self._modern_request(body, params, meta, outbox)
-        if method not in METHODS[req.era]:
+        if method not in self.methods[req.era]:
             raise MethodNotFound(f"Method not found: {method}")
         return req
 
@@ -154,7 +157,7 @@ class DemoProtocol:
         self.client_info = info if isinstance(info, dict) else None
         self.client_capabilities = caps if isinstance(caps, dict) else None
         log.info("initialize: client %s asked for %s, agreed %s", self.client_info, requested, self.version)
-        return {"protocolVersion": self.version, "capabilities": _CAPABILITIES,
+        return {"protocolVersion": self.version, "capabilities": self.capabilities,
                 "serverInfo": self.server_info, "instructions": self.instructions}
 
     def _set_level(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +174,7 @@ class DemoProtocol:
 
     # -- running a request: concurrent ----------------------------------------------
     async def call(self, req: Request) -> dict[str, Any]:
-        handler: Callable[[Request], Awaitable[dict[str, Any]]] = getattr(self, METHODS[req.era][req.method])
+        handler: Callable[[Request], Awaitable[dict[str, Any]]] = getattr(self, self.methods[req.era][req.method])
         result = await handler(req)
         if req.era is Era.MODERN:
             result = {"resultType": "complete", **result}
@@ -185,7 +188,7 @@ class DemoProtocol:
         return {}
 
     async def _discover(self, req: Request) -> dict[str, Any]:
-        return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": _CAPABILITIES, "instructions": self.instructions}
+        return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities, "instructions": self.instructions}
 
     async def _tools_list(self, req: Request) -> dict[str, Any]:
         _no_cursor(req)

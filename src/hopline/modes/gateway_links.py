@@ -37,6 +37,7 @@ class BackendLinks:
     _connecting: asyncio.Future | None
     _reconnecting: dict[str, asyncio.Task]
     principal: Principal
+    subscriptions: dict[str, set[str]]
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
         def _server_request_from(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
@@ -88,9 +89,18 @@ class BackendLinks:
                 if self.backends is not None:
                     self.backends[backend_id] = found
                 log.info("backend %s is back", backend_id)
+                await self._resubscribe(found)
                 self.surface_changed()
                 return
             delay = min(delay * 2, 60.0)
+
+    async def _resubscribe(self, session: BackendSession) -> None:
+        """A new backend session knows none of this client's resource subscriptions: renew them."""
+        for uri in sorted(self.subscriptions.get(session.id, ())):
+            try:
+                await session.call("resources/subscribe", {"uri": uri})
+            except Exception as exc:
+                log.warning("backend %s: could not renew the subscription to %s: %s", session.id, uri, exc)
 
     def _backend_lost(self, backend: BackendSession) -> None:
         if self.backends is not None and self.backends.get(backend.id) is backend:

@@ -53,6 +53,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
+        self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -154,7 +155,11 @@ class GatewaySession(BackendLinks, ListComposer):
             caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
-        return await self._forward(message, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
+        answer = await self._forward(message, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
+        if message.method != "resources/read" and "result" in answer.body:  # kept, to re-subscribe after a reconnect
+            held = self.subscriptions.setdefault(target[0], set())
+            (held.add if message.method == "resources/subscribe" else held.discard)(target[1])
+        return answer
 
     async def _complete(self, message: Message) -> Message:
         ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
