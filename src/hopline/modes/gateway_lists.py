@@ -92,6 +92,9 @@ class ListComposer:
         backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
         missing = sorted(set(self.gateway.connectors) - set(backends))
         limit = self.gateway.config.routing.list_timeout
+        cached = [s.cached_list(method) for s in backends.values()]
+        if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
+            return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]
         fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
@@ -103,6 +106,9 @@ class ListComposer:
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
+        return self._compose(method, lists, backends, missing)
+
+    def _compose(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession], missing: list[str]) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
         if method in NAMED:
             catalog = self._catalog(method, lists, backends)

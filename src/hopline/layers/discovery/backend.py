@@ -129,6 +129,13 @@ class BackendSession:
         return capability in self.info.capabilities
 
     # -- lists ----------------------------------------------------------------------
+    def cached_list(self, method: str) -> list[dict[str, Any]] | None:
+        """The list as cached now, without asking the backend (None if it must be fetched)."""
+        _key, capability = LISTS[method]
+        if not self.supports(capability):
+            return []
+        return self._lists.get(method)
+
     async def list_all(self, method: str) -> list[dict[str, Any]]:
         """Every item of one list, across pages; cached until the backend says it changed."""
         key, capability = LISTS[method]

@@ -73,8 +73,9 @@ class RpcPeer:
             if timeout is None:
                 return await future
             try:
-                return await asyncio.wait_for(asyncio.shield(future), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):  # cheaper than wait_for: no task per call
+                    return await asyncio.shield(future)
+            except TimeoutError:
                 self._cancel_soon(msg_id, "timeout")
                 raise BackendTimeout(f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name) from None
         except ChannelClosed as exc:
