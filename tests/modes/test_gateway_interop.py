@@ -299,7 +299,7 @@ async def test_legacy_client_server_everything_sampling_elicitation_roots_progre
 async def test_2026_client_server_everything_progress_but_no_server_requests(gateway):
     """2026-07-28 client: progress crosses from the handshake backend, but the shared backend
     session declares no client capabilities, so server-everything offers no tool that would
-    send a server→client request, and hopline says -32602 for them (README "Not built yet")."""
+    send a server→client request, and hopline says -32602 for them (README "Version mediation": held calls are opt-in for stdio backends)."""
     async with client(gateway.url, "2026-07-28") as c:
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert f"everything__{LONG_RUNNING[0]}" in names
