@@ -159,3 +159,31 @@ async def test_a_2026_listen_stream_gets_the_change_signal_on_reload(tmp_path, h
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
     assert changed["method"] == "notifications/tools/list_changed"
     assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "L1"
+
+
+async def test_an_http_backend_error_never_shows_its_url_to_the_client(tmp_path, hopline_serve):
+    """A backend URL may carry a secret (a token in its query): errors name the backend by
+    its id, in the message and in ``data``, and the client never sees the URL."""
+    import httpx
+    import orjson
+
+    from tests.peers import start_sdk_http, stop
+
+    proc, url = start_sdk_http()
+    secret = "s3cret-query-token"
+    conf = {"backends": {"web": {"url": f"{url}?token={secret}"}}, "resilience": {"breaker": {"enabled": False}, "retry": {"enabled": False}}}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "web__echo", "arguments": {"text": "x"}, "_meta": meta}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        ok = await http.post(gw.url, content=orjson.dumps(body), headers={**headers, "mcp-method": "tools/call", "mcp-name": "web__echo"})
+        assert '"x"' in ok.text
+        stop(proc)  # the backend goes away: the next call fails at the transport
+        failed = await http.post(gw.url, content=orjson.dumps({**body, "id": 2}), headers={**headers, "mcp-method": "tools/call", "mcp-name": "web__echo"})
+    error = failed.json()["error"]
+    assert error["code"] == -31001 and error["data"]["backend"] == "web"
+    assert secret not in failed.text and "127.0.0.1" not in failed.text
+    assert secret not in "".join(gw.stderr)

@@ -112,7 +112,7 @@ class Gateway:
 
     def _target(self, backend_id: str, principal: Principal | None = None) -> RemoteTarget:
         spec = self.config.backends[backend_id]
-        return RemoteTarget(spec.url or "", spec.transport, dict(spec.headers), auth=self.propagation.auth_for(backend_id, principal))
+        return RemoteTarget(spec.url or "", spec.transport, dict(spec.headers), auth=self.propagation.auth_for(backend_id, principal), name=backend_id)
 
     def connector_for(self, backend_id: str, principal: Principal) -> StdioBackends | RemoteBackends:
         """The backend's connector for this caller: the shared one, or, where credentials

@@ -43,6 +43,9 @@ class RemoteTarget:
     transport: str = "auto"  # "streamable-http" | "sse" | "auto" (by URL path)
     headers: dict[str, str] = field(default_factory=dict)
     auth: Any = None  # an httpx.Auth adding credentials to every request (layers/policy/propagation.py)
+    # What errors call the backend. The gateway passes its id: a URL may carry a secret
+    # (a token in its query) that must not reach clients in an error's message or data.
+    name: str | None = None
 
     def is_sse(self) -> bool:
         if self.transport == "auto":
@@ -122,10 +125,12 @@ class RemoteBackends:
         if self.target.is_sse():
             from hopline.transports.sse_client import SseUpstream
 
-            return await SseUpstream.connect(self.target.url, headers=self.target.headers, client=self._client)
+            return await SseUpstream.connect(self.target.url, headers=self.target.headers, client=self._client, name=self.target.name)
         from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
-        return await StreamableHttpUpstream.connect(self.target.url, headers=self.target.headers, client=self._client, reinitialize_on_404=self.reinitialize_on_404)
+        return await StreamableHttpUpstream.connect(
+            self.target.url, headers=self.target.headers, client=self._client, reinitialize_on_404=self.reinitialize_on_404, name=self.target.name
+        )
 
     async def open_session(self, era: Era) -> Channel:
         if self.shared:

@@ -95,7 +95,8 @@ class SseUpstream(Inbound):
                 else:
                     error = PeerError(text)
         except httpx.HTTPError as exc:
-            error = UnavailableError(f"{self.name}: backend unreachable: {exc or type(exc).__name__}", backend=self.name, reason="unreachable")
+            log.warning("%s: backend unreachable: %s", self.name, exc or type(exc).__name__)  # details for the operator only
+            error = UnavailableError(f"{self.name}: backend unreachable ({type(exc).__name__})", backend=self.name, reason="unreachable")
         if error is None:
             return
         if message.is_request():

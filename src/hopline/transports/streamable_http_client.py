@@ -170,12 +170,11 @@ class StreamableHttpUpstream(Inbound):
                     if attempt or not await self._session_gone(generation):
                         return
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to retry
-            text = f"{self.name}: backend unreachable: {exc or type(exc).__name__}"
-            await self._fail(flight, UnavailableError(text, backend=self.name, reason="connect_failed"))
+            await self._fail(flight, UnavailableError(self._unreachable(exc), backend=self.name, reason="connect_failed"))
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
             await self._fail(flight, BackendTimeout(f"{self.name}: backend timed out ({type(exc).__name__})", backend=self.name))
         except httpx.HTTPError as exc:
-            text = f"{self.name}: backend unreachable: {exc or type(exc).__name__}"
+            text = self._unreachable(exc)
             await self._fail(flight, UnavailableError(text, backend=self.name, reason="unreachable"))
         except (ValueError, ProtocolError) as exc:  # an oversized SSE event, a body that is not JSON-RPC
             await self._fail(flight, PeerError(f"{self.name}: bad response: {exc}"))
@@ -276,6 +275,12 @@ class StreamableHttpUpstream(Inbound):
         if status >= 500 or status in (401, 403, 408, 429):
             return await self._fail(flight, UnavailableError(text, backend=self.name, reason=f"http {status}"))
         await self._fail(flight, PeerError(text))
+
+    def _unreachable(self, exc: BaseException) -> str:
+        """The client-facing text of a transport failure. The details (address, OS error)
+        go to the log only: clients learn which backend, never where it lives."""
+        log.warning("%s: backend unreachable: %s", self.name, exc or type(exc).__name__)
+        return f"{self.name}: backend unreachable ({type(exc).__name__})"
 
     # -- notifications and responses ------------------------------------------------------
     def _consume_cancel(self, message: Message) -> bool:
