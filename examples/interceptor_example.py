@@ -1,4 +1,4 @@
-"""An operator's own policy interceptor for hopline (see src/hopline/layers/policy/chain.py).
+"""An operator's own policy interceptor for hopline (the API: src/hopline/layers/policy/interceptor.py).
 
 Use it from a configuration file (examples/policy.yaml does)::
 

@@ -95,8 +95,12 @@ class SseUpstream(Inbound):
                 else:
                     error = PeerError(text)
         except httpx.HTTPError as exc:
-            log.warning("%s: backend unreachable: %s", self.name, exc or type(exc).__name__)  # details for the operator only
-            error = UnavailableError(f"{self.name}: backend unreachable ({type(exc).__name__})", backend=self.name, reason="unreachable")
+            if isinstance(exc, httpx.TransportError):  # a network error's details are for the operator only
+                log.warning("%s: backend unreachable: %s", self.name, exc or type(exc).__name__)
+                text = f"{self.name}: backend unreachable ({type(exc).__name__})"
+            else:
+                text = f"{self.name}: backend unreachable: {exc or type(exc).__name__}"
+            error = UnavailableError(text, backend=self.name, reason="unreachable")
         if error is None:
             return
         if message.is_request():

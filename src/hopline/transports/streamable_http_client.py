@@ -277,8 +277,12 @@ class StreamableHttpUpstream(Inbound):
         await self._fail(flight, PeerError(text))
 
     def _unreachable(self, exc: BaseException) -> str:
-        """The client-facing text of a transport failure. The details (address, OS error)
-        go to the log only: clients learn which backend, never where it lives."""
+        """The client-facing text of a failure to reach the backend. A network error's
+        details (address, OS error) go to the log only: clients learn which backend, never
+        where it lives. Other request errors (credentials that could not be had) are ours
+        to explain and keep their text."""
+        if not isinstance(exc, httpx.TransportError):
+            return f"{self.name}: backend unreachable: {exc or type(exc).__name__}"
         log.warning("%s: backend unreachable: %s", self.name, exc or type(exc).__name__)
         return f"{self.name}: backend unreachable ({type(exc).__name__})"
 

@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 import orjson
 import pytest
 
+from tests import peers
+
 from hopline.layers.policy.audit import AuditLog
 
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -96,15 +98,7 @@ def _start(port: int, timeout: float = 10.0) -> Callable[[], None]:
         if "Ready to accept connections" in line:
             break
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-    return stop
+    return lambda: peers.stop(proc)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ from hopline.config.load import ConfigError, parse_config
 from hopline.jsonrpc import InternalError, InvalidParams, Message, UnavailableError, error_response, result
 from hopline.layers.pipeline import Call, Item, Pipeline, Principal
 from hopline.layers.policy import chain as chain_module
+from hopline.layers.policy import loader as loader_module
 from hopline.layers.policy.build import build
 from hopline.layers.policy.chain import (
     CONTINUE,
@@ -377,7 +378,7 @@ def test_interceptors_load_by_dotted_path(monkeypatch):
 def test_interceptors_load_by_entry_point(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLES))
     ep = importlib.metadata.EntryPoint("guard", "interceptor_example:GuardDestructive", chain_module.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(chain_module, "entry_points", lambda name: [ep] if name == "guard" else [])
+    monkeypatch.setattr(loader_module, "entry_points", lambda name: [ep] if name == "guard" else [])
     surface, (chain,) = build(parse_config(BACKENDS + "policy:\n  interceptors:\n    - {entry_point: guard, name: g}\n"))
     assert chain.entries[0].name == "g"
     with pytest.raises(ConfigError) as err:

@@ -62,97 +62,32 @@ not change the view's dicts in place: return ``mutate(copy)``.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.metadata
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
 from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message
-from hopline.layers.pipeline import Call, Direction, Item, Next, Principal, SurfaceLayer
+from hopline.layers.pipeline import Call, Item, Next, SurfaceLayer
 from hopline.layers.policy.audit import AuditLog, scrub, safe_target, trace_id_of
+from hopline.layers.policy.interceptor import (  # noqa: F401 (the interceptor API, re-exported)
+    CONTINUE,
+    Decision,
+    PolicyDenied,
+    PostResponse,
+    PostRoute,
+    PreResponse,
+    PreRoute,
+    mutate,
+    reject,
+)
+from hopline.layers.policy.loader import ENTRY_POINT_GROUP, entry_points, instantiate, load_class  # noqa: F401
 
 log = logging.getLogger("hopline.policy")
 
 Point = Literal["pre_route", "post_route", "pre_response", "post_response"]
 POINTS: tuple[Point, ...] = ("pre_route", "post_route", "pre_response", "post_response")
 ROUTING_KEYS = ("name", "uri", "ref", "taskId")
-
-
-class PolicyDenied(HoplineError):
-    """An interceptor refused the request. (Proposed for jsonrpc.py's error tree.)"""
-
-    code = -31005
-    http_status = 200  # a JSON-RPC answer to a well-formed request, like UnavailableError
-
-
-# -- the four views ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class PreRoute:
-    direction: Direction
-    method: str
-    name: str | None  # what the client named (exposed tool/prompt name or URI)
-    params: dict[str, Any]
-    meta: dict[str, Any]
-    principal: Principal
-    session: str
-
-
-@dataclass(frozen=True, slots=True)
-class PostRoute:
-    direction: Direction
-    method: str
-    name: str | None
-    backend: str
-    target: str | None  # the backend's own name or URI
-    params: dict[str, Any]  # what the backend (or, to_client, the client) will receive
-    meta: dict[str, Any]
-    principal: Principal
-    session: str
-    definition: dict[str, Any] | None
-
-
-@dataclass(frozen=True, slots=True)
-class PreResponse(PostRoute):
-    answer: Message
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        value = self.answer.body.get("result")
-        return value if isinstance(value, dict) else None
-
-    @property
-    def error(self) -> dict[str, Any] | None:
-        value = self.answer.body.get("error")
-        return value if isinstance(value, dict) else None
-
-
-@dataclass(frozen=True, slots=True)
-class PostResponse(PreResponse):
-    decision: str  # "allow" or "deny" (the chain refused it)
-
-
-# -- decisions ------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Decision:
-    action: Literal["continue", "mutate", "reject"]
-    value: Any = None  # mutate: the new params / result / error object
-    error: HoplineError | None = None  # reject: what the client receives
-    reason: str = ""  # for the audit log (scrubbed, never shown to the client)
-    details: Mapping[str, Any] = field(default_factory=dict)  # audit-safe facts (no secrets)
-
-
-CONTINUE = Decision("continue")
-
-
-def mutate(value: dict[str, Any], *, reason: str = "", **details: Any) -> Decision:
-    return Decision("mutate", value=value, reason=reason, details=details)
-
-
-def reject(error: HoplineError | str, *, reason: str = "", **details: Any) -> Decision:
-    err = error if isinstance(error, HoplineError) else PolicyDenied(error)
-    return Decision("reject", error=err, reason=reason or err.message, details=details)
 
 
 # -- entries and the chain ------------------------------------------------------------------------
@@ -458,47 +393,3 @@ class SurfaceGuard:
 
     def __repr__(self) -> str:
         return f"<SurfaceGuard {[type(s).__name__ for s in self.surface]}>"
-
-
-# -- loading operator interceptors ---------------------------------------------------------------
-ENTRY_POINT_GROUP = "hopline.interceptors"
-
-
-def entry_points(name: str) -> list[importlib.metadata.EntryPoint]:
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP, name=name))
-
-
-def load_class(path: str | None = None, entry_point: str | None = None) -> type:
-    """The class named by ``module:Class`` / ``module.Class``, or by an entry point.
-    Raises ``ValueError`` with a message fit for a configuration error."""
-    if entry_point is not None:
-        found = entry_points(entry_point)
-        if not found:
-            raise ValueError(f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP!r} (is its package installed?)")
-        try:
-            return found[0].load()
-        except Exception as exc:
-            raise ValueError(f"entry point {entry_point!r} cannot be loaded: {type(exc).__name__}: {exc}") from None
-    assert path is not None
-    module_name, sep, attr = path.partition(":")
-    if not sep:
-        module_name, _, attr = path.rpartition(".")
-    if not module_name or not attr:
-        raise ValueError(f"{path!r} is not `package.module:Class` or `package.module.Class`")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(f"module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}") from None
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise ValueError(f"module {module_name!r} has no {attr!r}")
-    return obj
-
-
-def instantiate(cls: Any, options: Mapping[str, Any]) -> Any:
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise ValueError(f"{getattr(cls, '__name__', cls)!s} does not accept these options: {exc}") from None
