@@ -27,6 +27,19 @@ async def elicitation_cb(context, params: types.ElicitRequestParams) -> types.El
     return types.ElicitResult(action="accept", content={"answer": "yes"})
 
 
+class ChangeWatcher:
+    """An SDK client's message handler that notes ``notifications/tools/list_changed``."""
+
+    def __init__(self) -> None:
+        self.changed = asyncio.Event()
+
+    async def __call__(self, message) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(message.root if hasattr(message, "root") else message, types.ToolListChangedNotification):
+            self.changed.set()
+        elif getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.changed.set()
+
+
 async def roots_cb(context) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
 

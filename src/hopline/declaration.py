@@ -43,7 +43,8 @@ class Deployment:
     collision: str | None = None
     endpoints: dict[str, str] = field(default_factory=dict)
     layers: set[int] | None = None  # the running pipeline's layers; None: what the modes bring
-    tool_mode: str | None = None  # Layer 7 progressive disclosure: standard, search, code
+    tool_mode: str | None = None  # Layer 7 progressive disclosure: standard, search, code (the main endpoint's default)
+    tool_modes: dict[str, dict[str, Any]] = field(default_factory=dict)  # endpoint path → {mode, backends by mode}
     authentication: str = "none"
 
 
@@ -76,6 +77,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         "token_propagation": d.token_propagation,
         **({"collision_strategy": d.collision} if d.collision else {}),
         **({"tool_mode": d.tool_mode} if d.tool_mode else {}),
+        **({"tool_modes": d.tool_modes} if d.tool_modes else {}),
         "authentication": d.authentication,
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
@@ -98,6 +100,7 @@ def for_config(config: object) -> Deployment:
 
     mode = getattr(config, "mode")
     backends = getattr(config, "backends")
+    tools = getattr(config, "tools")
     injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
     pattern = Propagator.from_config(config).pattern()
     if pattern == "none" and injected:
@@ -107,7 +110,8 @@ def for_config(config: object) -> Deployment:
         token_propagation=pattern,
         collision=getattr(config, "routing").collision,
         layers=layers_for(config),  # type: ignore[arg-type]
-        tool_mode=getattr(config, "tools").mode,
+        tool_mode=tools.mode,
+        tool_modes={getattr(config, "listen").path: tools.describe(), **{path: e.describe() for path, e in tools.endpoints.items()}},
         authentication="oauth2-bearer" if getattr(config, "auth", None) is not None else "none",
     )
 

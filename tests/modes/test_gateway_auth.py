@@ -55,6 +55,7 @@ def world(tmp_path, keys, hopline_serve):
             "required_scopes": ["mcp"],
             "leeway": 5,
         },
+        "tools": {"endpoints": {"/mcp/search": "search"}},  # one more endpoint: guarded the same way
     }
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(conf))
@@ -112,6 +113,22 @@ async def test_protected_resource_metadata_is_served(world):
             doc = r.json()
             assert doc["resource"] == RESOURCE and doc["authorization_servers"] == [ISSUER] and doc["bearer_methods_supported"] == ["header"]
         assert (await http.post(gw.base + "/.well-known/oauth-protected-resource/mcp")).status_code == 404
+
+
+async def test_another_endpoint_is_guarded_like_the_main_one(world, keys):
+    gw, record, _ = world
+    async with httpx.AsyncClient(timeout=20) as http:
+        assert (await http.get(gw.base + "/.well-known/oauth-protected-resource/mcp/search")).json()["resource"] == RESOURCE
+        refused = await http.post(gw.base + "/mcp/search", content=orjson.dumps(INIT), headers=HEADERS)
+        assert refused.status_code == 401 and f'resource_metadata="{METADATA}"' in refused.headers["www-authenticate"]
+    assert seen_by_backend(record) == ""
+    c, http = with_token(gw.base + "/mcp/search", keys.mint(sub="alice"), "legacy")
+    try:
+        async with c:
+            assert sorted(t.name for t in (await bounded(c.list_tools())).tools) == ["get_tool", "invoke_tool"]
+            assert text_of(await bounded(c.call_tool("invoke_tool", {"name": "rec__echo", "arguments": {"text": "via search"}}))) == "via search"
+    finally:
+        await http.aclose()
 
 
 # -- AUTH-01…08, 10, 16: every refusal, and nothing reaches the backend -------------------------

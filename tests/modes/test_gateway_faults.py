@@ -11,10 +11,9 @@ import asyncio
 
 import pytest
 import yaml
-from mcp import types
 
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded, client, text_of
+from tests.peers import ChangeWatcher, bounded, client, text_of
 
 DEMO = [PY, "-m", "hopline.demo"]
 
@@ -24,17 +23,6 @@ def config(tmp_path, backends: dict, **routing) -> str:
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(conf))
     return str(path)
-
-
-class ChangeWatcher:
-    def __init__(self) -> None:
-        self.changed = asyncio.Event()
-
-    async def __call__(self, message) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(message.root if hasattr(message, "root") else message, types.ToolListChangedNotification):
-            self.changed.set()
-        elif getattr(message, "method", None) == "notifications/tools/list_changed":
-            self.changed.set()
 
 
 async def names(c) -> set[str]:

@@ -21,7 +21,7 @@ import pytest
 from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.jsonrpc import InvalidParams, Message, result
-from hopline.layers.pipeline import Call, Item, Next, Pipeline, Principal, ToolHost
+from hopline.layers.pipeline import Call, Item, Next, Pipeline, Principal, ToolHost, ToolPlan
 from hopline.modes.gateway import Gateway
 from tests.conftest import PY
 
@@ -227,7 +227,7 @@ async def test_a_tool_mode_replaces_the_catalogue_and_calls_through_the_pipeline
 
     log: list[str] = []
     recorder = Recorder("r", log)
-    gateway.pipeline = Pipeline(surface=[HideFromViewers()], calls=[recorder], tool_mode=FindMode())
+    gateway.pipeline = Pipeline(surface=[HideFromViewers()], calls=[recorder], tools=ToolPlan.single(FindMode()))
     alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
     alice_list, bob_list = await alice.rpc("tools/list"), await bob.rpc("tools/list")
     assert names(alice_list) == names(bob_list) == ["find"]

@@ -12,7 +12,7 @@ import yaml
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY
-from tests.peers import bounded, client
+from tests.peers import ChangeWatcher, bounded, client
 
 MODES = ["legacy", "2026-07-28"]
 # Everyone may use every tool but `add` on backend `locked` (an allow rule per caller).
@@ -90,3 +90,103 @@ async def test_a_hidden_tool_is_unreachable_in_every_mode(tmp_path, hopline_serv
             assert out.is_error and "Unknown tool: 'locked__add'" in out.content[0].text
             names = payload(await bounded(c.call_tool("run_code", {"code": "list_tools()"})))["result"]
             assert "locked__add" not in names and "demo__add" in names
+
+
+# -- tool modes per backend group and per endpoint -----------------------------------------
+def write_grouped(tmp_path) -> str:
+    """`/mcp`: `demo` in full, `locked` behind Search; `/mcp/search` and `/mcp/code`: every backend in one mode."""
+    return write(
+        tmp_path,
+        "standard",
+        tools={
+            "mode": "standard",
+            "groups": {"bulk": {"backends": ["locked"], "mode": "search"}},
+            "endpoints": {"/mcp/search": "search", "/mcp/code/": {"mode": "code"}},
+        },
+    )
+
+
+def at(gw, path: str) -> str:
+    return gw.url.rsplit("/mcp", 1)[0] + path
+
+
+@pytest.mark.parametrize("era", MODES)
+async def test_a_group_behind_search_next_to_tools_listed_in_full(tmp_path, hopline_serve, era):
+    gw = hopline_serve(write_grouped(tmp_path))
+    async with client(gw.url, era) as c:
+        tools = {t.name: t for t in (await bounded(c.list_tools())).tools}
+        assert {"get_tool", "invoke_tool", "demo__add", "demo__echo"} <= set(tools)
+        assert not any(n.startswith("locked__") for n in tools)
+        index = tools["get_tool"].description
+        assert "locked__echo" in index and "demo__" not in index and "locked__add" not in index  # the group only, as policy allows
+        found = payload(await bounded(c.call_tool("get_tool", {"query": "echo the text back", "top_k": 20})))
+        assert found["results"] and all(r["name"].startswith("locked__") for r in found["results"])
+        done = await bounded(c.call_tool("invoke_tool", {"name": "locked__echo", "arguments": {"text": "hi"}}))
+        assert done.content[0].text == "hi"
+        # invoke_tool reaches only its group: a tool listed in full is another group's, unknown to it.
+        with pytest.raises(MCPError) as info:
+            await bounded(c.call_tool("invoke_tool", {"name": "demo__echo", "arguments": {"text": "hi"}}))
+        assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown tool: 'demo__echo'")
+        assert (await bounded(c.call_tool("demo__echo", {"text": "full"}))).content[0].text == "full"
+        for name in ("locked__add", "locked__nope"):  # hidden and absent: one answer, by both entry points
+            for call in (c.call_tool(name, {"a": 1, "b": 1}), c.call_tool("invoke_tool", {"name": name, "arguments": {}})):
+                with pytest.raises(MCPError) as info:
+                    await bounded(call)
+                assert (info.value.error.code, info.value.error.message) == (-32602, f"Unknown tool: {name!r}")
+
+
+@pytest.mark.parametrize("era", MODES)
+async def test_each_endpoint_shows_the_same_backends_in_its_own_mode(tmp_path, hopline_serve, era):
+    gw = hopline_serve(write_grouped(tmp_path))
+    async with client(at(gw, "/mcp/search"), era) as c:
+        tools = (await bounded(c.list_tools())).tools
+        assert sorted(t.name for t in tools) == ["get_tool", "invoke_tool"]
+        index = next(t for t in tools if t.name == "get_tool").description
+        assert "demo__add" in index and "locked__echo" in index and "locked__add" not in index
+        assert (await bounded(c.call_tool("invoke_tool", {"name": "demo__add", "arguments": {"a": 1, "b": 2}}))).structured_content == {"sum": 3}
+    async with client(at(gw, "/mcp/code"), era) as c:
+        assert [t.name for t in (await bounded(c.list_tools())).tools] == ["run_code"]
+        code = 'f"{call_tool(\'locked__echo\', {\'text\': \'n\'})}={call_tool(\'demo__add\', {\'a\': 4, \'b\': 4})[\'sum\']}"'
+        assert payload(await bounded(c.call_tool("run_code", {"code": code})))["result"] == "n=8"
+        out = await bounded(c.call_tool("run_code", {"code": 'call_tool("locked__add", {"a": 1, "b": 1})'}))
+        assert out.is_error and "Unknown tool: 'locked__add'" in out.content[0].text
+
+
+async def test_endpoints_keep_their_own_sessions_and_are_declared(tmp_path, hopline_serve):
+    import httpx
+
+    gw = hopline_serve(write_grouped(tmp_path))
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=10) as http:
+        opened = await http.post(gw.url, json=init, headers=headers)
+        sid = opened.headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        own = {**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25"}
+        assert (await http.post(gw.url, json=listing, headers=own)).status_code == 200
+        # A session id is its endpoint's: elsewhere it is unknown, never a way into another view.
+        assert (await http.post(at(gw, "/mcp/search"), json=listing, headers=own)).status_code == 404
+        declared = (await http.get(at(gw, "/.well-known/agent-tool-proxy"))).json()
+    assert declared["tool_mode"] == "standard"
+    assert declared["tool_modes"] == {
+        "/mcp": {"mode": "standard", "backends": {"search": ["locked"]}},
+        "/mcp/search": {"mode": "search"},
+        "/mcp/code": {"mode": "code"},
+    }
+    assert declared["endpoints"]["mcp /mcp/search"] == at(gw, "/mcp/search")
+
+
+async def test_a_reload_that_changes_the_tool_mode_is_signalled_and_applied(tmp_path, hopline_serve):
+    import asyncio
+
+    path = write(tmp_path, "standard", reload_interval=0.1)
+    gw = hopline_serve(path)
+    watcher = ChangeWatcher()
+    async with client(gw.url, "legacy", message_handler=watcher) as c:
+        assert "demo__add" in {t.name for t in (await bounded(c.list_tools())).tools}
+        conf = yaml.safe_load(open(path))
+        conf["tools"] = {"mode": "standard", "groups": {"big": {"backends": ["demo"], "mode": "search"}}}
+        open(path, "w").write(yaml.safe_dump(conf))
+        await asyncio.wait_for(watcher.changed.wait(), 10)
+        names = {t.name for t in (await bounded(c.list_tools())).tools}
+        assert {"get_tool", "invoke_tool", "locked__echo"} <= names and not any(n.startswith("demo__") for n in names)

@@ -63,12 +63,27 @@ def explain(config: GatewayConfig) -> list[str]:
     for bid, backend in config.backends.items():
         lines.append(f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}")
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
+    lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
     if config.acp is not None:
         from hopline.acp.settings import explain as explain_acp
 
         lines += explain_acp(config)
+    return lines
+
+
+def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
+    """How each endpoint shows tools (Layer 7), when anything but the whole catalogue."""
+    tools = config.tools
+    endpoints = {config.listen.path: tools, **tools.endpoints}
+    if tools.all_modes() == {"standard"}:
+        return []
+    lines = ["tool modes:"]
+    for path, endpoint in endpoints.items():
+        lines.append(f"  {base}{path}: {endpoint.mode}")
+        for name, group in endpoint.groups.items():
+            lines.append(f"    group {name}: {group.mode} for {', '.join(group.backends)}")
     return lines
 
 

@@ -226,6 +226,7 @@ class GatewayConfig(_Section):
         if self.auth is not None:
             problems += self.auth.backend_problems(self.backends)
         problems += self.resilience.backend_problems(self.backends)
+        problems += self.tools.backend_problems(self.backends, self.listen.path)
         namespace = self.routing.namespace()
         for bid, backend in self.backends.items():
             for original, exposed in backend.rename.items():

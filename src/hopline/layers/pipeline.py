@@ -24,6 +24,7 @@ wrap what it does. Three kinds of layer exist:
 
 Tool modes (Layer 7 progressive disclosure) sit on top of the same pipeline through
 :class:`ToolHost`: everything a tool mode reaches goes through surface and call layers.
+A :class:`ToolPlan` says which mode shows each backend's tools at one endpoint.
 
 Nothing here does I/O. Everything here is cheap to construct per request.
 """
@@ -31,7 +32,7 @@ Nothing here does I/O. Everything here is cheap to construct per request.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, runtime_checkable
 
 from hopline.jsonrpc import Message
 
@@ -146,11 +147,42 @@ class ToolMode(Protocol):
 
     name: str  # "standard", "search", "code"
 
-    async def tools(self, host: ToolHost) -> list[dict[str, Any]] | None:
-        """The tools to list instead of the catalogue (``None``: list the catalogue)."""
+    async def tools(self, host: ToolHost) -> list[dict[str, Any]]:
+        """The tools to list instead of the host's tools."""
 
     async def call(self, host: ToolHost, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """Run one of the mode's own tools (a ``CallToolResult``), or ``None`` if ``name`` is not one."""
+
+
+STANDARD = "standard"
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """How one endpoint shows tools: the mode of each backend. Backends that ``groups``
+    does not name take ``default``; Standard is no mode object at all (the catalogue is
+    listed), so ``modes`` holds only the Search/Code objects the plan uses."""
+
+    default: str = STANDARD
+    groups: Mapping[str, str] = field(default_factory=dict)  # backend id → mode name
+    modes: Mapping[str, ToolMode] = field(default_factory=dict)  # mode name → the mode
+
+    @classmethod
+    def single(cls, mode: ToolMode | None) -> ToolPlan:
+        """Every backend in one mode (``None``: Standard)."""
+        return cls() if mode is None else cls(default=mode.name, modes={mode.name: mode})
+
+    @property
+    def active(self) -> list[tuple[str, ToolMode]]:
+        """The modes whose tools stand in for some backends' tools, in a stable order."""
+        return [(name, self.modes[name]) for name in sorted(self.modes)]
+
+    def mode_of(self, backend: str) -> str:
+        return self.groups.get(backend, self.default)
+
+    def uniform(self, mode: str) -> bool:
+        """Whether every backend is in ``mode`` (no group has another one)."""
+        return self.default == mode and all(m == mode for m in self.groups.values())
 
 
 @dataclass
@@ -160,8 +192,13 @@ class Pipeline:
     calls: list[CallLayer] = field(default_factory=list)
     surface: list[SurfaceLayer] = field(default_factory=list)
     gates: list[BackendGate] = field(default_factory=list)
-    tool_mode: ToolMode | None = None
+    tools: ToolPlan = field(default_factory=ToolPlan)  # the main endpoint's tool modes
+    endpoints: dict[str, ToolPlan] = field(default_factory=dict)  # more endpoints' (by path)
     layers: set[int] = field(default_factory=set)  # draft layer numbers present, for the declaration
+
+    def plan_for(self, endpoint: str | None) -> ToolPlan:
+        """The tool plan of an endpoint (``None``, or one the configuration no longer has: the main one)."""
+        return self.tools if endpoint is None else self.endpoints.get(endpoint, self.tools)
 
     def visible(self, principal: Principal, item: Item) -> bool:
         return all(layer.visible(principal, item) for layer in self.surface)

@@ -157,6 +157,8 @@ class Gateway:
         if new.resilience != self.config.resilience or new.observability != self.config.observability:
             log.warning("reload: resilience/observability settings changed; they take effect after a restart")
         gone = diff.removed + diff.changed
+        # What callers see changes with the tool modes and the policy, not only with the backends.
+        surface = new.tools != self.config.tools or new.policy != self.config.policy or new.routing != self.config.routing
         for backend_id in gone:
             await self._remove_connector(backend_id)
         self._configure(new)
@@ -165,7 +167,7 @@ class Gateway:
         log.info("reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-")
         for session in list(self.sessions):
             await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.connectors])
-        if diff:
+        if diff or surface:  # (sessions of the handshake era were told by `reloaded`)
             self.announce(CHANGE_SIGNALS)
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
@@ -224,15 +226,19 @@ class Gateway:
                 return await found.call("ping", {})
         return await (await self.shared_session(backend_id)).call("ping", {})
 
-    async def open_session(self, era: Era) -> ClientEnd:
+    async def open_session(self, era: Era, *, endpoint: str | None = None) -> ClientEnd:
         self.start()
-        session = GatewaySession(self, stateful=True)
+        session = GatewaySession(self, stateful=True, endpoint=endpoint)
         self.sessions.add(session)
         return session.end
 
-    async def open_exchange(self, era: Era) -> ClientEnd:
+    async def open_exchange(self, era: Era, *, endpoint: str | None = None) -> ClientEnd:
         self.start()
-        return GatewaySession(self, stateful=False).end
+        return GatewaySession(self, stateful=False, endpoint=endpoint).end
+
+    def endpoint(self, path: str) -> Endpoint:
+        """What a listener at another MCP endpoint (``tools.endpoints``) opens sessions on."""
+        return Endpoint(self, path)
 
     async def aclose(self) -> None:
         for task in (self._supervisor, self._health):
@@ -347,3 +353,16 @@ def _describe(exc: BaseException) -> str:
         return "did not start in time"
     return getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
 
+
+class Endpoint:
+    """The gateway behind one more MCP endpoint: the same backends, policy and state;
+    sessions opened here show tools by that endpoint's :class:`ToolPlan`."""
+
+    def __init__(self, gateway: Gateway, path: str) -> None:
+        self.gateway, self.path = gateway, path
+
+    async def open_session(self, era: Era) -> ClientEnd:
+        return await self.gateway.open_session(era, endpoint=self.path)
+
+    async def open_exchange(self, era: Era) -> ClientEnd:
+        return await self.gateway.open_exchange(era, endpoint=self.path)

@@ -54,11 +54,16 @@ class ListComposer:
         """The composed list as this caller may see it: items of withdrawn backends
         (an open breaker) and items the surface layers hide are left out. Filtered
         once per (list, backends' versions, gate state, principal) and cached."""
+        items, _backends, missing = await self.visible_entries(method)
+        return items, missing
+
+    async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+        """:meth:`visible_list` with the backend of each item (parallel to the items)."""
         items, refs, missing, key = await self._fan_out(method)
         self.gateway.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
         pipeline = self.gateway.pipeline
         if not pipeline.surface and not pipeline.gates:
-            return items, missing
+            return items, [backend for backend, _ in refs], missing
         g = self.gateway
         # The policy's decisions depend on the claims it reads, not only on who the caller is.
         cache_key = (key, g.gate_version, self.principal.key, surface_key(pipeline.surface, self.principal))
@@ -66,13 +71,13 @@ class ListComposer:
         if cached is None:
             kind = KINDS[method]
             withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
-            keep = [item for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
-            cached = (keep, withdrawn)
+            kept = [(item, backend) for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
+            cached = ([item for item, _ in kept], [backend for _, backend in kept], withdrawn)
             g.visible_cache[cache_key] = cached
             while len(g.visible_cache) > 1024:
                 g.visible_cache.pop(next(iter(g.visible_cache)))
-        keep, withdrawn = cached
-        return keep, sorted({*missing, *withdrawn}) if withdrawn else missing
+        keep, backends, withdrawn = cached
+        return keep, backends, sorted({*missing, *withdrawn}) if withdrawn else missing
 
     def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
         """An item the caller may not see is answered exactly like one that does not exist."""

@@ -38,7 +38,8 @@ def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = Non
     surface, policy_calls = policy.build(config)
     calls = [*(observability.calls if observability is not None else ()), *policy_calls, *(resilience.calls if resilience is not None else ())]
     gates = list(resilience.gates) if resilience is not None else []
-    return Pipeline(calls=calls, surface=surface, gates=gates, tool_mode=toolmodes.build(config), layers=layers_for(config))
+    main, endpoints = toolmodes.plans(config)
+    return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints, layers=layers_for(config))
 
 
 async def release(pipeline: Pipeline) -> None:

@@ -90,9 +90,13 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         listen = config.listen
         sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
         sse_sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
+        # More endpoints (tools.endpoints): the same gateway, sessions of their own (an id is one endpoint's).
+        tables = {p: SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl) for p in config.tools.endpoints}
+        options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
         deployment = for_config(config)
         app = HoplineApp(
-            StreamableHttpListener(gateway, sessions, ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)),
+            StreamableHttpListener(gateway, sessions, options),
+            endpoints={p: StreamableHttpListener(gateway.endpoint(p), table, options) for p, table in tables.items()},
             sse=SseListener(gateway, sse_sessions, max_body=listen.max_body),
             security=hu.SecurityPolicy(
                 bound_host=listen.host,
@@ -108,7 +112,10 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         def ready(host: str, port: int) -> None:
             base = f"http://{host}:{port}"
             deployment.endpoints.update(mcp=base + listen.path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
+            deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
             runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            for p, endpoint in config.tools.endpoints.items():
+                runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
 
         async def shutdown() -> None:
             watch.cancel()
@@ -117,6 +124,8 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
                 await admin
             await sessions.close_all()
             await sse_sessions.close_all()
+            for table in tables.values():
+                await table.close_all()
             await gateway.aclose()
             if auth is not None:
                 await auth.aclose()

@@ -19,7 +19,7 @@ from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import ANONYMOUS, Call, Item, Kind, Principal
+from hopline.layers.pipeline import ANONYMOUS, STANDARD, Call, Item, Kind, Principal, ToolPlan
 from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
@@ -41,9 +41,10 @@ __all__ = ["CHANGE_SIGNALS", "GatewaySession"]
 
 
 class GatewaySession(BackendLinks, ListComposer):
-    def __init__(self, gateway: Gateway, *, stateful: bool) -> None:
+    def __init__(self, gateway: Gateway, *, stateful: bool, endpoint: str | None = None) -> None:
         self.gateway = gateway
         self.stateful = stateful
+        self.endpoint = endpoint  # the path of the endpoint it came through, if not the main one (its tool plan)
         self.end = ClientEnd(self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session")
         self.client_capabilities: dict[str, Any] = {}
         self.backends: dict[str, BackendSession | BaseException] | None = None
@@ -84,12 +85,11 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _list(self, message: Message) -> Message:
         method = message.method or ""
-        mode = self.gateway.pipeline.tool_mode
-        if method == "tools/list" and mode is not None:
-            shown = await mode.tools(self.tool_host())
-            if shown is not None:  # progressive disclosure: the mode's own tools stand in for the catalogue
-                return result(message.id, self._stamp({"tools": shown}, modern=self._modern(message)))
-        items, missing = await self.visible_list(method)
+        plan = self.tool_plan
+        if method == "tools/list" and plan.modes:
+            items, missing = await self._tools_in_modes(plan)
+        else:
+            items, missing = await self.visible_list(method)
         offset = 0
         cursor = message.params.get("cursor")
         binding = self._cursor_binding()
@@ -111,13 +111,30 @@ class GatewaySession(BackendLinks, ListComposer):
         name = message.params.get("name")
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string", request_id=message.id)
-        mode = self.gateway.pipeline.tool_mode
-        if method == "tools/call" and mode is not None:
+        plan = self.tool_plan
+        if method == "tools/call" and plan.modes:
             arguments = message.params.get("arguments")
-            value = await mode.call(self.tool_host(message.meta), name, arguments if isinstance(arguments, dict) else {})
-            if value is not None:
-                return result(message.id, self._stamp(value, modern=self._modern(message)))
+            for mode_name, mode in plan.active:
+                value = await mode.call(self.tool_host(message.meta, mode=mode_name), name, arguments if isinstance(arguments, dict) else {})
+                if value is not None:
+                    return result(message.id, self._stamp(value, modern=self._modern(message)))
         return await self.invoke_named(message)
+
+    @property
+    def tool_plan(self) -> ToolPlan:
+        """How this session's endpoint shows tools (Layer 7), as configured now."""
+        return self.gateway.pipeline.plan_for(self.endpoint)
+
+    async def _tools_in_modes(self, plan: ToolPlan) -> tuple[list[dict[str, Any]], list[str]]:
+        """``tools/list`` under a plan with Search/Code modes: each mode's own tools stand
+        in for its backends' tools; backends in Standard mode are listed in full."""
+        shown: list[dict[str, Any]] = []
+        for mode_name, mode in plan.active:
+            shown += await mode.tools(self.tool_host(mode=mode_name)) or []
+        if plan.uniform(plan.default) and plan.default in plan.modes:  # one mode for every backend
+            return shown, []
+        items, backends, missing = await self.visible_entries("tools/list")
+        return shown + [item for item, backend in zip(items, backends) if plan.mode_of(backend) == STANDARD], missing
 
     async def invoke_named(self, message: Message) -> Message:
         """``tools/call`` or ``prompts/get`` on the catalogue (Standard mode's path)."""
@@ -298,8 +315,9 @@ class GatewaySession(BackendLinks, ListComposer):
 
         return relay
 
-    def tool_host(self, meta: dict[str, Any] | None = None) -> SessionToolHost:
-        return SessionToolHost(self, meta or {})
+    def tool_host(self, meta: dict[str, Any] | None = None, *, mode: str | None = None) -> SessionToolHost:
+        """The host a tool mode runs on for this caller (``mode``: only that mode's backends)."""
+        return SessionToolHost(self, meta or {}, plan=self.tool_plan, mode=mode)
 
     def _backend_notification(self, backend_id: str):
         def deliver(message: Message) -> None:

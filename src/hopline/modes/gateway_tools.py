@@ -7,6 +7,10 @@ path as a client's ``tools/call`` (routing, policy, resilience, audit, trace). A
 hidden or unknown name raises ``InvalidParams`` exactly as ``tools/call`` does; a
 JSON-RPC error the backend answered is raised as :class:`ToolCallError` carrying the
 backend's code, message and data unchanged.
+
+Where an endpoint shows backends in different modes (tool groups), a mode's host sees
+only the backends in that mode: its index, its ``Available tools`` and what it can
+call. A name of another group's tool is answered as unknown, as a hidden one is.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from hopline.jsonrpc import HoplineError, Message
-from hopline.layers.pipeline import Principal
+from hopline.jsonrpc import HoplineError, InvalidParams, Message
+from hopline.layers.pipeline import Principal, ToolPlan
 
 if TYPE_CHECKING:
     from hopline.modes.gateway_session import GatewaySession
@@ -33,19 +37,27 @@ class ToolCallError(HoplineError):
 
 
 class SessionToolHost:
-    def __init__(self, session: GatewaySession, meta: dict[str, Any]) -> None:
+    def __init__(self, session: GatewaySession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None) -> None:
         self.session = session
         self.meta = meta  # the client's _meta of the request that runs the mode's tool (trace context…)
+        # Only the backends the plan puts in ``mode`` (None: every backend).
+        self.plan, self.mode = (plan, mode) if plan is not None and mode is not None and not plan.uniform(mode) else (None, None)
 
     @property
     def principal(self) -> Principal:
         return self.session.principal
 
     async def visible_tools(self) -> list[dict[str, Any]]:
-        items, _missing = await self.session.visible_list("tools/list")
-        return items
+        if self.plan is None:
+            items, _missing = await self.session.visible_list("tools/list")
+            return items
+        items, backends, _missing = await self.session.visible_entries("tools/list")
+        plan, mode = self.plan, self.mode
+        return [item for item, backend in zip(items, backends) if plan.mode_of(backend) == mode]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.plan is not None and not any(t.get("name") == name for t in await self.visible_tools()):
+            raise InvalidParams(f"Unknown tool: {name!r}")  # another group's tool: not this mode's to call
         params: dict[str, Any] = {"name": name, "arguments": arguments}
         merged = {**self.meta, **(meta or {})}
         merged.pop("progressToken", None)  # progress of an inner call has no client token to go to

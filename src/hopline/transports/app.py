@@ -1,7 +1,8 @@
 """The ASGI root: guards every request, then routes by path.
 
-Paths: the MCP endpoint (``/mcp`` by default, Streamable HTTP, both eras), the
-legacy HTTP+SSE pair (``/sse`` + ``/messages``), the conformance declaration at
+Paths: the MCP endpoint (``/mcp`` by default, Streamable HTTP, both eras), more
+MCP endpoints if configured (``tools.endpoints``: the same gateway with other tool
+modes, each with sessions of its own), the legacy HTTP+SSE pair (``/sse`` + ``/messages``), the conformance declaration at
 ``/.well-known/agent-tool-proxy`` (draft §4.2), and ``/healthz``.
 
 Duplicated singleton headers are refused with 400 and a bad Origin/Host with 403
@@ -46,16 +47,18 @@ class HoplineApp:
         mcp_path: str = "/mcp",
         sse_path: str = "/sse",
         auth: Authenticator | None = None,
+        endpoints: dict[str, StreamableHttpListener] | None = None,
     ) -> None:
         self.mcp = mcp
         self.sse = sse
         self.security = security
         self.declaration = declaration
         self.mcp_path = mcp_path.rstrip("/") or "/"
+        self.endpoints = {path.rstrip("/"): listener for path, listener in (endpoints or {}).items()}
         self.sse_path = sse_path
         self.messages_path = sse.messages_path if sse else None
         self.auth = auth
-        self.metadata_paths = auth.metadata_paths(self.mcp_path, sse_path) if auth else frozenset()
+        self.metadata_paths = auth.metadata_paths(self.mcp_path, sse_path, *self.endpoints) if auth else frozenset()
 
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
@@ -66,6 +69,8 @@ class HoplineApp:
         path = scope["path"]
         if path == self.mcp_path or path == self.mcp_path + "/":
             await self._guarded(self.mcp, scope, receive, send, headers)
+        elif self.endpoints and (path.rstrip("/") or "/") in self.endpoints:
+            await self._guarded(self.endpoints[path.rstrip("/")], scope, receive, send, headers)
         elif self.sse is not None and path == self.sse_path:
             await self._guarded(self.sse.stream, scope, receive, send, headers)
         elif self.sse is not None and path == self.messages_path:

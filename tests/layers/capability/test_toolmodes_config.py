@@ -54,3 +54,49 @@ def test_bad_settings_are_errors(tools, message):
     with pytest.raises(ValidationError) as error:
         config(**tools)
     assert message in str(error.value)
+
+
+def test_groups_and_endpoints_build_one_plan_per_endpoint_sharing_the_modes():
+    from hopline.layers.capability.toolmodes import plans
+
+    conf = GatewayConfig.model_validate(
+        {
+            "backends": {b: {"command": b} for b in ("a", "b", "c")},
+            "tools": {"mode": "search", "groups": {"daily": {"backends": ["a"], "mode": "standard"}, "sql": {"backends": ["c"], "mode": "code"}}, "endpoints": {"/mcp/all/": "code"}},
+        }
+    )
+    main, endpoints = plans(conf)
+    assert [main.mode_of(b) for b in "abc"] == ["standard", "search", "code"]
+    assert [name for name, _ in main.active] == ["code", "search"]
+    assert list(endpoints) == ["/mcp/all"] and endpoints["/mcp/all"].uniform("code")
+    assert endpoints["/mcp/all"].modes["code"] is main.modes["code"]  # one Code mode (and index cache) per gateway
+    assert main.modes["search"].cache is main.modes["code"].cache
+
+
+def test_code_settings_are_allowed_when_only_an_endpoint_uses_code():
+    conf = config(endpoints={"/mcp/code": "code"}, code={"timeout": 3})
+    assert conf.tools.code.timeout == 3 and build(conf) is None
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ({"groups": {"g": {"backends": ["zz"], "mode": "search"}}}, "tools.groups.g.backends.0: no backend has the id 'zz'"),
+        ({"groups": {"g": {"backends": ["a"], "mode": "search"}, "h": {"backends": ["a"], "mode": "code"}}}, "backend 'a' is already in group 'g'"),
+        ({"groups": {"g": {"backends": [], "mode": "search"}}}, "at least 1 item"),
+        ({"groups": {"g": {"backends": ["a"]}}}, "mode"),
+        ({"endpoints": {"/mcp": "search"}}, "is the main endpoint"),
+        ({"endpoints": {"/mcp/": "search"}}, "is the main endpoint"),
+        ({"endpoints": {"/sse": "search"}}, "keeps /sse"),
+        ({"endpoints": {"/.well-known/x": "search"}}, "keeps /sse"),
+        ({"endpoints": {"search": "search"}}, "starts with '/'"),
+        ({"endpoints": {"/a?b": "search"}}, "plain"),
+        ({"endpoints": {"/mcp/s": "fast"}}, "mode"),
+        ({"endpoints": {"/mcp/s": {"mode": "search", "groups": {"g": {"backends": ["zz"], "mode": "code"}}}}}, "tools.endpoints./mcp/s.groups.g.backends.0"),
+        ({"endpoints": {"/mcp/s": "search"}, "code": {"timeout": 3}}, "applies to mode `code` only"),
+    ],
+)
+def test_bad_groups_and_endpoints_are_errors(tools, message):
+    with pytest.raises(ValidationError) as error:
+        config(**tools)
+    assert message in str(error.value)

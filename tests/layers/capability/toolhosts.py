@@ -16,7 +16,7 @@ from typing import Any
 
 from hopline.config.schema import GatewayConfig
 from hopline.jsonrpc import HoplineError, InvalidParams, request
-from hopline.layers.pipeline import Item, Principal
+from hopline.layers.pipeline import Item, Principal, ToolPlan
 from hopline.modes.gateway import Gateway
 from hopline.modes.gateway_session import GatewaySession
 
@@ -97,7 +97,7 @@ class GatewayClient:
 async def real_gateway(backends: dict[str, list[str]], *, mode: Any = None, surface: list[Any] = (), principal: Principal | None = None) -> AsyncIterator[GatewayClient]:
     config = GatewayConfig.model_validate({"backends": {b: {"command": argv[0], "args": argv[1:]} for b, argv in backends.items()}})
     gateway = Gateway(config)
-    gateway.pipeline.tool_mode = mode
+    gateway.pipeline.tools = ToolPlan.single(mode)
     gateway.pipeline.surface = list(surface)
     session = GatewaySession(gateway, stateful=True)
     if principal is not None:

@@ -1,34 +1,55 @@
-"""Build the configured tool mode (``tools.mode``): one object per gateway, shared by
-every session. ``standard`` is no mode at all (``None``): the gateway lists its catalogue."""
+"""Build the configured tool modes: one Search and one Code object per gateway (with one
+index cache), shared by every session, endpoint and group that uses them, and a
+:class:`ToolPlan` per endpoint. ``standard`` is no mode at all: the catalogue is listed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hopline.config.tools import ToolsConfig
+from hopline.config.tools import EndpointTools, ToolsConfig
 from hopline.layers.capability.toolmodes.code import CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache
 from hopline.layers.capability.toolmodes.sandbox import Limits
 from hopline.layers.capability.toolmodes.search import SearchMode
-from hopline.layers.pipeline import ToolMode
+from hopline.layers.pipeline import ToolMode, ToolPlan
 
 
 def build(config: Any, *, delimiter: str | None = None) -> ToolMode | None:
-    """``config`` is a :class:`ToolsConfig` or a whole ``GatewayConfig`` (its ``tools``
-    section, with its routing delimiter for splitting names)."""
+    """The main endpoint's default mode (``None``: Standard). ``config`` is a
+    :class:`ToolsConfig` or a whole ``GatewayConfig``."""
+    plan = plans(config, delimiter=delimiter)[0]
+    return plan.modes.get(plan.default)
+
+
+def plans(config: Any, *, delimiter: str | None = None) -> tuple[ToolPlan, dict[str, ToolPlan]]:
+    """The main endpoint's plan and the other endpoints' (by path). ``config`` is a
+    :class:`ToolsConfig` or a whole ``GatewayConfig`` (its ``tools`` section, with its
+    routing delimiter for splitting names)."""
     tools: ToolsConfig = config if isinstance(config, ToolsConfig) else config.tools
     if delimiter is None:
         routing = getattr(config, "routing", None)
         delimiter = getattr(routing, "delimiter", "__")
-    if tools.mode == "standard":
-        return None
+    modes = _modes(tools, tools.all_modes(), delimiter)
+
+    def plan(endpoint: EndpointTools) -> ToolPlan:
+        return ToolPlan(default=endpoint.mode, groups=endpoint.mode_of(), modes={m: modes[m] for m in endpoint.modes_used() if m in modes})
+
+    return plan(tools), {path: plan(endpoint) for path, endpoint in tools.endpoints.items()}
+
+
+def _modes(tools: ToolsConfig, used: set[str], delimiter: str) -> dict[str, ToolMode]:
+    if not used & {"search", "code"}:
+        return {}
     search = tools.search
     cache = IndexCache(delimiter=delimiter, encoder=_encoder(search.ranker, search.model_dir))
-    if tools.mode == "search":
-        return SearchMode(top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
-    code = tools.code
-    limits = Limits(timeout=code.timeout, memory=code.memory, output=code.output, max_calls=code.max_calls, max_code=code.max_code)
-    return CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
+    out: dict[str, ToolMode] = {}
+    if "search" in used:
+        out["search"] = SearchMode(top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
+    if "code" in used:
+        code = tools.code
+        limits = Limits(timeout=code.timeout, memory=code.memory, output=code.output, max_calls=code.max_calls, max_code=code.max_code)
+        out["code"] = CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
+    return out
 
 
 def _encoder(ranker: str, model_dir: str | None) -> Any:
