@@ -8,8 +8,8 @@ NumPy, so the gateway needs neither PyTorch nor a model hub: ``safetensors`` rea
 the weights, ``tokenizers`` splits the text, nothing touches a network.
 
 Used by :class:`~hopline.layers.capability.toolmodes.index.ToolIndex` as the second
-opinion in a hybrid ranking: 0.3 × the lexical (BM25F) score scaled to the best hit +
-0.7 × cosine similarity (a linear fusion; reciprocal-rank fusion measured worse). Tool
+opinion in a hybrid ranking: 0.6 × the lexical (BM25F) score scaled to the best hit +
+0.4 × cosine similarity (a linear fusion; reciprocal-rank fusion measured worse). Tool
 vectors are computed once per tool definition (cached by content digest, like tokens).
 A query costs ~5 ms of NumPy, which is why this ranker is optional, not the default.
 """

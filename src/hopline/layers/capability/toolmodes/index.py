@@ -12,19 +12,21 @@ The default ranker is lexical and costs well under a millisecond a query:
   field (:class:`Weights`: name 3, backend 2, description 1, argument names 0.5) before
   one BM25 saturation (Robertson & Zaragoza's BM25F), so a word in a tool's name counts
   more than the same word in a long description.
-* **Word families** (``words.py``). A query word may match the other members of its families
-  (:data:`FAMILIES`: ``fetch``/``retrieve``/``get``, ``folder``/``directory``,
-  ``pr``/``pull request``…) at a discount (``SYNONYM_WEIGHT``). Each query word is one
-  *slot* that scores its best alternative, so synonyms never pile up. Spans that name
-  something by their shape (a URL, ``notes/todo.md``, ``#general``) are read as the one
-  word they stand for.
-* **Two priors.** The share of a tool's own name words the query says (``NAME_BONUS``:
-  "open a new ticket" → ``create_issue``), and how well the query matches the tool's
-  backend as a whole (``BACKEND_BONUS``: one document per backend, so "pods" in a
-  request is evidence for every Kubernetes tool).
+* **Word families** (``words.py``, ``vocabulary.py``). A query word may match the other
+  members of its families (``fetch``/``retrieve``/``get``, ``folder``/``directory``,
+  ``pr``/``pull request``…) at a discount (``SYNONYM_WEIGHT``) and at the IDF of the
+  family as a whole. Each query word is one *slot* that scores its best alternative, so
+  synonyms never pile up. Spans that name something by their shape (a URL,
+  ``notes/todo.md``, ``#general``, coordinates) are read as the one word they stand for.
+* **Priors** (``scoring.py``): the share of a tool's own name words the query says;
+  how well the query matches the tool's backend as a whole, and whether it names a
+  backend ("in notion", "k8s"); word pairs said side by side in both; a shaped value
+  that fills one of the tool's arguments; and verb roles (``roles.py``): a tool whose
+  name verb only changes things ranks down for a request that asks to read, and the
+  other way round ("list all pods" vs ``exec_in_pod``).
 
-With an encoder (``embed.py``), the ranking is hybrid: 0.3 × the lexical score (scaled
-to the best hit) + 0.7 × cosine similarity of MiniLM sentence vectors.
+With an encoder (``embed.py``), the ranking is hybrid: 0.6 × the lexical score (scaled
+to the best hit) + 0.4 × cosine similarity of MiniLM sentence vectors.
 
 One index exists per *catalogue version* — the exact set of tool definitions a caller
 sees — and an :class:`IndexCache` shares it between every session and request that
@@ -42,7 +44,6 @@ Never does I/O; never mutates a tool definition it is given.
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterable
@@ -51,13 +52,20 @@ from typing import Any
 
 import orjson
 
-# The words themselves live in words.py; these names stay importable from here.
+from hopline.layers.capability.toolmodes.roles import read
+from hopline.layers.capability.toolmodes.scoring import (  # noqa: F401 (re-exported)
+    BACKEND_BONUS,
+    NAME_BONUS,
+    Priors,
+    bm25f,
+    postings,
+)
+
+# The words themselves live in words.py and vocabulary.py; these names stay importable from here.
+from hopline.layers.capability.toolmodes.vocabulary import FAMILIES, STOPWORDS, SYNONYMS  # noqa: F401 (re-exported)
 from hopline.layers.capability.toolmodes.words import (  # noqa: F401 (re-exported)
-    FAMILIES,
     STEMMER_NAME,
-    STOPWORDS,
     SYNONYM_WEIGHT,
-    SYNONYMS,
     Slot,
     query_slots,
     query_tokens,
@@ -116,42 +124,8 @@ def digest(tool: dict[str, Any]) -> bytes:
     return hashlib.blake2b(orjson.dumps(tool, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
 
 
-def _postings(documents: list[dict[str, list[str]]], params: Params) -> dict[str, tuple[Any, Any, float]]:
-    """term → (document positions, BM25F score of the term in each, its IDF).
-
-    BM25F (Robertson & Zaragoza): a term's pseudo-frequency in a document is the sum
-    over fields of weight × count / (1 − b + b × field length / mean field length), then
-    saturated once with ``k1`` and scaled by the term's IDF over documents."""
-    import numpy as np
-
-    n = len(documents)
-    if not n:
-        return {}
-    mean = {f: (sum(len(d[f]) for d in documents) / n) or 1.0 for f in FIELDS}
-    pseudo: dict[str, dict[int, float]] = {}
-    for i, doc in enumerate(documents):
-        for f in FIELDS:
-            weight = getattr(params.weights, f)
-            if not weight or not doc[f]:
-                continue
-            norm = weight / (1 - params.b + params.b * len(doc[f]) / mean[f])
-            for term in doc[f]:
-                row = pseudo.setdefault(term, {})
-                row[i] = row.get(i, 0.0) + norm
-    k1 = params.k1
-    out = {}
-    for term, row in pseudo.items():
-        idf = math.log(1 + (n - len(row) + 0.5) / (len(row) + 0.5))
-        positions = np.fromiter(row.keys(), dtype=np.int32, count=len(row))
-        tf = np.fromiter(row.values(), dtype=np.float32, count=len(row))
-        out[term] = (positions, (idf * tf * (k1 + 1) / (k1 + tf)).astype(np.float32), idf)
-    return out
-
-
 # -- one index ------------------------------------------------------------------------
-NAME_BONUS = 0.5  # × (1 + 0.5 × share of the tool's own name words the query says)
-BACKEND_BONUS = 1.0  # × (1 + 1.0 × the backend's score / the best backend's)
-HYBRID_BM25_WEIGHT = 0.3  # hybrid score: 0.3 × lexical (scaled to the best hit) + 0.7 × cosine
+HYBRID_BM25_WEIGHT = 0.6  # hybrid score: 0.6 × lexical (scaled to the best hit) + 0.4 × cosine
 MIN_COSINE = 0.1  # a hybrid hit must beat this much semantic similarity (or some lexical match)
 
 
@@ -169,24 +143,10 @@ class ToolIndex:
     by_name: dict[str, dict[str, Any]] = field(init=False)
 
     def __post_init__(self) -> None:
-        import numpy as np
-
         self.by_name = {t["name"]: t for t in self.tools}
-        self._postings = _postings(self.documents, self.params)
-        names: dict[str, list[int]] = {}
-        for i, doc in enumerate(self.documents):
-            for t in set(doc["name"]):
-                names.setdefault(t, []).append(i)
-        self._names = {t: np.array(p, dtype=np.int32) for t, p in names.items()}  # name word → tools
-        self._name_sizes = np.array([max(len(set(d["name"])), 1) for d in self.documents], dtype=np.float32)
-        # one document per backend, all its tools' fields: which backend a query is about
-        groups: dict[tuple[str, ...], int] = {}
-        self._group = np.array([groups.setdefault(tuple(d["prefix"]), len(groups)) for d in self.documents], dtype=np.int32)
-        merged: list[dict[str, list[str]]] = [{f: [] for f in FIELDS} for _ in groups]
-        for g, doc in zip(self._group, self.documents):
-            for f in FIELDS:
-                merged[g][f] += doc[f]
-        self._backends = _postings(merged, self.params) if len(groups) > 1 else {}
+        weights, k1, b = self.params.weights, self.params.k1, self.params.b
+        self._postings = postings(self.documents, weights, k1, b)
+        self._priors = Priors(self.documents, weights, k1, b)
 
     def __repr__(self) -> str:
         ranker = "hybrid" if self.vectors is not None else "bm25f"
@@ -209,32 +169,12 @@ class ToolIndex:
 
     def lexical(self, query: str) -> Any:
         """The lexical score of every tool for ``query``: BM25F over the query's slots ×
-        (1 + NAME_BONUS × the share of the tool's own name words the query says, family
-        members at their discount) × (1 + BACKEND_BONUS × its backend's BM25F score over
-        the best backend's)."""
-        import numpy as np
-
-        slots = query_slots(query) if self.expand else [[((t,), 1.0)] for t in tokens(query)]
-        scores = _score(slots, self._postings, len(self.tools))
-        if not slots or not scores.any():
+        the priors of ``scoring.py`` (name words said, backend, pairs, fills, verb roles)."""
+        request = read(query, self.expand)
+        scores = bm25f(request.slots, self._postings, len(self.tools))
+        if not request.slots or not scores.any():
             return scores
-        said: dict[str, float] = {}
-        for slot in slots:
-            for terms, weight in slot:
-                for t in terms:
-                    said[t] = max(said.get(t, 0.0), weight)
-        cover = np.zeros(len(scores), dtype=np.float32)
-        for t, weight in said.items():
-            positions = self._names.get(t)
-            if positions is not None:
-                cover[positions] += weight
-        scores *= 1 + NAME_BONUS * cover / self._name_sizes
-        if self._backends:
-            backend = _score(slots, self._backends, int(self._group.max()) + 1)
-            best = float(backend.max())
-            if best > 0:
-                scores *= 1 + BACKEND_BONUS * (backend / best)[self._group]
-        return scores
+        return self._priors.apply(scores, request, self._postings)
 
     def scored(self, query: str, k: int, allowed: Collection[str] | None = None) -> list[tuple[dict[str, Any], float]]:
         if not self.tools or k <= 0:
@@ -259,38 +199,6 @@ class ToolIndex:
             if allowed is None or tool["name"] in allowed:
                 out.append((tool, float(scores[i])))
         return out
-
-
-BLEND_IDF = True
-
-
-def _score(slots: list[Slot], postings: dict[str, tuple[Any, Any, float]], n: int) -> Any:
-    """Per slot, the best of its weighted alternatives (an alternative of several tokens
-    scores their sum), summed over slots: the score of each of ``n`` documents."""
-    import numpy as np
-
-    scores = np.zeros(n, dtype=np.float32)
-    for slot in slots:
-        best = None
-        own = slot[0][0] if slot[0][1] == 1.0 else ()
-        ceiling = sum(postings[t][2] for t in own if t in postings) if BLEND_IDF else 0.0
-        for terms, weight in slot:
-            found = [postings[t] for t in terms if t in postings]
-            if not found:
-                continue
-            alternative = np.zeros(n, dtype=np.float32)
-            for positions, values, _idf in found:
-                alternative[positions] += values
-            if ceiling and weight != 1.0:
-                idf = sum(p[2] for p in found)
-                if idf > ceiling:
-                    weight *= ceiling / idf
-            if weight != 1.0:
-                alternative *= weight
-            best = alternative if best is None else np.maximum(best, alternative)
-        if best is not None:
-            scores += best
-    return scores
 
 
 # -- the shared cache -----------------------------------------------------------------

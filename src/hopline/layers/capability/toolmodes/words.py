@@ -1,9 +1,11 @@
 """The words of tools and queries, for the search index (``index.py``): tokenising
 (``snake_case``, ``kebab-case``, ``camelCase``, the namespace delimiter), stemming
-(Snowball if installed, else a light suffix stripper), stopwords, the word families a
-query word may stand for (:data:`FAMILIES`, at ``SYNONYM_WEIGHT``), and the *slots* a
-query is read as (each slot scores its best alternative once; spans that name something
-by their shape — a URL, a path, ``#channel`` — are one word). Pure functions and data.
+(Snowball if installed, else a light suffix stripper; a few irregular plurals first),
+the word families a query word may stand for (``vocabulary.py``, at
+``SYNONYM_WEIGHT``), and the *slots* a query is read as (each slot scores its best
+alternative once; spans that name something by their shape — a URL, a path,
+``#channel``, ``40.71, -74.00`` — are one word, and the value fills an argument).
+Pure functions; the word lists themselves are in ``vocabulary.py``.
 """
 
 from __future__ import annotations
@@ -11,119 +13,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from hopline.layers.capability.toolmodes.vocabulary import (
+    ARTICLES,
+    FAMILIES,
+    FILLS,
+    STOPWORDS,
+    SYNONYMS,
+)
+
 # -- tokenisation ---------------------------------------------------------------------
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")  # "PRs", "IDs": one word
 _WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `-`, `__`, `.`, `/` all split
-
-# English function words, plus what people put around a request ("can you please …").
-# Words that name an action or object ("all", "get", "list", "new") are kept: they
-# tell tools apart.
-STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "i", "me", "my", "we", "our", "us", "you", "your", "please", "want", "need", "would", "like", "could", "can", "should", "do", "does", "did", "let", "some", "so", "just", "which", "what", "how", "its", "also",
-     "s", "t", "d", "ll", "m", "re", "ve"]  # what is left of "what's", "don't", "I'd", "we'll"…
-)
-
-
-# Words that stand for one another in requests and in tool lists, one family a line:
-# a query word (or phrase) may match any other member of its families, at a discount
-# (SYNONYM_WEIGHT), as if the tool had used the query's word. Symmetric by
-# construction: "fetch" reaches a tool that says "retrieve" and "retrieve" one that says
-# "fetch". A member with spaces is a phrase a request may say ("look up") but no tool
-# is searched for; one joined by ``_`` is a compound both may use ("pull_request"). A
-# member marked ``~`` has other meanings too: said in a request it reaches its family,
-# but a tool using it is not reached by the family ("open a ticket" reaches
-# ``create_issue``; "new" does not reach ``open_nodes``).
-# General English and developer vocabulary, not one catalogue's tool names.
-FAMILIES: tuple[str, ...] = (
-    # what the caller wants done (the CRUD verbs first)
-    "create|make|new|add|generate|build|set up|setup|insert|init|initialize|register|spawn|~open|~start",
-    "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|~check|pull up|dump|look at",
-    "list|enumerate|~all|~every|browse|index|overview",
-    "update|edit|modify|change|~set|patch|alter|amend|adjust|replace|rewrite|overwrite|rename|tweak",
-    "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean up|cleanup",
-    "search|find|look for|look up|lookup|locate|query|seek|grep|discover|hunt|~match",
-    "run|execute|exec|launch|invoke|evaluate|eval|~call|trigger|~start|kick off|perform",
-    "send|~post|publish|say|tell|notify|announce|share",
-    "reply|respond|answer",
-    "stop|cancel|kill|halt|terminate|~end|abort|quit|~close|disable|turn off",
-    "navigate|~go|visit|browse|~open|load|go to",
-    "~back|previous|prior",
-    "move|rename|relocate|transfer",
-    "copy|duplicate|clone|fork",
-    "merge|combine|squash",
-    "upgrade|update|bump",
-    "compress|zip|gzip|archive|pack",
-    "wait|until|pause|sleep|await|appear|show up",
-    "type|~enter|input|fill|key in",
-    "click|press|tap|~hit",
-    "hover|mouse over|mouseover|point at",
-    "select|choose|~pick",
-    "upload|attach",
-    "screenshot|screen_shot|screen grab|~capture",
-    "toggle|enable|disable|~switch|turn on|turn off",
-    "scale|resize",
-    "explain|describe|documentation|docs|details|detail|info|information|metadata",
-    "approve|review|request changes|lgtm",
-    "commit|push",
-    "save|~store|write|~put|set|persist|~keep|~record|note down",
-    "remember|memory|memorize|recall|memories|knowledge",
-    "think|thought|thinking|reason|reasoning|reflect|step by step|problem solving",
-    "research|investigate|study|deep dive|analyze|analyse",
-    # what it is done to
-    "directory|folder|dir|subdirectory|subfolder",
-    "repository|repo|project|codebase",
-    "issue|ticket|bug",
-    "pull_request|pr|merge_request|mr",
-    "image|picture|photo|drawing|illustration|artwork|~art|~logo|~icon|graphic",
-    "media|image|audio|video",
-    "message|msg|~text|chat|~post",
-    "comment|remark|feedback",
-    "user|person|people|member|account|profile|~everyone|~who|teammate|colleague",
-    "channel|room",
-    "place|location|business|shop|~store|venue|~spot|restaurant|nearby|~near|~local|~around|close to",
-    "coordinates|latitude|longitude|lat|lng|geocode|gps",
-    "elevation|altitude|height|~high|sea_level",
-    "directions|route|drive|driving|walk|walking|get to",
-    "distance|~far|~travel|how long|duration|commute",
-    "~key|keyboard|keystroke",
-    "log|logs|logging",
-    "entity|~node|~thing",
-    "relation|relationship|~link|connection",
-    "observation|fact|~note|~attribute",
-    "page|doc|document|wiki",
-    "database|db|data_source|datasource|~table|collection",
-    "sql|database|db|~table|rows|postgres|postgresql",
-    "size|~space|~big|~large|bytes|largest|biggest|disk usage",
-    "environment|env|variables|vars",
-    "sum|~add|plus|total|addition",
-    "kubernetes|k8s|kube|kubectl|cluster",
-    "pod|container",
-    "helm|~chart|~release",
-    "port|forward|tunnel|expose|localhost",
-    "url|website|~site|webpage|~link",
-    "browser|chrome|headless|~window",
-    "dialog|popup|alert|confirm|modal|prompt",
-    "form|~field|fields|textbox|~box",
-    "~web|internet|online|~google",
-    "news|article|articles|headlines|blog",
-    "dark_mode|light_mode|color_scheme|colour_scheme|theme",
-    "console|devtools",
-    "network|requests|api call|xhr|traffic",
-    "javascript|js|script|~code|snippet|~expression",
-    "accessibility|a11y|aria|dom",
-    "history|recent|latest|~past",
-    "emoji|reaction|~react|thumbs up",
-    "thread|conversation|replies",
-    "status|checks|ci|~passing|~failing",
-    "tree|recursive|nested|hierarchy|~structure",
-    "echo|repeat|parrot|send back",
-    "~test|demo|~sample|~example|simulate|simulated|~fake|~mock",
-)
-
-# One-way: a query word that implies a phrase of tool words it is not a synonym of.
-SYNONYMS: dict[str, tuple[str, ...]] = {
-    "which": ("list",), "draw": ("generate image",), "remember": ("memory create",), "recall": ("memory search",),
-}
+# Plurals no stemmer folds: "child blocks" and "block children" are the same words.
+_IRREGULAR = {"children": "child", "people": "person", "men": "man", "women": "woman", "indices": "index", "vertices": "vertex", "matrices": "matrix", "analyses": "analysis", "mice": "mouse", "feet": "foot"}
 
 
 def _light_stem(word: str) -> str:
@@ -172,40 +74,46 @@ def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text))]
 
 
-def _stemmed(word: str) -> str:
+def stemmed(word: str) -> str:
+    """One lower-cased word, stemmed (cached)."""
     stem = _stem_cache.get(word)
     if stem is None:
         if len(_stem_cache) > 50_000:
             _stem_cache.clear()
-        stem = _stem_cache[word] = _stem(word)
+        stem = _stem_cache[word] = _stem(_IRREGULAR.get(word, word))
     return stem
 
 
 def tokens(text: str) -> list[str]:
     """Stemmed words of ``text`` without stopwords (what documents are made of)."""
-    return [_stemmed(word) for word in words(text) if word not in STOPWORDS]
+    return [stemmed(word) for word in words(text) if word not in STOPWORDS]
 
 
-# -- queries --------------------------------------------------------------------------
+# -- the family table -----------------------------------------------------------------
 SYNONYM_WEIGHT = 0.8  # a family member counts this much of the word the query says
 
 Key = tuple[str, ...]  # words as a request says them (lower-cased, not stemmed)
 Slot = list[tuple[tuple[str, ...], float]]  # (stemmed tokens, weight) alternatives
 
 
-def _plural(word: str) -> str:
+def plural(word: str) -> str:
     """A word with a plural ``-s`` folded ("folders" → "folder", "entries" → "entry"), and
     nothing else: families are looked up by the words a request says, and "modified" or
     "stored" there describe a state, not the action that "modify" or "store" ask for."""
     if len(word) > 4 and word.endswith("ies"):
         return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+    if len(word) > 2 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         return word[:-1]
     return word
 
 
-def _table() -> tuple[dict[Key, list[tuple[str, ...]]], set[Key]]:
-    """(word or phrase → the stemmed tokens it may also be written as, the compounds)."""
+def _members(family: str) -> list[str]:
+    return [m.strip() for m in family.split("|")]
+
+
+def _table() -> tuple[dict[Key, list[tuple[str, ...]]], set[Key], set[str]]:
+    """(word or phrase → the stemmed tokens it may also be written as, the compounds,
+    the stems of words marked ``~``)."""
     table: dict[Key, list[tuple[str, ...]]] = {}
 
     def add(key: Key, target: tuple[str, ...]) -> None:
@@ -215,50 +123,90 @@ def _table() -> tuple[dict[Key, list[tuple[str, ...]]], set[Key]]:
     for word, phrases in SYNONYMS.items():  # one way
         for phrase in phrases:
             add(tuple(words(word)), tuple(tokens(phrase)))
-    compounds = set()
+    compounds, loose = set(), set()
     for family in FAMILIES:  # both ways: every member → every other member
-        members = [m.strip() for m in family.split("|")]
+        members = _members(family)
         for m in members:
             if "_" in m:
                 compounds.add(tuple(words(m)))
+            if m.startswith("~") and " " not in m:
+                loose.update(tokens(m[1:]))
             for other in members:
                 if other != m and " " not in other and not other.startswith("~"):  # said, never searched for
                     add(tuple(words(m.lstrip("~"))), tuple(tokens(other)))
-    return table, compounds
+    return table, compounds, loose
 
 
-_ALTERNATIVES, _COMPOUNDS = _table()
+_ALTERNATIVES, _COMPOUNDS, LOOSE = _table()
 _LONGEST = max(len(k) for k in _ALTERNATIVES)
 
-# What a request names by its shape rather than its words: a URL, a file name, a path,
-# a #channel or an @user. The words inside ("notes/todo.md", "example.com") are names,
-# not what the request is about, so the span is read as the one word it stands for.
+
+def _making() -> dict[Key, frozenset[tuple[str, ...]]]:
+    """The create family's words that have other senses too ("~open", "~start") → the
+    alternatives only their create sense brings."""
+    others: dict[Key, set[tuple[str, ...]]] = {}
+    for family in FAMILIES[1:]:
+        members = _members(family)
+        for m in members:
+            others.setdefault(tuple(words(m.lstrip("~"))), set()).update(tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~"))
+    return {
+        key: frozenset(t for t in _ALTERNATIVES[key] if t not in others.get(key, ()))
+        for key in (tuple(words(m[1:])) for m in _members(FAMILIES[0]) if m.startswith("~"))
+    }
+
+
+MAKING = _making()
+
+# -- shapes ---------------------------------------------------------------------------
+# What a request names by its shape rather than its words: coordinates, a URL, a file
+# name, a path, a #channel or an @user. The words inside ("notes/todo.md", "example.com")
+# are names, not what the request is about, so the span is read as the one word it
+# stands for. Each pattern runs only if its text holds the character it needs.
 _SHAPES = (
-    (re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+|(?<![\w@/.])[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?(?![\w.])", re.IGNORECASE), " url "),
-    (re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:/?[\w*~-]+)*/?[\w*-]*[\w*]\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), " file "),
-    (re.compile(r"(?<![\w.])\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), " file "),  # ".log", as in "every .log file"
-    (re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.*-]+(?:/[\w.*-]*)*"), " path "),
-    (re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), " channel "),
-    (re.compile(r"(?<![\w])@[A-Za-z][\w.-]*"), " user "),
+    (",", re.compile(r"(?<![\w.])[-+]?\d{1,3}\.\d+°?\s*[NS]?\s*,\s*[-+]?\d{1,3}\.\d+°?\s*[EW]?(?![\w.])"), "coordinates"),  # "40.71, -74.00"
+    (".", re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+|(?<![\w@/.])[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?(?![\w.])", re.IGNORECASE), "url"),
+    (".", re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:/?[\w*~-]+)*/?[\w*-]*[\w*]\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),
+    (".", re.compile(r"(?<![\w.])\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),  # ".log", as in "every .log file"
+    ("/", re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.*-]+(?:/[\w.*-]*)*"), "path"),
+    ("#", re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), "channel"),
+    ("@", re.compile(r"(?<![\w])@[A-Za-z][\w.-]*"), "user"),
 )
 
 
-def _read_shapes(text: str) -> str:
-    for pattern, word in _SHAPES:
-        text = pattern.sub(word, text)
-    return text
+def read_shapes(text: str) -> tuple[str, set[str]]:
+    """(``text`` with each shaped span replaced by the word it stands for, those words).
+    Several file names are "multiple files"."""
+    found: set[str] = set()
+    for needs, pattern, word in _SHAPES:
+        if needs not in text:
+            continue
+        spans = len(pattern.findall(text))
+        if not spans:
+            continue
+        found.add(word)
+        if word == "file" and spans > 1:  # "a.txt, b.txt and c.txt"
+            text = pattern.sub(" ", pattern.sub(" multiple files ", text, count=1))
+        else:
+            text = pattern.sub(f" {word} ", text)
+    return text, found
 
 
-def query_slots(text: str) -> list[Slot]:
-    """A query as slots, one per word or table phrase: its own tokens (weight 1) and
-    the other members of its families (``SYNONYM_WEIGHT``). A tool scores the best
-    alternative of each slot, so a word's synonyms never add up; an alternative that the
-    query says outright, or that an earlier word brought, is left out. A phrase of the
-    table ("close to", "look up") stands for its family, not for its words; a compound
-    ("pull request") for both."""
-    raw = words(_read_shapes(text))
-    stems = [_stemmed(w) for w in raw]
-    folded = [_plural(w) for w in raw]
+def fills(shapes: set[str]) -> frozenset[str]:
+    """The stemmed argument names the values of these shapes fill."""
+    return frozenset(t for shape in shapes for t in tokens(FILLS.get(shape, shape)))
+
+
+# -- queries --------------------------------------------------------------------------
+def slots(raw: list[str]) -> list[Slot]:
+    """A query's words (as said, shapes read) as slots, one per word or table phrase: its
+    own tokens (weight 1) and the other members of its families (``SYNONYM_WEIGHT``). A
+    tool scores the best alternative of each slot, so a word's synonyms never add up;
+    an alternative that the query says outright, or that an earlier word brought, is
+    left out. A phrase of the table ("close to", "look up") stands for its family, not
+    for its words; a compound ("pull request") for both. A create word with other senses
+    ("open") means create before "a"/"new" and its other senses elsewhere."""
+    stems = [stemmed(w) for w in raw]
+    folded = [plural(w) for w in raw]
     direct = {stem for w, stem in zip(raw, stems) if w not in STOPWORDS}
 
     def entry(i: int, n: int) -> Key | None:  # the table's key for raw[i:i+n]: as said, else plural folded
@@ -268,20 +216,29 @@ def query_slots(text: str) -> list[Slot]:
         return None
 
     seen: set[tuple[str, ...]] = set()
-    slots = []
+    out = []
     i = 0
     while i < len(raw):
         n, key = next(((n, k) for n in range(min(_LONGEST, len(raw) - i), 1, -1) if (k := entry(i, n))), (1, entry(i, 1)))
         own = tuple(stems[j] for j in range(i, i + n) if raw[j] not in STOPWORDS)
         slot: Slot = [(own, 1.0)] if own and (n == 1 or key in _COMPOUNDS) else []
-        for target in _ALTERNATIVES.get(key, ()) if key else ():
+        targets = _ALTERNATIVES.get(key, []) if key else []
+        if key in MAKING:  # "open a ticket" makes one; "open the file" does not
+            making = i + n < len(raw) and raw[i + n] in ARTICLES
+            targets = [t for t in targets if (t in MAKING[key]) == making]
+        for target in targets:
             if target not in seen and not set(target) <= direct:
                 seen.add(target)
                 slot.append((target, SYNONYM_WEIGHT))
         if slot:
-            slots.append(slot)
+            out.append(slot)
         i += n
-    return slots
+    return out
+
+
+def query_slots(text: str) -> list[Slot]:
+    """The slots of a request (:func:`slots` of its words, shapes read)."""
+    return slots(words(read_shapes(text)[0]))
 
 
 def query_tokens(text: str) -> list[str]:
