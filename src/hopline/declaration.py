@@ -22,11 +22,12 @@ from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
 
 # Layers each mode brings into the pipeline (a mode is a composition of layers).
-MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7)}
+MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7)}
 HANDSHAKE_DISPOSITION = {
     "relay": "single-handshake passthrough (MUST NOT dual-handshake)",
     "forward": "dual-handshake (composed capabilities)",
     "reverse": "dual-handshake (the single backend's surface, unprefixed)",
+    "sidecar": "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods forwarded)",
 }
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 

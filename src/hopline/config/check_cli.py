@@ -54,8 +54,8 @@ def explain(config: GatewayConfig) -> list[str]:
         f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
         f"listen: http://{host}:{listen.port}{listen.path}",
     ]
-    if config.mode == "reverse":
-        lines.append("names: passed through unchanged (reverse mode)")
+    if config.mode in ("reverse", "sidecar"):
+        lines.append(f"names: passed through unchanged ({config.mode} mode)")
     else:
         lines.append(f"names: {{backend}}{config.routing.delimiter}{{name}}, at most {config.routing.max_name_length} characters")
         lines.append(f"collisions: {config.routing.collision} ({COLLISIONS[config.routing.collision]})")
@@ -88,7 +88,7 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
 
 
 def _pattern(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
-    if config.mode == "reverse":
+    if config.mode in ("reverse", "sidecar"):
         return "<name>"
     if not backend.prefix:
         return "<name> (prefix off)"

@@ -182,7 +182,11 @@ class GatewayConfig(_Section):
     """The whole configuration file."""
 
     version: Literal[1] = Field(1, description="Configuration format version.")
-    mode: Literal["forward", "reverse"] = Field("forward", description="forward: many backends behind one endpoint; reverse: one backend.")
+    mode: Literal["forward", "reverse", "sidecar"] = Field(
+        "forward",
+        description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend (a `command`, or a `url` on "
+        "this host), every message to and from it mediated, its identity and names unchanged.",
+    )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
     reload_interval: float = Field(1.0, ge=0, description="Seconds between checks of this file for changes (hot reload); 0 turns reloading off.")
@@ -220,9 +224,12 @@ class GatewayConfig(_Section):
         if not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
             problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
         enabled = [bid for bid, b in self.backends.items() if b.enabled]
-        if self.mode == "reverse" and len(enabled) != 1:
-            problems.append((("backends",), f"reverse mode needs exactly one enabled backend; {len(enabled)} are enabled"
+        if self.mode in ("reverse", "sidecar") and len(enabled) != 1:
+            problems.append((("backends",), f"{self.mode} mode needs exactly one enabled backend; {len(enabled)} are enabled"
                              + (f" ({', '.join(enabled)})" if enabled else "")))
+        if self.mode == "sidecar":
+            problems += [(("backends", bid, "url"), "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, ::1); "
+                          "use reverse mode for a remote backend") for bid in enabled if not _local(self.backends[bid])]
         if self.auth is not None:
             problems += self.auth.backend_problems(self.backends)
         problems += self.resilience.backend_problems(self.backends)
@@ -237,6 +244,21 @@ class GatewayConfig(_Section):
                     problems.append((("backends", bid, "rename", original), f"an exposed name with {namespace.delimiter!r} must start with this backend's prefix {bid + namespace.delimiter!r}"))
         raise_problems(problems)
         return self
+
+
+def _local(backend: BackendConfig) -> bool:
+    """A stdio child, or an HTTP endpoint on a loopback address (a sidecar's backend)."""
+    if backend.url is None:
+        return True
+    import ipaddress
+
+    host = (urlsplit(backend.url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def model_for(loc: Loc) -> Any:

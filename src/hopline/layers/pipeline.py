@@ -36,7 +36,9 @@ from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, runtime
 
 from hopline.jsonrpc import Message
 
-Kind = Literal["tool", "prompt", "resource", "resourceTemplate"]
+# "method": a request the gateway does not mediate itself, passed on to the one backend
+# (sidecar mode); its name is the method. Policy rules decide on it like on any item.
+Kind = Literal["tool", "prompt", "resource", "resourceTemplate", "method"]
 Direction = Literal["to_backend", "to_client"]
 
 

@@ -74,7 +74,8 @@ class Gateway:
 
     def _configure(self, config: GatewayConfig) -> None:
         self.config = config
-        self.reverse = config.mode == "reverse"
+        self.reverse = config.mode in ("reverse", "sidecar")  # one backend, its names, URIs and identity unchanged
+        self.sidecar = config.mode == "sidecar"  # ... and every message to it mediated, unknown methods too
         self.namespace = Namespace(config.routing.delimiter, max_length=config.routing.max_name_length)
         self.uris: UriMapper | SingleBackend = UriMapper(config.routing.uri_scheme)
         self.tasks: TaskIds | SingleBackend = TaskIds()

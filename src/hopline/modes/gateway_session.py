@@ -60,12 +60,18 @@ class GatewaySession(BackendLinks, ListComposer):
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
         method = message.method or ""
         handler = _METHODS.get(method)
-        if handler is None:
+        if handler is None and not self.gateway.sidecar:
             raise MethodNotFound(f"Method not found: {method}")
         principal = getattr(message, "principal", None)
         if principal is not None:
             self.principal = principal
-        return await handler(self, message)
+        return await (handler or GatewaySession._pass_on)(self, message)
+
+    async def _pass_on(self, message: Message) -> Message:
+        """Sidecar mode: a method the gateway does not mediate goes to the one backend,
+        through the pipeline (policy sees ``mcp.method``), and its answer comes back as is."""
+        (backend_id,) = self.gateway.connectors
+        return await self._forward(message, backend_id, message.params, target=message.method)  # the policy's item: the method
 
     async def _initialize(self, message: Message) -> Message:
         params = message.params
@@ -338,10 +344,11 @@ class GatewaySession(BackendLinks, ListComposer):
             self.end.notify(notification(method))
 
     async def _client_notification(self, message: Message, end: ClientEnd) -> None:
-        if message.method == "notifications/roots/list_changed":
+        # Sidecar mode mediates every message: the client's own notifications reach its backend session too.
+        if message.method == "notifications/roots/list_changed" or self.gateway.sidecar and message.method != "notifications/initialized":
             for s in (self.backends or {}).values():
                 if isinstance(s, BackendSession) and s in self._owned:
-                    await s.peer.notify(message.method)
+                    await s.peer.notify(message.method or "", message.params or None)
 
     async def _closed(self, end: ClientEnd) -> None:
         self.gateway.sessions.discard(self)

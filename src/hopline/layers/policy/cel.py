@@ -70,7 +70,7 @@ MAX_RULE_LENGTH = 4096
 MAX_COMPREHENSION_DEPTH = 2
 SLOW_RULE_SECONDS = 0.005
 INVOKE_METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "resourceTemplate": "resources/read"}
-KIND_KEY = {"tool": ("tool", "name"), "prompt": ("prompt", "name"), "resource": ("resource", "uri"), "resourceTemplate": ("resource", "uri")}
+KIND_KEY = {"tool": ("tool", "name"), "prompt": ("prompt", "name"), "resource": ("resource", "uri"), "resourceTemplate": ("resource", "uri"), "method": ("method", "")}
 ITEM_MAPS = frozenset({"tool", "prompt", "resource"})
 MCP_FIELDS = frozenset({("method",), ("backend",), ("kind",), ("tool",), ("tool", "name"), ("prompt",), ("prompt", "name"), ("resource",), ("resource", "uri")})
 CALL_TIME = frozenset({"arguments", "args", "params", "_meta", "meta", "result", "input", "output"})
@@ -287,7 +287,10 @@ class CelPolicy:
     # -- evaluation ---------------------------------------------------------------------------
     def _decide(self, jwt: dict[str, Any], principal: Principal, item: Item) -> bool:
         kind_map, field = KIND_KEY[item.kind]
-        mcp = {"method": INVOKE_METHOD[item.kind], "backend": item.backend, "kind": item.kind, kind_map: {field: item.name}}
+        if item.kind == "method":  # a method passed on (sidecar): rules see it as mcp.method, with mcp.kind "method"
+            mcp = {"method": item.name, "backend": item.backend, "kind": "method"}
+        else:
+            mcp = {"method": INVOKE_METHOD[item.kind], "backend": item.backend, "kind": item.kind, kind_map: {field: item.name}}
         context = None
         allowed_by = None
         for rule in self.rules:

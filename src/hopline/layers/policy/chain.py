@@ -67,7 +67,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
-from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message
+from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message, MethodNotFound
 from hopline.layers.pipeline import Call, Item, Next, SurfaceLayer
 from hopline.layers.policy.audit import AuditLog, scrub, safe_target, trace_id_of
 from hopline.layers.policy.interceptor import (  # noqa: F401 (the interceptor API, re-exported)
@@ -350,6 +350,8 @@ def item_of(method: str, backend: str, target: str | None, params: Mapping[str, 
                 return Item("prompt", backend, ref["name"], {})
             if isinstance(ref.get("uri"), str):
                 return Item("resource", backend, ref["uri"], {})
+    if target is not None and target == method:  # a method the gateway passes on (sidecar mode)
+        return Item("method", backend, method, {})
     return None
 
 
@@ -384,6 +386,8 @@ class SurfaceGuard:
             return None
         for layer in self.surface:
             if not layer.visible(view.principal, item):
+                if item.kind == "method":  # refused as a method that does not exist
+                    return reject(MethodNotFound(f"Method not found: {view.method}"), reason=f"hidden by {type(layer).__name__}")
                 shown = view.name
                 if shown is None:
                     ref = view.params.get("ref")
