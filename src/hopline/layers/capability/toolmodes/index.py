@@ -17,13 +17,15 @@ The default ranker is lexical and costs well under a millisecond a query:
   ``pr``/``pull request``…) at a discount (``SYNONYM_WEIGHT``) and at the IDF of the
   family as a whole. Each query word is one *slot* that scores its best alternative, so
   synonyms never pile up. Spans that name something by their shape (a URL,
-  ``notes/todo.md``, ``#general``, coordinates) are read as the one word they stand for.
+  ``notes/todo.md``, ``#general``, coordinates) are read as the one word they stand for;
+  values (``owner/repo``, a quoted title, ``KEY=value``) as none.
 * **Priors** (``scoring.py``): the share of a tool's own name words the query says;
   how well the query matches the tool's backend as a whole, and whether it names a
   backend ("in notion", "k8s"); word pairs said side by side in both; a shaped value
   that fills one of the tool's arguments; and verb roles (``roles.py``): a tool whose
   name verb only changes things ranks down for a request that asks to read, and the
-  other way round ("list all pods" vs ``exec_in_pod``).
+  other way round ("list all pods" vs ``exec_in_pod``), and one whose name verb is of
+  the family of the request's changing verb ranks up ("get rid of …" → ``…_delete``).
 
 With an encoder (``embed.py``), the ranking is hybrid: 0.6 × the lexical score (scaled
 to the best hit) + 0.4 × cosine similarity of MiniLM sentence vectors.

@@ -1,16 +1,20 @@
 """How a request is read for ranking (:func:`read`), and the verb roles of tools.
 
 A request is read once into a :class:`Request`: its slots (``words.py``), the argument
-names that the values it names by shape fill, and the *mood* of its main verb — whether
-it asks to read something or to change it. The main verb is the first word of an
-action family (``vocabulary.READS``/``WRITES``) that says one of the two; a request that
-opens with a question word reads ("what's in PR 12", but "how do I create …" is read on),
-and so does a giving verb with the caller as object ("tell me", "send me"); a word of
-both kinds ("open": create, get, navigate) decides nothing unless an article settles it
-("open a ticket").
-A tool's moods are those of the verbs in its own name: a tool whose name only says the
-other mood (``exec_in_pod`` for "list all pods") is ranked down (``scoring.py``).
-Pure functions and data.
+names that the values it names by shape fill, and its *main verb*: the first word or
+phrase of an action family (``vocabulary.FAMILIES[:ACTIONS]``: "get rid of" before
+"get") that says one mood — whether it asks to read something (``vocabulary.READS``)
+or to change it (``WRITES``) — or that says neither ("click"). A request that opens
+with a question word reads ("what's in PR 12", but "how do I create …" is read on; an
+"is" later on, as in "the chooser is open", asks nothing), and so does a giving verb
+with the caller as object ("tell me", "give me"); a word of several senses ("open":
+create, get, navigate) decides nothing unless an article settles it ("open a ticket";
+likewise "file a ticket", "drop a note"), and without one its create sense is dropped.
+The verb's families are the request's *action*.
+A tool's actions and moods are those of the verbs in its own name: a tool whose name
+only says the other mood (``exec_in_pod`` for "list all pods") ranks down, and one whose
+name says the request's action ("get rid of …" → ``kubectl_delete``) ranks up
+(``scoring.py``). Pure functions and data.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 from hopline.layers.capability.toolmodes import words as w
 from hopline.layers.capability.toolmodes.vocabulary import (
+    ACTIONS,
     ARTICLES,
     FAMILIES,
     QUESTIONS,
@@ -28,64 +33,101 @@ from hopline.layers.capability.toolmodes.vocabulary import (
 )
 
 READ, WRITE, OTHER = "read", "write", "other"
+CREATE = "create"  # the head of the first family
 _POLITE = STOPWORDS - QUESTIONS  # skipped before the main verb
 
 
-def _moods() -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
-    """(word as said → the moods of its families, stemmed word of a tool name → the moods
-    of the families it is a plain member of)."""
-    said: dict[str, set[str]] = {}
+def _moods() -> tuple[dict[tuple[str, ...], frozenset[str]], dict[str, frozenset[str]]]:
+    """(word or phrase as said → the heads of its action families, stemmed word of a tool
+    name → the heads of the action families it is a plain member of)."""
+    said: dict[tuple[str, ...], set[str]] = {}
     named: dict[str, set[str]] = {}
-    for family in FAMILIES:
+    for family in FAMILIES[:ACTIONS]:
         members = [m.strip() for m in family.split("|")]
         head = members[0].lstrip("~")
-        mood = READ if head in READS else WRITE if head in WRITES else OTHER
         for m in members:
-            if " " in m or "_" in m:
-                continue
-            said.setdefault(m.lstrip("~"), set()).add(mood)
-            if not m.startswith("~") and mood != OTHER:
+            said.setdefault(tuple(w.words(m.lstrip("~"))), set()).add(head)
+            if not m.startswith("~") and " " not in m and "_" not in m:
                 for t in w.tokens(m):
-                    named.setdefault(t, set()).add(mood)
+                    named.setdefault(t, set()).add(head)
     return {k: frozenset(v) for k, v in said.items()}, {k: frozenset(v) for k, v in named.items()}
 
 
 _SAID, _NAMED = _moods()
+_LONGEST = max(len(k) for k in _SAID)
 # "tell me", "send me the logo": a giving verb with the caller as its object asks to read.
-_GIVING = frozenset(m.lstrip("~") for f in FAMILIES if f.startswith("send|") for m in f.split("|") if " " not in m)
+_GIVING = frozenset(m.lstrip("~") for f in FAMILIES if f.startswith("send|") for m in f.split("|") if " " not in m) | {"give", "bring", "hand"}
 _RECEIVERS = frozenset({"me", "us"})
 _HOW_TO = frozenset({"do", "does", "can", "could", "should", "would", "to"})  # "how do I create …" asks to create
+
+
+def _mood(heads: frozenset[str]) -> set[str]:
+    return {READ if h in READS else WRITE if h in WRITES else OTHER for h in heads}
+
+
+def _verb(raw: list[str], i: int) -> tuple[int, frozenset[str]]:
+    """(words, action heads) of the longest action word or phrase at ``raw[i]``; (1, ∅)."""
+    for n in range(min(_LONGEST, len(raw) - i), 0, -1):
+        key = tuple(raw[i : i + n])
+        heads = _SAID.get(key) or (_SAID.get(key[:-1] + (w.plural(key[-1]),)) if n == 1 else None)
+        if heads:
+            if n == 1 and key in w.MAKING:  # "file a ticket" creates; "the file" is no verb
+                heads = frozenset({CREATE}) if i + 1 < len(raw) and raw[i + 1] in ARTICLES else heads - {CREATE}
+            return n, heads
+    return 1, frozenset()
+
+
+def main_verb(raw: list[str]) -> tuple[str | None, frozenset[str]]:
+    """(``READ``/``WRITE`` or None, the action heads) of a request's main verb: the first
+    action word or phrase ("get rid of" before "get") that says one mood, or says
+    neither ("click"); one of several moods ("open") is read on from. A request that
+    opens with a question word reads, and so does a giving verb to the caller."""
+    action: frozenset[str] = frozenset()
+    i = opening = 0
+    while i < len(raw):
+        word = raw[i]
+        if word in _GIVING and i + 1 < len(raw) and raw[i + 1] in _RECEIVERS:
+            return READ, action or frozenset({"get"})
+        if word in _POLITE:
+            i += 1
+            opening += opening == i - 1
+            continue
+        if word in QUESTIONS and i == opening:  # "what's in PR 12", not "the chooser is open"
+            if word == "how" and i + 1 < len(raw) and raw[i + 1] in _HOW_TO:
+                i += 1
+                continue
+            return READ, action
+        n, heads = _verb(raw, i)
+        i += n
+        if not heads:
+            continue
+        moods = _mood(heads)
+        if moods == {OTHER}:  # "click", "navigate": the main verb, of neither mood
+            return None, heads
+        if len(moods) == 1 and OTHER not in moods:
+            return next(iter(moods)), heads
+        action = action or heads
+        # a word of several moods: read on for one that decides
+    return None, action
 
 
 def mood(raw: list[str]) -> str | None:
     """``READ`` or ``WRITE`` for a request's words (as said), or None if its main verb says
     neither clearly."""
-    for i, word in enumerate(raw):
-        if word in _POLITE:
-            continue
-        if word in QUESTIONS:
-            if word == "how" and i + 1 < len(raw) and raw[i + 1] in _HOW_TO:
-                continue
-            return READ
-        if word in _GIVING and i + 1 < len(raw) and raw[i + 1] in _RECEIVERS:
-            return READ
-        if (word,) in w.MAKING and i + 1 < len(raw) and raw[i + 1] in ARTICLES:
-            return WRITE
-        moods = _SAID.get(word) or _SAID.get(w.plural(word))
-        if not moods:
-            continue
-        if len(moods) == 1 and OTHER not in moods:
-            return next(iter(moods))
-        # a word of several moods: read on for one that decides
-    return None
+    return main_verb(raw)[0]
 
 
-def tool_moods(name: list[str]) -> frozenset[str]:
-    """The moods of the verbs a tool's own (stemmed) name words say."""
+def tool_actions(name: list[str]) -> frozenset[str]:
+    """The action heads of the verbs a tool's own (stemmed) name words say."""
     out: frozenset[str] = frozenset()
     for t in name:
         out |= _NAMED.get(t, frozenset())
     return out
+
+
+def tool_moods(name: list[str]) -> frozenset[str]:
+    """The moods of the verbs a tool's own (stemmed) name words say."""
+    return frozenset(_mood(tool_actions(name)) - {OTHER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +137,7 @@ class Request:
     slots: list[w.Slot]
     fills: frozenset[str]  # stemmed argument names its shaped values fill
     mood: str | None
+    action: frozenset[str] = frozenset()  # the action family heads of its main verb
 
 
 def read(query: str, expand: bool = True) -> Request:
@@ -102,5 +145,5 @@ def read(query: str, expand: bool = True) -> Request:
     if not expand:
         return Request([[((t,), 1.0)] for t in w.tokens(query)], frozenset(), None)
     text, shapes = w.read_shapes(query)
-    raw = w.words(text)
-    return Request(w.slots(raw), w.fills(shapes), mood(raw))
+    raw = w.phrasal(w.words(text))
+    return Request(w.slots(raw), w.fills(shapes), *main_verb(raw))

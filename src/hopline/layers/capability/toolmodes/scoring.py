@@ -12,15 +12,19 @@
   - *name*: the share of a tool's own name words the request says (``NAME_BONUS``);
   - *backend*: how well the request matches the tool's backend as a whole
     (``BACKEND_BONUS``, one merged document per backend);
-  - *named backend*: a request that names a backend by its id ("in notion", "k8s";
-    an id word no other backend's tool says) ranks the tools of every other backend
-    down (``NAMED_PENALTY``);
+  - *named backend*: a request that names a backend by its id ("in notion"; an id
+    word no other backend's tool says), or by a word no tool says whose family the id
+    heads ("k8s", "kubectl"; not "db", a word of the family headed by "sql", for
+    postgres), ranks the tools of every other backend down (``NAMED_PENALTY``);
   - *pairs*: two words the request says side by side that a tool also says side by
     side ("knowledge base", "place id": ``PAIR_BONUS`` each, at most ``PAIR_CAP``);
   - *fills*: a value named by its shape fills one of the tool's arguments
     (``FILL_BONUS``: coordinates → ``latitude``; ``notes.md`` → ``path``);
   - *verb roles*: the tool's name verb says the other mood than the request's main
-    verb ("list all pods" vs ``exec_in_pod``: ``CLASH_PENALTY``; ``roles.py``).
+    verb ("list all pods" vs ``exec_in_pod``: ``CLASH_PENALTY``; ``roles.py``); or it is
+    of the family of a main verb that changes things ("get rid of the deployment" →
+    ``kubectl_delete``, "file a ticket" → ``create_issue``: ``ROLE_BONUS``; read verbs
+    are left out, as "get"/"list" name too many tools to tell them apart).
 
 Pure NumPy over arrays built once per index (imported when first used: the gateway
 imports tool modes whether or not one is configured).
@@ -32,8 +36,15 @@ import math
 from itertools import pairwise
 from typing import Any
 
-from hopline.layers.capability.toolmodes.roles import READ, WRITE, Request, tool_moods
-from hopline.layers.capability.toolmodes.words import LOOSE, Slot
+from hopline.layers.capability.toolmodes.roles import (
+    READ,
+    WRITE,
+    Request,
+    tool_actions,
+    tool_moods,
+)
+from hopline.layers.capability.toolmodes.vocabulary import FAMILIES, READS
+from hopline.layers.capability.toolmodes.words import LOOSE, Slot, tokens
 
 NAME_BONUS = 0.5  # × (1 + 0.5 × share of the tool's own name words the query says)
 BACKEND_BONUS = 1.0  # × (1 + 1.0 × the backend's score / the best backend's)
@@ -43,6 +54,8 @@ PAIR_CAP = 2
 PAIR_FIELDS = ("name", "description", "arguments")
 FILL_BONUS = 0.2  # × 1.2 for a tool with an argument the request's shaped value fills
 CLASH_PENALTY = 0.6  # × 0.6 for a tool whose name verb says the other mood
+ROLE_BONUS = 0.2  # × 1.2 for a tool whose name verb is of the family of the request's main verb
+ROLE_SKIP = READS  # … unless that verb reads
 
 Posting = tuple[Any, Any, float]  # document positions, saturated pseudo-frequency in each, IDF
 
@@ -141,6 +154,7 @@ class Priors:
         self.pairs = _inverted([{p for f in PAIR_FIELDS for p in pairwise(d[f])} for d in documents])
         self.arguments = _inverted([set(d["arguments"]) for d in documents])
         moods = [tool_moods(d["name"]) for d in documents]
+        self.actions = _inverted([tool_actions(d["name"]) for d in documents])  # action head → tools
         self.clash = {READ: np.array([WRITE in m and READ not in m for m in moods], dtype=bool), WRITE: np.array([READ in m and WRITE not in m for m in moods], dtype=bool)}
         groups: dict[tuple[str, ...], int] = {}  # one document per backend, all its tools' fields
         self.group = np.array([groups.setdefault(tuple(d["prefix"]), len(groups)) for d in documents], dtype=np.int32)
@@ -190,18 +204,37 @@ class Priors:
             scores[np.unique(np.concatenate(fit))] *= 1 + FILL_BONUS
         if request.mood is not None:
             scores[self.clash[request.mood]] *= CLASH_PENALTY
+        acting = [p for h in request.action if h not in ROLE_SKIP and (p := self.actions.get(h)) is not None]
+        if acting:
+            scores[np.unique(np.concatenate(acting))] *= 1 + ROLE_BONUS
         return scores
 
     def _named(self, slots: list[Slot], known: dict[str, Posting]) -> Any:
-        """The backends the request names by id: a word it says, or a family member of a
-        word no tool says ("k8s" → kubernetes; not "knowledge" → memory)."""
+        """The backends the request names by id: a word it says, or one no tool says that
+        the table has as another name of the id ("k8s", "kubectl" → kubernetes: the id
+        heads their family; not "db" → postgres, nor "knowledge" → memory)."""
         import numpy as np
 
         named: list[Any] = []
         for slot in slots:
             own = slot[0][0] if slot[0][1] == 1.0 else ()
             unknown = not any(t in known for t in own)
-            for terms, weight in slot:
-                if weight == 1.0 or unknown:
-                    named += [p for t in terms if (p := self.prefixes.get(t)) is not None]
+            for t in own:
+                for id_ in (t, *(_ALIASES.get(t, ()) if unknown else ())):
+                    if (p := self.prefixes.get(id_)) is not None:
+                        named.append(p)
         return np.unique(np.concatenate(named)) if named else np.zeros(0, dtype=np.int32)
+
+
+def _aliases() -> dict[str, frozenset[str]]:
+    """Stemmed one-word family member → the stemmed heads of its families."""
+    out: dict[str, set[str]] = {}
+    for family in FAMILIES:
+        head, *members = (tokens(m.strip().lstrip("~")) for m in family.split("|"))
+        for m in members:
+            if len(m) == 1 and len(head) == 1:
+                out.setdefault(m[0], set()).add(head[0])
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+_ALIASES = _aliases()

@@ -30,20 +30,20 @@ STOPWORDS = frozenset(
 # no more than its family's.
 FAMILIES: tuple[str, ...] = (
     # what the caller wants done (the CRUD verbs first; the create family must stay first)
-    "create|make|new|add|append|prepend|generate|build|set up|setup|insert|init|initialize|register|spawn|compose|draft|~report|~open|~start",
-    "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|examine|~check|pull up|bring up|dump|look at|grab|obtain",
+    "create|make|new|add|append|prepend|generate|build|set up|setup|insert|init|initialize|register|spawn|compose|draft|keep track of|~report|~open|~start|~file|~raise|~log|~drop|~leave|~put|~write|spin up|put together|~submit|~book|~schedule|~record|~note|~establish|~provision|~craft|~author|~produce|~introduce",
+    "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|examine|~check|pull up|bring up|dump|look at|grab|obtain|take a look at|have a look at|peek|peek at|glance at|preview",
     "list|enumerate|~all|~every|browse|index|overview|catalog|inventory",
-    "update|edit|modify|change|~set|patch|alter|amend|adjust|replace|rewrite|overwrite|rename|tweak|revise",
-    "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean up|cleanup|trash|throw away",
-    "search|find|look for|look up|lookup|locate|~query|seek|grep|discover|hunt|~match",
-    "run|execute|exec|launch|invoke|evaluate|eval|~call|trigger|~start|kick off|perform",
-    "send|~post|publish|say|tell|notify|announce|share|broadcast",
+    "update|edit|modify|change|~set|patch|alter|amend|adjust|replace|rewrite|overwrite|rename|tweak|revise|reassign|reopen|~assign|~close|~mark|~flip|~swap|~fix|correct|refresh|reword|rephrase|retitle|relabel|~sync",
+    "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean up|cleanup|trash|throw away|nuke|scrap|ditch|tear down|teardown|clear out|wipe out|take down|rip out|prune|eliminate|expunge|deregister|unregister|dispose of|do away with",
+    "search|find|look for|look up|lookup|locate|~query|seek|grep|discover|hunt|~match|~google|track down|dig up|~scan|comb through|sift through|~filter",
+    "run|execute|exec|launch|invoke|evaluate|eval|~call|trigger|~start|kick off|perform|fire off|carry out",
+    "send|~post|publish|say|tell|notify|announce|share|broadcast|~ping|email|let know",
     "reply|respond|answer|~comment",
-    "stop|cancel|kill|halt|terminate|~end|abort|quit|~close|disable|turn off|shut down|shutdown",
+    "stop|cancel|kill|halt|terminate|~end|abort|quit|~close|disable|turn off|shut down|shutdown|interrupt|suspend",
     "navigate|~go|visit|browse|~open|load|go to|head to",
     "~back|previous|prior",
-    "move|rename|relocate|transfer",
-    "copy|duplicate|clone|fork",
+    "move|rename|relocate|transfer|shift",
+    "copy|duplicate|clone|fork|replicate|mirror",
     "merge|combine|squash",
     "upgrade|update|bump",
     "compress|zip|gzip|archive|pack|tar",
@@ -60,7 +60,7 @@ FAMILIES: tuple[str, ...] = (
     "approve|approved|review|reviewed|request changes|requested changes|lgtm",
     "commit|push",
     "save|~store|write|~put|set|persist|~keep|~record|note down|jot down",
-    "remember|memory|memorize|recall|memories|knowledge",
+    "memory|remember|memorize|recall|memories|knowledge|remembered|~stored|~know",
     "think|thought|thinking|reason|reasoning|reflect|step by step|problem solving",
     "research|investigate|study|deep dive|analyze|analyse",
     # what it is done to
@@ -71,8 +71,9 @@ FAMILIES: tuple[str, ...] = (
     "image|picture|photo|drawing|illustration|artwork|~art|~logo|~icon|graphic",
     "media|image|audio|video",
     "message|msg|~text|chat|~post|dm",
-    "comment|remark|feedback",
+    "comment|remark|feedback|~note",
     "user|person|people|member|account|profile|~everyone|~who|teammate|colleague",
+    "profile|timezone|time zone|~title|bio|avatar",
     "channel|room",
     "place|location|business|shop|~store|venue|~spot|restaurant|nearby|~near|~local|~around|close to|close by|near me",
     "coordinates|latitude|longitude|lat|lng|geocode|gps",
@@ -80,7 +81,7 @@ FAMILIES: tuple[str, ...] = (
     "directions|route|drive|driving|walk|walking|get to",
     "distance|~far|~travel|how long|duration|commute",
     "~key|keyboard|keystroke|~enter|escape|esc|backspace|arrow key|shortcut|hotkey",
-    "log|logs|logging",
+    "log|logs|logging|output|stdout|stderr|~printed",
     "entity|~node|~thing",
     "relation|relationship|~link|connection",
     "observation|fact|~note|~attribute",
@@ -97,8 +98,10 @@ FAMILIES: tuple[str, ...] = (
     "kubernetes|k8s|kube|kubectl|cluster",
     "aws|amazon|bedrock",
     "pod|container",
-    "helm|~chart|~release",
-    "rollout|roll out|rollback|roll back|revert|undo|redeploy",
+    "namespace|ns",
+    "context|~switch|kubeconfig",
+    "helm|~chart",
+    "rollout|roll out|rolled out|rolling out|rollback|roll back|revert|undo|redeploy|restart",
     "port|forward|tunnel|expose|localhost",
     "url|website|~site|webpage|~link",
     "browser|chrome|headless|~window",
@@ -108,7 +111,7 @@ FAMILIES: tuple[str, ...] = (
     "news|article|articles|headlines|blog",
     "dark_mode|light_mode|color_scheme|colour_scheme|theme",
     "console|devtools",
-    "network|requests|api call|xhr|traffic",
+    "network|requests|api call|xhr|traffic|response|~headers",
     "javascript|js|script|~code|snippet|~expression",
     "accessibility|a11y|aria|dom",
     "history|recent|latest|~past",
@@ -120,10 +123,21 @@ FAMILIES: tuple[str, ...] = (
     "~test|demo|~sample|~example|simulate|simulated|~fake|~mock",
 )
 
+# Pronouns that say no thing in particular: not a word of the request (nor the name of
+# a backend) unless a word for a server follows ("everything you stored", but "the
+# everything server").
+PRONOUNS = frozenset({"everything", "anything", "something", "nothing"})
+SERVERS = frozenset({"server", "servers", "mcp", "backend", "service"})
+
+# The leading families that are actions (verbs), for verb roles.
+ACTIONS = next(i for i, f in enumerate(FAMILIES) if f.startswith("directory|"))
+
 # One-way: a query word that implies a phrase of tool words it is not a synonym of.
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "which": ("list",), "draw": ("generate image",), "paint": ("generate image",), "sketch": ("generate image",),
-    "mkdir": ("create directory",), "ls": ("list",), "rm": ("delete",), "mv": ("move",), "cp": ("copy",), "remember": ("memory create",), "recall": ("memory search",),
+    "mkdir": ("create directory",), "ls": ("list",), "rm": ("delete",), "mv": ("move",), "cp": ("copy",), "remember": ("memory",), "recall": ("memory search",),
+    # Kubernetes kinds are Kubernetes resources
+    **{kind: ("kubernetes resource",) for kind in ("deployment", "statefulset", "daemonset", "replicaset", "configmap", "secret", "ingress", "cronjob", "events")},
 }
 
 # Verb roles (``roles.py``): the action families, by their first member, whose verbs
@@ -144,4 +158,5 @@ FILLS = {
     "url": "url link",
     "channel": "channel",
     "user": "user",
+    "slug": "owner repo project",
 }

@@ -4,7 +4,9 @@
 the word families a query word may stand for (``vocabulary.py``, at
 ``SYNONYM_WEIGHT``), and the *slots* a query is read as (each slot scores its best
 alternative once; spans that name something by their shape — a URL, a path,
-``#channel``, ``40.71, -74.00`` — are one word, and the value fills an argument).
+``#channel``, ``40.71, -74.00``, ``owner/repo``, a quoted value — are one word or
+none, and the value fills an argument; a pronoun that names no thing, "everything",
+is no word of the request unless a "server" follows it).
 Pure functions; the word lists themselves are in ``vocabulary.py``.
 """
 
@@ -17,6 +19,8 @@ from hopline.layers.capability.toolmodes.vocabulary import (
     ARTICLES,
     FAMILIES,
     FILLS,
+    PRONOUNS,
+    SERVERS,
     STOPWORDS,
     SYNONYMS,
 )
@@ -156,29 +160,45 @@ def _making() -> dict[Key, frozenset[tuple[str, ...]]]:
 
 
 MAKING = _making()
+_CREATE = tuple(tokens(_members(FAMILIES[0])[0]))
 
 # -- shapes ---------------------------------------------------------------------------
 # What a request names by its shape rather than its words: coordinates, a URL, a file
-# name, a path, a #channel or an @user. The words inside ("notes/todo.md", "example.com")
-# are names, not what the request is about, so the span is read as the one word it
-# stands for. Each pattern runs only if its text holds the character it needs.
+# name (an image file by its extension), a path, an owner/repo, a #channel, an @user,
+# an :emoji:, a quoted or "called …" value, a KEY=value, two numbers to add, SQL said
+# in words. The words inside ("notes/todo.md", "example.com", 'Crash on save',
+# "kubernetes/kubernetes") are names, not what the request is about, so the span is
+# read as the one word it stands for, or none (a value: quoted, KEY=value, owner/repo);
+# the word also says which arguments the value fills (``vocabulary.FILLS``). Each
+# pattern runs only if its text holds one of the characters it needs.
+_VALUE = {"slug": ""}  # shape word → what the text says instead, where not the word itself
 _SHAPES = (
+    ("'\"‘“", re.compile(r"(?<![\w])(?:'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"|‘[^’\n]{1,80}’|“[^”\n]{1,80}”)(?![\w])"), ""),  # 'Crash on save': a value
+    ("d", re.compile(r"\b(?:called|named|titled) [\w.:/-]+", re.IGNORECASE), "name"),  # "a configmap called app-settings"
     (",", re.compile(r"(?<![\w.])[-+]?\d{1,3}\.\d+°?\s*[NS]?\s*,\s*[-+]?\d{1,3}\.\d+°?\s*[EW]?(?![\w.])"), "coordinates"),  # "40.71, -74.00"
     (".", re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+|(?<![\w@/.])[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?(?![\w.])", re.IGNORECASE), "url"),
     (".", re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:/?[\w*~-]+)*/?[\w*-]*[\w*]\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),
     (".", re.compile(r"(?<![\w.])\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),  # ".log", as in "every .log file"
     ("/", re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.*-]+(?:/[\w.*-]*)*"), "path"),
+    ("/", re.compile(r"(?<![\w/.~-])[A-Za-z][\w.-]*(?:/[\w.-]*[A-Za-z][\w.-]*)+(?![\w/])"), "slug"),  # owner/repo, group/project
     ("#", re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), "channel"),
     ("@", re.compile(r"(?<![\w])@[A-Za-z][\w.-]*"), "user"),
+    (":", re.compile(r"(?<![\w:]):[a-z0-9_+-]{2,30}:(?![\w:])"), "emoji"),  # ":tada:"
+    ("tT", re.compile(r"\bselect\b(?=[^.?!]{1,80}\bfrom\b[^.?!]{0,40}\btables?\b)", re.IGNORECASE), "sql query"),  # SQL said in words
+    ("0123456789", re.compile(r"(?<![\w.,])-?\d+(?:\.\d+)?\s*(?:\+|plus|and)\s*-?\d+(?:\.\d+)?(?![\w.,])"), "sum"),  # "17 and 25"
+    ("=", re.compile(r"(?<![\w=])[\w.-]+=[\w.:/-]*"), ""),  # "LOG_LEVEL=debug", "app=canary": a value, no word
 )
+
+
+_IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".tif", ".tiff")
 
 
 def read_shapes(text: str) -> tuple[str, set[str]]:
     """(``text`` with each shaped span replaced by the word it stands for, those words).
-    Several file names are "multiple files"."""
+    Several file names are "multiple files"; "logo.png" is an "image file"."""
     found: set[str] = set()
     for needs, pattern, word in _SHAPES:
-        if needs not in text:
+        if not any(c in text for c in needs):
             continue
         spans = len(pattern.findall(text))
         if not spans:
@@ -186,8 +206,10 @@ def read_shapes(text: str) -> tuple[str, set[str]]:
         found.add(word)
         if word == "file" and spans > 1:  # "a.txt, b.txt and c.txt"
             text = pattern.sub(" ", pattern.sub(" multiple files ", text, count=1))
+        elif word == "file":  # "logo.png": an image file
+            text = pattern.sub(lambda m: " image file " if m.group().lower().endswith(_IMAGES) else " file ", text)
         else:
-            text = pattern.sub(f" {word} ", text)
+            text = pattern.sub(f" {_VALUE.get(word, word)} ", text)
     return text, found
 
 
@@ -204,7 +226,10 @@ def slots(raw: list[str]) -> list[Slot]:
     an alternative that the query says outright, or that an earlier word brought, is
     left out. A phrase of the table ("close to", "look up") stands for its family, not
     for its words; a compound ("pull request") for both. A create word with other senses
-    ("open") means create before "a"/"new" and its other senses elsewhere."""
+    ("open") means create before "a"/"new" and its other senses elsewhere; "new" after a
+    create word ("make a new page") adds nothing. "everything" (``PRONOUNS``) is no word
+    unless a server word follows ("the everything server")."""
+    raw = [w for i, w in enumerate(raw) if w not in PRONOUNS or (i + 1 < len(raw) and raw[i + 1] in SERVERS)]
     stems = [stemmed(w) for w in raw]
     folded = [plural(w) for w in raw]
     direct = {stem for w, stem in zip(raw, stems) if w not in STOPWORDS}
@@ -221,6 +246,9 @@ def slots(raw: list[str]) -> list[Slot]:
     while i < len(raw):
         n, key = next(((n, k) for n in range(min(_LONGEST, len(raw) - i), 1, -1) if (k := entry(i, n))), (1, entry(i, 1)))
         own = tuple(stems[j] for j in range(i, i + n) if raw[j] not in STOPWORDS)
+        if n == 1 and raw[i] in ARTICLES and out and any(terms == _CREATE for terms, _w in out[-1]):  # "make a new page": "new" adds nothing
+            i += 1
+            continue
         slot: Slot = [(own, 1.0)] if own and (n == 1 or key in _COMPOUNDS) else []
         targets = _ALTERNATIVES.get(key, []) if key else []
         if key in MAKING:  # "open a ticket" makes one; "open the file" does not
@@ -236,9 +264,22 @@ def slots(raw: list[str]) -> list[Slot]:
     return out
 
 
+_OBJECTS = frozenset({"it", "them", "this", "that", "these", "those", "everything"})
+
+
+def phrasal(raw: list[str]) -> list[str]:
+    """A request's words with an object pronoun moved out of a phrase of the table it
+    splits ("look it up" → "look up it", "shut them down")."""
+    out = list(raw)
+    for i in range(len(out) - 2):
+        if out[i + 1] in _OBJECTS and (out[i], out[i + 2]) in _ALTERNATIVES:
+            out[i + 1], out[i + 2] = out[i + 2], out[i + 1]
+    return out
+
+
 def query_slots(text: str) -> list[Slot]:
     """The slots of a request (:func:`slots` of its words, shapes read)."""
-    return slots(words(read_shapes(text)[0]))
+    return slots(phrasal(words(read_shapes(text)[0])))
 
 
 def query_tokens(text: str) -> list[str]:
