@@ -22,12 +22,15 @@ from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
 
 # Layers each mode brings into the pipeline (a mode is a composition of layers).
-MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7)}
+MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7), "federation": (1, 2, 3, 6, 7)}
+MODE_LAYERS["conversion"] = (1, 2, 3)  # OpenAPI backends: a translation sublayer between L1 and L2 (§5.7)
 HANDSHAKE_DISPOSITION = {
     "relay": "single-handshake passthrough (MUST NOT dual-handshake)",
     "forward": "dual-handshake (composed capabilities)",
     "reverse": "dual-handshake (the single backend's surface, unprefixed)",
     "sidecar": "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods forwarded)",
+    "federation": "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
+    "conversion": "dual-handshake (converted capabilities)",
 }
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 
@@ -47,6 +50,7 @@ class Deployment:
     tool_mode: str | None = None  # Layer 7 progressive disclosure: standard, search, code (the main endpoint's default)
     tool_modes: dict[str, dict[str, Any]] = field(default_factory=dict)  # endpoint path → {mode, backends by mode}
     authentication: str = "none"
+    members: dict[str, dict[str, Any]] | None = None  # federation: each member intermediary's declaration, in short
 
 
 def tier_for(layers: set[int]) -> int:
@@ -80,6 +84,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         **({"tool_mode": d.tool_mode} if d.tool_mode else {}),
         **({"tool_modes": d.tool_modes} if d.tool_modes else {}),
         "authentication": d.authentication,
+        **({"federation": {"members": d.members}} if d.members is not None else {}),
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
         "requirements": requirement_ids(),
@@ -106,8 +111,9 @@ def for_config(config: object) -> Deployment:
     pattern = Propagator.from_config(config).pattern()
     if pattern == "none" and injected:
         pattern = "credential-injection"
+    converting = any(getattr(b, "openapi", None) is not None for b in backends.values())
     return Deployment(
-        modes=[mode],
+        modes=[mode, "conversion"] if converting else [mode],
         token_propagation=pattern,
         collision=getattr(config, "routing").collision,
         layers=layers_for(config),  # type: ignore[arg-type]

@@ -42,8 +42,30 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bug must still not greet an operator with a traceback
         print(f"{args.config}: could not be checked ({type(exc).__name__})", file=sys.stderr)
         return 1
-    print("\n".join([f"{args.config}: valid", *explain(config)]))
+    try:
+        converted = _check_specs(config, args.config)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    except Exception as exc:
+        print(f"{args.config}: an OpenAPI spec could not be checked ({type(exc).__name__})", file=sys.stderr)
+        return 1
+    print("\n".join([f"{args.config}: valid", *explain(config), *converted]))
     return 0
+
+
+def _check_specs(config: GatewayConfig, source: str) -> list[str]:
+    """Conversion backends: load and convert each OpenAPI spec; say what it gives."""
+    if not any(b.openapi is not None for b in config.backends.values()):
+        return []
+    from hopline.conversion.preflight import check_specs
+
+    lines = ["openapi backends:"]
+    for bid, (converted, base_url) in check_specs(config, source).items():
+        tools = [op.tool for op in converted.operations]
+        lines.append(f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: {', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}")
+        lines += [f"    skipped {label}: {why}" for label, why in converted.skipped.items()]
+    return lines
 
 
 def explain(config: GatewayConfig) -> list[str]:
@@ -113,6 +135,9 @@ def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
         words = [config.as_written("backends", bid, "command") or backend.command]
         words += [config.as_written("backends", bid, "args", i) or a for i, a in enumerate(backend.args)]
         return shlex.join(words)
+    if backend.openapi is not None:
+        spec = config.as_written("backends", bid, "openapi") or (_mask(backend.openapi) if "://" in backend.openapi else backend.openapi)
+        return f"{spec} (OpenAPI)"
     url = config.as_written("backends", bid, "url") or _mask(backend.url or "")
     return url if backend.transport == "auto" else f"{url} ({backend.transport})"
 

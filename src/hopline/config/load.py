@@ -89,6 +89,9 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
         raise ConfigError(source, [(format_path(loc), msg) for loc, msg in problems])
     config._import_notes = imported.notes
     config._templates = {_to_config_loc(loc, imported): t for loc, t in templates.items()}
+    where = os.path.expanduser(source)
+    if os.path.isfile(where):  # relative `openapi` paths start at the file's directory
+        config._base_dir = os.path.dirname(os.path.abspath(where))
     return config
 
 

@@ -38,7 +38,8 @@ _Section = Section
 
 
 class BackendConfig(_Section):
-    """One backend: a stdio child (``command``) or an HTTP endpoint (``url``)."""
+    """One backend: a stdio child (``command``), an HTTP endpoint (``url``), or a REST API
+    described by OpenAPI (``openapi``, Conversion mode: its operations become tools)."""
 
     command: str | None = Field(None, min_length=1, description="Program to start as a stdio MCP server.")
     args: list[str] = Field(default_factory=list, description="Arguments for `command`.")
@@ -46,7 +47,11 @@ class BackendConfig(_Section):
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
     transport: Literal["auto", "streamable-http", "sse"] = Field("auto", description="HTTP transport of `url`; auto tries Streamable HTTP, then legacy SSE.")
-    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to `url` (use ${VAR} for tokens).")
+    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to `url`, or to the API of an `openapi` backend (use ${VAR} for tokens).")
+    openapi: str | None = Field(None, min_length=1, description="OpenAPI 3.0/3.1 description (JSON or YAML) of a REST API whose operations become tools: a file "
+                                "path (relative to this file's directory) or an http(s) URL.")
+    base_url: str | None = Field(None, description="For `openapi`: where the API's requests go (default: the spec's first servers[].url).")
+    operations: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="For `openapi`: the operationIds to expose (default: all).")
     prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
     stateless: bool = Field(False, description="Share one backend session among all clients.")
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
@@ -61,10 +66,10 @@ class BackendConfig(_Section):
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
 
-    def kind(self) -> Literal["stdio", "http"]:
-        return "stdio" if self.command is not None else "http"
+    def kind(self) -> Literal["stdio", "http", "openapi"]:
+        return "stdio" if self.command is not None else "openapi" if self.openapi is not None else "http"
 
-    @field_validator("url")
+    @field_validator("url", "base_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
         if url is not None:
@@ -90,17 +95,21 @@ class BackendConfig(_Section):
     @model_validator(mode="after")
     def _one_kind(self) -> BackendConfig:
         problems: list[tuple[Loc, str]] = []
-        if (self.command is None) == (self.url is None):
-            which = "both are set" if self.command is not None else "neither is set"
-            problems.append(((), f"set exactly one of `command` (stdio backend) or `url` (HTTP backend); {which}"))
-        elif self.command is not None:
-            for key in ("headers", "transport"):
-                if getattr(self, key) not in ({}, "auto"):
-                    problems.append(((key,), "applies to `url` backends only; this backend has a `command`"))
+        kinds = [k for k in ("command", "url", "openapi") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            which = {0: "neither is set", 2: "both are set", 3: "all three are set"}[len(kinds)]
+            if kinds == ["command", "url"]:
+                problems.append(((), f"set exactly one of `command` (stdio backend) or `url` (HTTP backend); {which}"))
+            else:
+                problems.append(((), f"set exactly one of `command` (stdio backend), `url` (HTTP backend) or `openapi` (REST API); {which}"))
         else:
-            for key in ("args", "env", "cwd"):
-                if getattr(self, key):
-                    problems.append(((key,), "applies to `command` backends only; this backend has a `url`"))
+            has = {"command": "a `command`", "url": "a `url`", "openapi": "an `openapi`"}[kinds[0]]
+            owners = {"headers": ("url", "openapi"), "transport": ("url",), "args": ("command",), "env": ("command",), "cwd": ("command",),
+                      "base_url": ("openapi",), "operations": ("openapi",)}
+            for key, owner in owners.items():
+                if kinds[0] not in owner and getattr(self, key) not in ({}, [], None, "auto"):
+                    also = " (and `openapi` ones)" if key == "headers" else ""
+                    problems.append(((key,), f"applies to `{owner[0]}` backends only{also}; this backend has {has}"))
         seen: dict[str, str] = {}
         for original, exposed in self.rename.items():
             if not original or not exposed:
@@ -182,10 +191,11 @@ class GatewayConfig(_Section):
     """The whole configuration file."""
 
     version: Literal[1] = Field(1, description="Configuration format version.")
-    mode: Literal["forward", "reverse", "sidecar"] = Field(
+    mode: Literal["forward", "reverse", "sidecar", "federation"] = Field(
         "forward",
         description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend (a `command`, or a `url` on "
-        "this host), every message to and from it mediated, its identity and names unchanged.",
+        "this host), every message to and from it mediated, its identity and names unchanged; federation: backends that are intermediaries "
+        "themselves (their declarations are fetched and listed in this one's; loops are refused).",
     )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
@@ -207,6 +217,13 @@ class GatewayConfig(_Section):
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
+    _base_dir: str | None = PrivateAttr(None)
+
+    @property
+    def base_dir(self) -> str | None:
+        """The directory of the file this configuration came from (relative `openapi`
+        paths start there); None when it was not read from a file (then: the cwd)."""
+        return self._base_dir
 
     @property
     def import_notes(self) -> list[str]:
@@ -247,12 +264,16 @@ class GatewayConfig(_Section):
 
 
 def _local(backend: BackendConfig) -> bool:
-    """A stdio child, or an HTTP endpoint on a loopback address (a sidecar's backend)."""
-    if backend.url is None:
+    """A stdio child, or an HTTP endpoint on a loopback address (a sidecar's backend; for
+    an ``openapi`` backend, its ``base_url``)."""
+    if backend.command is not None:
         return True
+    url = backend.url if backend.openapi is None else backend.base_url
+    if url is None:
+        return False
     import ipaddress
 
-    host = (urlsplit(backend.url).hostname or "").lower()
+    host = (urlsplit(url).hostname or "").lower()
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:

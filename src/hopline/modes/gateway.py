@@ -105,6 +105,10 @@ class Gateway:
         if spec.command is not None:
             target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
             self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
+        elif spec.openapi is not None:  # Conversion mode (§5.7): the API's operations as an in-process MCP server
+            from hopline.conversion.server import OpenApiBackends
+
+            self.connectors[backend_id] = OpenApiBackends(backend_id, spec, base_dir=self.config.base_dir, timeout=self.timeout_for(backend_id) or 30.0)  # type: ignore[assignment]
         else:
             # A backend that forgets our session (restart, idle expiry: HTTP 404) is
             # re-initialized transparently and the request retried once (test-battery F1).
@@ -261,14 +265,31 @@ class Gateway:
     def timeout_for(self, backend_id: str) -> float | None:
         return self.config.backends[backend_id].timeout or self.config.listen.request_timeout
 
-    async def connect(self, backend_id: str, *, era: Era, client_capabilities: dict[str, Any], on_request: Any, on_notification: Any, principal: Principal = ANONYMOUS) -> BackendSession:
-        """A new backend session, in ``era`` if the backend speaks it (else the other)."""
+    async def connect(
+        self, backend_id: str, *, era: Era, client_capabilities: dict[str, Any], on_request: Any, on_notification: Any, principal: Principal = ANONYMOUS, chain: list[Any] | None = None
+    ) -> BackendSession:
+        """A new backend session, in ``era`` if the backend speaks it (else the other). Its
+        handshake carries the hop sequence (``chain``, the one the client's request came
+        with, plus this hop), so an intermediary that leads back here refuses it at once."""
         channel = await self.connector_for(backend_id, principal).open_session(era)
         return await BackendSession.open(
-            backend_id, channel, client_capabilities=client_capabilities, on_request=on_request, on_notification=on_notification, timeout=self.timeout_for(backend_id), prefer=era
+            backend_id, channel, client_capabilities=client_capabilities, on_request=on_request, on_notification=on_notification, timeout=self.timeout_for(backend_id), prefer=era,
+            meta=self.hop_meta(chain or []),
         )
 
-    async def shared_session(self, backend_id: str, principal: Principal = ANONYMOUS) -> BackendSession:
+    def hop_meta(self, chain: list[Any]) -> dict[str, Any]:
+        """``_meta`` for the gateway's own requests to a backend (handshakes, list fetches):
+        the hop sequence ``chain`` with this hop appended; empty without hop metadata."""
+        hops = self.observability.hops
+        return {} if hops is None else {hops.key: [*chain, hops.entry()]}
+
+    def arrived(self, meta: dict[str, Any]) -> list[Any]:
+        """The hop sequence a client's request came with, after the loop and depth checks
+        (raises :class:`~hopline.observability.hops.LoopDetected` / ``TooManyHops``)."""
+        hops = self.observability.hops
+        return [] if hops is None or hops.key not in meta else hops.incoming(meta)
+
+    async def shared_session(self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None) -> BackendSession:
         """The one session every stateless exchange (and every client, for ``stateless``
         backends) shares: per backend, or per (backend, caller) where the credentials
         depend on the caller. It declares no client capabilities: no single client could
@@ -286,7 +307,8 @@ class Gateway:
                     raise failed[1]  # don't retry a failed start on every stateless request
                 try:
                     session = await self.connect(
-                        backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id), principal=principal
+                        backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id), principal=principal,
+                        chain=chain,
                     )
                 except Exception as exc:
                     delay = self.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
@@ -330,7 +352,7 @@ class Gateway:
 
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.config.backends[backend_id].stateless:
-                return await self.shared_session(backend_id, owner.principal)
+                return await self.shared_session(backend_id, owner.principal, owner.arrival)
             return await owner.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)

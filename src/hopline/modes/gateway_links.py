@@ -50,7 +50,7 @@ class BackendLinks:
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.gateway.connect(
             backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id),
-            principal=self.principal,
+            principal=self.principal, chain=self.arrival,
         )
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
         session.on_closed = self._backend_lost

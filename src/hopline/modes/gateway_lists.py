@@ -39,6 +39,7 @@ class ListComposer:
     backends: dict[str, BackendSession | BaseException] | None
     _catalogs: dict[str, tuple[tuple, Catalog]]
     _binding: str
+    arrival: list[Any]
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
         async def live_backends(self) -> dict[str, BackendSession | BaseException]: ...  # noqa: E704 (BackendLinks)
@@ -100,7 +101,8 @@ class ListComposer:
         cached = [s.cached_list(method) for s in backends.values()]
         if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
             return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]
-        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method), limit) for s in backends.values()), return_exceptions=True)
+        meta = self.gateway.hop_meta(self.arrival)  # an intermediary that leads back here refuses the fetch
+        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method, meta), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
             self.gateway.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker

@@ -74,8 +74,17 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop))
 
 
+def _check_specs(config: GatewayConfig, source: str) -> None:
+    """Conversion backends: every OpenAPI spec loads and converts (else ConfigError)."""
+    if any(b.openapi is not None for b in config.backends.values()):
+        from hopline.conversion.preflight import check_specs
+
+        check_specs(config, source)
+
+
 def serve_http(config: GatewayConfig, path: str | None = None) -> int:
     try:
+        _check_specs(config, path or "<config>")
         auth = _authenticator(config, path or "<config>")
     except ConfigError as exc:
         runtime.announce(f"hopline serve: {exc}")
@@ -94,6 +103,12 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         tables = {p: SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl) for p in config.tools.endpoints}
         options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
         deployment = for_config(config)
+        federation = None
+        if config.mode == "federation":  # the members' declarations, kept current in ours
+            from hopline.modes.federation import watch_members
+
+            deployment.members = {}
+            federation = asyncio.create_task(watch_members(config, deployment.members))
         app = HoplineApp(
             StreamableHttpListener(gateway, sessions, options),
             endpoints={p: StreamableHttpListener(gateway.endpoint(p), table, options) for p, table in tables.items()},
@@ -119,6 +134,8 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 
         async def shutdown() -> None:
             watch.cancel()
+            if federation is not None:
+                federation.cancel()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -136,7 +153,13 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
     return runtime.run(main())
 
 
-def serve_stdio(config: GatewayConfig) -> int:
+def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
+    try:
+        _check_specs(config, path or "<config>")
+    except ConfigError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
+
     async def main() -> int:
         gateway = Gateway(config)
         gateway.start()

@@ -55,6 +55,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
+        self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -65,6 +66,11 @@ class GatewaySession(BackendLinks, ListComposer):
         principal = getattr(message, "principal", None)
         if principal is not None:
             self.principal = principal
+        meta = message.meta
+        if meta:  # a request that has been here before is refused, lists and handshakes included
+            chain = self.gateway.arrived(meta)
+            if chain and not self.arrival:
+                self.arrival = chain  # carried on into this session's handshakes and list fetches
         return await (handler or GatewaySession._pass_on)(self, message)
 
     async def _pass_on(self, message: Message) -> Message:

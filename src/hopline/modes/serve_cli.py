@@ -41,4 +41,4 @@ def run(args: argparse.Namespace) -> int:
     configure(config.observability.logs.format, requests=config.observability.logs.requests)
     from hopline.modes import gateway_serve
 
-    return gateway_serve.serve_stdio(config) if args.stdio else gateway_serve.serve_http(config, args.config)
+    return gateway_serve.serve_stdio(config, args.config) if args.stdio else gateway_serve.serve_http(config, args.config)

@@ -83,7 +83,10 @@ class BackendSession:
         on_notification: OnNotification | None = None,
         timeout: float | None = 30.0,
         prefer: Era = Era.MODERN,
+        meta: dict[str, Any] | None = None,
     ) -> BackendSession:
+        """``meta``: extra ``_meta`` for the handshake (the hop sequence, so that a loop
+        of intermediaries is refused when it is first set up)."""
         caps = client_capabilities or {}
         holder: list[BackendSession] = []
 
@@ -95,7 +98,7 @@ class BackendSession:
 
         peer = RpcPeer(channel, name=backend_id, on_request=on_request, on_notification=notified, on_closed=lambda: holder and holder[0]._closed())
         try:
-            info = await _handshake(peer, caps, timeout, prefer)
+            info = await _handshake(peer, caps, timeout, prefer, meta or {})
         except BaseException:
             await peer.aclose()
             raise
@@ -136,8 +139,9 @@ class BackendSession:
             return []
         return self._lists.get(method)
 
-    async def list_all(self, method: str) -> list[dict[str, Any]]:
-        """Every item of one list, across pages; cached until the backend says it changed."""
+    async def list_all(self, method: str, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """Every item of one list, across pages; cached until the backend says it changed.
+        ``meta`` goes with the fetch (the hop sequence); concurrent askers share one fetch."""
         key, capability = LISTS[method]
         if not self.supports(capability):
             return []
@@ -145,17 +149,20 @@ class BackendSession:
             return self._lists[method]
         pending = self._fetching.get(method)
         if pending is None:
-            pending = asyncio.ensure_future(self._fetch(method, key))
+            pending = asyncio.ensure_future(self._fetch(method, key, meta))
             self._fetching[method] = pending
             pending.add_done_callback(lambda f, m=method: (self._fetching.pop(m, None), f.cancelled() or f.exception()))
         return await asyncio.shield(pending)
 
-    async def _fetch(self, method: str, key: str) -> list[dict[str, Any]]:
+    async def _fetch(self, method: str, key: str, meta: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cursor: str | None = None
         generation = self._generation
         for _ in range(MAX_PAGES):
-            answer = await self.call(method, {"cursor": cursor} if cursor else {})
+            params: dict[str, Any] = {"cursor": cursor} if cursor else {}
+            if meta:
+                params["_meta"] = meta
+            answer = await self.call(method, params)
             result = _result(answer, method, self.id)
             page = result.get(key)
             if not isinstance(page, list):
@@ -210,7 +217,7 @@ def _result(answer: Message, method: str, backend_id: str) -> dict[str, Any]:
     raise UnavailableError(f"backend {backend_id} failed {method}: {err.get('message', 'no result')}", backend=backend_id, reason="backend_error")
 
 
-async def _handshake(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, prefer: Era) -> BackendInfo:
+async def _handshake(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, prefer: Era, meta: dict[str, Any]) -> BackendInfo:
     """Agree an era with a fresh backend connection, trying ``prefer`` first.
 
     A handshake-era client is best served by a handshake-era backend session
@@ -218,15 +225,16 @@ async def _handshake(peer: RpcPeer, caps: dict[str, Any], timeout: float | None,
     one. The first request an SDK stdio server sees locks its era, so the
     fallback is tried only after the preferred form was refused."""
     if prefer is Era.HANDSHAKE:
-        info = await _initialize(peer, caps, timeout)
-        return info if info is not None else await _discover(peer, caps, timeout) or _refused(peer)
-    info = await _discover(peer, caps, timeout)
-    return info if info is not None else await _initialize(peer, caps, timeout) or _refused(peer)
+        info = await _initialize(peer, caps, timeout, meta)
+        return info if info is not None else await _discover(peer, caps, timeout, meta) or _refused(peer)
+    info = await _discover(peer, caps, timeout, meta)
+    return info if info is not None else await _initialize(peer, caps, timeout, meta) or _refused(peer)
 
 
-async def _discover(peer: RpcPeer, caps: dict[str, Any], timeout: float | None) -> BackendInfo | None:
-    meta = {META_PROTOCOL_VERSION: LATEST_MODERN, META_CLIENT_CAPABILITIES: caps, META_CLIENT_INFO: GATEWAY_INFO}
+async def _discover(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, extra: dict[str, Any]) -> BackendInfo | None:
+    meta = {**extra, META_PROTOCOL_VERSION: LATEST_MODERN, META_CLIENT_CAPABILITIES: caps, META_CLIENT_INFO: GATEWAY_INFO}
     probe = await peer.call("server/discover", {"_meta": meta}, timeout=timeout)
+    _hop_refusal(peer, probe)
     result = probe.body.get("result")
     if isinstance(result, dict) and LATEST_MODERN in (result.get("supportedVersions") or []):
         server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
@@ -234,13 +242,25 @@ async def _discover(peer: RpcPeer, caps: dict[str, Any], timeout: float | None) 
     return None
 
 
-async def _initialize(peer: RpcPeer, caps: dict[str, Any], timeout: float | None) -> BackendInfo | None:
-    init = await peer.call("initialize", {"protocolVersion": LATEST_HANDSHAKE, "capabilities": caps, "clientInfo": GATEWAY_INFO}, timeout=timeout)
+async def _initialize(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, meta: dict[str, Any]) -> BackendInfo | None:
+    params: dict[str, Any] = {"protocolVersion": LATEST_HANDSHAKE, "capabilities": caps, "clientInfo": GATEWAY_INFO}
+    if meta:
+        params["_meta"] = meta
+    init = await peer.call("initialize", params, timeout=timeout)
+    _hop_refusal(peer, init)
     result = init.body.get("result")
     if not isinstance(result, dict) or result.get("protocolVersion") not in HANDSHAKE_VERSIONS:
         return None
     await peer.notify("notifications/initialized")
     return BackendInfo(Era.HANDSHAKE, str(result.get("protocolVersion")), result.get("capabilities") or {}, result.get("serverInfo") or {}, result.get("instructions"))
+
+
+def _hop_refusal(peer: RpcPeer, answer: Message) -> None:
+    """An intermediary that refused the handshake as a loop (or too deep) is not tried in the other era."""
+    error = answer.body.get("error")
+    data = error.get("data") if isinstance(error, dict) else None
+    if isinstance(data, dict) and data.get("reason") in ("loop", "max_hops"):
+        raise UnavailableError(f"backend {peer.name}: {error.get('message')}", backend=peer.name, reason=str(data["reason"]))
 
 
 def _refused(peer: RpcPeer) -> BackendInfo:
