@@ -22,13 +22,14 @@ from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
 
 # Layers each mode brings into the pipeline (a mode is a composition of layers).
-MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7), "federation": (1, 2, 3, 6, 7)}
+MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7), "federation": (1, 2, 3, 6, 7), "transparent": (1,)}
 MODE_LAYERS["conversion"] = (1, 2, 3)  # OpenAPI backends: a translation sublayer between L1 and L2 (§5.7)
 HANDSHAKE_DISPOSITION = {
     "relay": "single-handshake passthrough (MUST NOT dual-handshake)",
     "forward": "dual-handshake (composed capabilities)",
     "reverse": "dual-handshake (the single backend's surface, unprefixed)",
     "sidecar": "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods forwarded)",
+    "transparent": "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
     "federation": "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
     "conversion": "dual-handshake (converted capabilities)",
 }
@@ -51,6 +52,7 @@ class Deployment:
     tool_modes: dict[str, dict[str, Any]] = field(default_factory=dict)  # endpoint path → {mode, backends by mode}
     authentication: str = "none"
     members: dict[str, dict[str, Any]] | None = None  # federation: each member intermediary's declaration, in short
+    transparent: dict[str, Any] | None = None  # transparent mode: awareness level, how the destination reaches it
 
 
 def tier_for(layers: set[int]) -> int:
@@ -85,6 +87,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         **({"tool_modes": d.tool_modes} if d.tool_modes else {}),
         "authentication": d.authentication,
         **({"federation": {"members": d.members}} if d.members is not None else {}),
+        **({"transparent": d.transparent} if d.transparent is not None else {}),
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
         "requirements": requirement_ids(),
@@ -105,6 +108,8 @@ def for_config(config: object) -> Deployment:
     from hopline.layers.policy.propagation import Propagator
 
     mode = getattr(config, "mode")
+    if mode == "transparent":
+        return _transparent(getattr(config, "transparent"))
     backends = getattr(config, "backends")
     tools = getattr(config, "tools")
     injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
@@ -120,6 +125,26 @@ def for_config(config: object) -> Deployment:
         tool_mode=tools.mode,
         tool_modes={getattr(config, "listen").path: tools.describe(), **{path: e.describe() for path, e in tools.endpoints.items()}},
         authentication="oauth2-bearer" if getattr(config, "auth", None) is not None else "none",
+    )
+
+
+def _transparent(t: Any) -> Deployment:
+    """Transparent mode: level 1, HTTP only, the client's credentials passed through."""
+    how = "the Host header, as the client addressed it" if t.destination == "host" else f"the {t.header!r} header, set by the interception layer"
+    return Deployment(
+        modes=["transparent"],
+        client_transports=["streamable-http", "sse"],
+        backend_transports=["streamable-http", "sse"],
+        tls="termination by the surrounding infrastructure" if t.tls == "terminated" else "plaintext",
+        token_propagation="passthrough",
+        layers={1, 5} if t.rules else {1},
+        transparent={
+            "awareness_level": t.level,
+            "interception": "by the surrounding network (DNS-based interception, or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
+            "original_destination": how,
+            "destinations": sorted(t.destinations),
+            "policy": "CEL over HTTP method, path, headers, source (level 1: no bodies)" if t.rules else "none",
+        },
     )
 
 

@@ -87,7 +87,7 @@ BAD = [
     ("routing: {collision: first}\n" + ONE, "routing.collision", "'prefix', 'priority', 'rename' or 'reject'"),
     ("routing: {max_name_length: 5}\n" + ONE, "routing.max_name_length", "leaves no room"),
     ("routing: {uri_scheme: '1x'}\n" + ONE, "routing.uri_scheme", "should match pattern"),
-    ("mode: sideways\n" + ONE, "mode", "'forward', 'reverse', 'sidecar' or 'federation'"),
+    ("mode: sideways\n" + ONE, "mode", "'forward', 'reverse', 'sidecar', 'federation' or 'transparent'"),
     ("version: 2\n" + ONE, "version", "Input should be 1"),
     ("name: ''\n" + ONE, "name", "at least 1 character"),
     ("listen: {port: 70000}\n" + ONE, "listen.port", "less than or equal to 65535"),

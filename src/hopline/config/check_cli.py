@@ -74,8 +74,14 @@ def explain(config: GatewayConfig) -> list[str]:
     enabled = sum(b.enabled for b in config.backends.values())
     lines = [
         f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
-        f"listen: http://{host}:{listen.port}{listen.path}",
+        f"listen: http://{host}:{listen.port}{'' if config.mode == 'transparent' else listen.path}",
     ]
+    if config.mode == "transparent" and config.transparent is not None:
+        t = config.transparent
+        lines.append(f"awareness level {t.level}: bodies are not read; the destination comes from {'Host' if t.destination == 'host' else t.header}")
+        lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
+        lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
+        return lines
     if config.mode in ("reverse", "sidecar"):
         lines.append(f"names: passed through unchanged ({config.mode} mode)")
     else:
@@ -110,6 +116,12 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
 
 
 def _pattern(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
+    if config.mode == "transparent" and config.transparent is not None:
+        t = config.transparent
+        lines.append(f"awareness level {t.level}: bodies are not read; the destination comes from {'Host' if t.destination == 'host' else t.header}")
+        lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
+        lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
+        return lines
     if config.mode in ("reverse", "sidecar"):
         return "<name>"
     if not backend.prefix:

@@ -27,6 +27,7 @@ from hopline.config.observability import ObservabilityConfig
 from hopline.config.policy import PolicyConfig
 from hopline.config.resilience import ResilienceConfig
 from hopline.config.tools import ToolsConfig
+from hopline.config.transparent import TransparentConfig
 from hopline.config.ids import DEFAULT_DELIMITER, ID_PATTERN, NAME_CHARSET, id_problem, is_charset_text
 from hopline.layers.routing.namespace import Namespace
 
@@ -191,11 +192,12 @@ class GatewayConfig(_Section):
     """The whole configuration file."""
 
     version: Literal[1] = Field(1, description="Configuration format version.")
-    mode: Literal["forward", "reverse", "sidecar", "federation"] = Field(
+    mode: Literal["forward", "reverse", "sidecar", "federation", "transparent"] = Field(
         "forward",
         description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend (a `command`, or a `url` on "
         "this host), every message to and from it mediated, its identity and names unchanged; federation: backends that are intermediaries "
-        "themselves (their declarations are fetched and listed in this one's; loops are refused).",
+        "themselves (their declarations are fetched and listed in this one's; loops are refused); transparent: an HTTP intermediary the client does not "
+        "know about, forwarding to `transparent.destinations` without reading bodies (awareness level 1).",
     )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
@@ -214,6 +216,7 @@ class GatewayConfig(_Section):
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     acp: AcpConfig | None = Field(None, description="An ACP proxy chain (`hopline acp --config FILE`).")
+    transparent: TransparentConfig | None = Field(None, description="Transparent mode (`mode: transparent`): destinations, header policy, TLS disposition.")
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
@@ -238,7 +241,14 @@ class GatewayConfig(_Section):
     @model_validator(mode="after")
     def _whole(self) -> GatewayConfig:
         problems: list[tuple[Loc, str]] = []
-        if not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
+        if self.mode == "transparent" or self.transparent is not None:
+            if self.mode != "transparent":
+                problems.append((("transparent",), "applies to mode `transparent` only"))
+            elif self.transparent is None:
+                problems.append((("transparent",), "mode `transparent` needs this section (its `destinations`)"))
+            elif self.backends:
+                problems.append((("backends",), "transparent mode forwards to `transparent.destinations`; it has no backends"))
+        elif not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
             problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
         enabled = [bid for bid, b in self.backends.items() if b.enabled]
         if self.mode in ("reverse", "sidecar") and len(enabled) != 1:

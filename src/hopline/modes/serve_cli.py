@@ -39,6 +39,13 @@ def run(args: argparse.Namespace) -> int:
     from hopline.observability.logs import configure
 
     configure(config.observability.logs.format, requests=config.observability.logs.requests)
+    if config.mode == "transparent":  # HTTP only: a transparent intermediary sits on a network path
+        if args.stdio:
+            print("hopline serve: transparent mode is HTTP only (stdio has no network path to intercept)", file=sys.stderr)
+            return 1
+        from hopline.modes import transparent
+
+        return transparent.serve(config)
     from hopline.modes import gateway_serve
 
     return gateway_serve.serve_stdio(config, args.config) if args.stdio else gateway_serve.serve_http(config, args.config)

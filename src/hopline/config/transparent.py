@@ -1,0 +1,83 @@
+"""Transparent mode (draft §5.4): the ``transparent`` section.
+
+hopline implements Transparent mode at **awareness level 1** (transport-aware: HTTP
+method, path and headers; request and response bodies are streamed through unparsed)
+and does not intercept traffic itself: the surrounding network does (DNS-based
+interception, or an L7 redirect such as an Envoy/Istio listener), and the original
+destination reaches hopline as the request's ``Host`` (``destination: host``) or in a
+header the interception layer sets (``destination: header``). ``destinations`` is an
+allow-list from that original destination to where it really is; a request for any
+other destination is refused (421), so a client can never make hopline connect to a
+host of its choosing.
+
+``rules`` are CEL allow rules over ``http`` (Layer 5, header-based filtering only):
+``http.method``, ``http.path``, ``http.destination``, ``http.source`` (the client's
+address), ``http.headers`` (lower-case names; only the first value of a repeated
+header) and ``http.mcp_method`` (the ``Mcp-Method`` header that 2026-07-28 clients send;
+empty otherwise). A request is forwarded iff one rule is true (no rules: all are).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from hopline.config.section import Loc, Section, raise_problems
+
+
+class TransparentConfig(Section):
+    """Transparent mode, awareness level 1 (no body parsing)."""
+
+    level: Literal[1] = Field(1, description="Awareness level: 1 (transport-aware: headers and path only). Level 2 is not built.")
+    destination: Literal["host", "header"] = Field(
+        "host", description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` (set by the interception layer)."
+    )
+    header: str = Field("x-original-destination", min_length=1, description="With `destination: header`: the header holding the original host[:port].")
+    destinations: dict[str, str] = Field(
+        min_length=1, description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or https) to forward to."
+    )
+    rules: list[str] = Field(default_factory=list, description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow all.")
+    tls: Literal["plaintext", "terminated"] = Field(
+        "plaintext", description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared)."
+    )
+    trusted_network: bool = Field(False, description="Allow forwarding in plaintext what arrived over TLS (tls: terminated, http:// destinations).")
+    max_body: int = Field(4 * 1024 * 1024, gt=0, description="Largest request body forwarded, in bytes (413 above).")
+    connect_timeout: float = Field(10.0, gt=0, description="Seconds to connect to a destination (502 after).")
+
+    @field_validator("destinations")
+    @classmethod
+    def _targets(cls, destinations: dict[str, str]) -> dict[str, str]:
+        problems: list[tuple[Loc, str]] = []
+        for name, url in destinations.items():
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.username:
+                problems.append(((name,), "must be a base URL: http(s)://host[:port], without path, query or credentials"))
+            if not name or any(c in name for c in "/ @?#"):
+                problems.append(((name,), "a destination is a host or host:port, as in the Host header"))
+        raise_problems(problems)
+        return {name.lower(): url.rstrip("/") for name, url in destinations.items()}
+
+    @field_validator("header")
+    @classmethod
+    def _lower(cls, header: str) -> str:
+        return header.lower()
+
+    @model_validator(mode="after")
+    def _no_downgrade(self) -> TransparentConfig:
+        if self.tls == "terminated" and not self.trusted_network:
+            plain = [name for name, url in self.destinations.items() if url.startswith("http://")]
+            if plain:
+                raise_problems([(("destinations", plain[0]), "TLS arrives terminated but this destination is plaintext: that downgrades TLS; "
+                                 "use https, or set trusted_network: true inside a trusted network boundary")])
+        from hopline.modes.transparent import compile_rules  # the CEL programs, checked when the file loads
+
+        problems: list[tuple[Loc, str]] = []
+        for i, expr in enumerate(self.rules):
+            try:
+                compile_rules([expr])
+            except ValueError as exc:
+                problems.append((("rules", i), str(exc)))
+        raise_problems(problems)
+        return self

@@ -1,0 +1,241 @@
+"""Transparent mode at awareness level 1 (draft §5.4): an HTTP intermediary that the
+client does not know about, and that never reads a message body.
+
+Interception is the surrounding network's job (see ``config/transparent.py``): a request
+reaches hopline addressed to its original destination, named by ``Host`` or by a header
+the interception layer sets. hopline looks that destination up in its allow-list,
+applies the header-based policy (CEL over ``http``), and streams the request to the real
+address and the answer back, byte for byte: bodies are never parsed or re-serialised,
+SSE streams and their ``Last-Event-ID`` resumption, ``Mcp-Session-Id``, ``DELETE`` and
+the client's own ``Authorization`` (token propagation: passthrough) all pass unchanged.
+So the client's initialisation reaches the backend unchanged too: a level 1
+intermediary never dual-handshakes. hopline never starts an authentication flow with
+the client: it answers only 421 (a destination it does not serve), 403 (refused by
+policy), 413 (body too large) and 502/504 (destination unreachable), each with a
+JSON-RPC error body whose ``id`` is null, since the request's id is in a body it did not
+read. Hop-by-hop headers are not forwarded; nothing else is added or removed.
+
+Requests that name no configured destination and ask for ``/.well-known/agent-tool-proxy``
+or ``/healthz`` are hopline's own: its declaration (awareness level, TLS disposition,
+how the destination must reach it) and its health.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from typing import Any, AsyncIterator, Callable, Iterable
+
+import cel
+import httpx
+import orjson
+
+from hopline import runtime
+from hopline.transports import http_util as hu
+
+log = logging.getLogger("hopline.transparent")
+
+DECLARATION_PATH = "/.well-known/agent-tool-proxy"
+HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
+REFUSED = -32600  # the request as sent cannot be served here; retrying it unchanged fails again
+UNREACHABLE = -31001  # hopline's "backend unavailable"
+
+
+def compile_rules(exprs: Iterable[str]) -> list[Any]:
+    """CEL programs over ``http``; raises ValueError naming what is wrong with a rule."""
+    programs = []
+    for expr in exprs:
+        try:
+            program = cel.compile(expr)
+        except Exception as exc:
+            raise ValueError(f"not a valid CEL expression: {str(exc).splitlines()[0][:200]}") from None
+        unknown = sorted(set(program.references().get("variables", [])) - {"http"})
+        if unknown:
+            raise ValueError(f"rules see only `http` (method, path, destination, source, headers, mcp_method); this one names {', '.join(unknown)}")
+        programs.append(program)
+    return programs
+
+
+class HeaderPolicy:
+    """Layer 5 at awareness level 1: allow iff one rule is true (no rules: allow all). A
+    rule that fails (a header that is absent, a type mismatch) allows nothing."""
+
+    def __init__(self, exprs: list[str]) -> None:
+        self.programs = compile_rules(exprs)
+
+    def allows(self, http: dict[str, Any]) -> bool:
+        if not self.programs:
+            return True
+        context = cel.Context({"http": http})
+        for program in self.programs:
+            try:
+                if program.execute(context) is True:
+                    return True
+            except Exception:
+                continue
+        return False
+
+
+def _error(code: int, message: str) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+
+
+class TransparentProxy:
+    """The ASGI app: one instance serves every destination."""
+
+    def __init__(self, config: Any, *, declaration: Callable[[], dict[str, Any]], client: httpx.AsyncClient | None = None) -> None:
+        self.config = config  # a TransparentConfig
+        self.policy = HeaderPolicy(config.rules)
+        self.declaration = declaration
+        timeout = httpx.Timeout(connect=config.connect_timeout, read=None, write=30.0, pool=config.connect_timeout)
+        self.client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=64))
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
+        if scope["type"] != "http":
+            return
+        raw: list[tuple[bytes, bytes]] = scope["headers"]
+        first: dict[str, str] = {}
+        for name, value in raw:
+            first.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+        c = self.config
+        named = first.get("host") if c.destination == "host" else first.get(c.header)
+        target = c.destinations.get(named.strip().lower()) if named else None
+        if target is None:
+            await self._own(scope, send, named)
+            return
+        http = {
+            "method": scope["method"],
+            "path": scope["path"],
+            "destination": named.strip().lower(),  # type: ignore[union-attr]
+            "source": (scope.get("client") or ("", 0))[0],
+            "headers": first,
+            "mcp_method": first.get("mcp-method", ""),
+        }
+        if not self.policy.allows(http):
+            log.info("refused %s %s for %s from %s (policy)", scope["method"], scope["path"], http["destination"], http["source"])
+            await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
+            return
+        length = first.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > c.max_body):
+            await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            return
+        await self._forward(scope, receive, send, target, raw)
+
+    async def _own(self, scope: hu.Scope, send: hu.Send, named: str | None) -> None:
+        """A request this intermediary serves itself, or refuses: it names no destination it forwards to."""
+        if scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
+            await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
+        elif scope["method"] == "GET" and scope["path"] == "/healthz":
+            await hu.send_json(send, 200, b'{"status":"ok"}')
+        else:
+            what = "names no destination" if not named else "is for a destination this intermediary does not forward to"
+            await hu.send_json(send, 421, _error(REFUSED, f"misdirected request: it {what}"))
+
+    async def _forward(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, target: str, raw: list[tuple[bytes, bytes]]) -> None:
+        c = self.config
+        drop = HOP_BY_HOP | ({c.header.encode()} if c.destination == "header" else frozenset())
+        headers = [(k, v) for k, v in raw if k.lower() not in drop]
+        query = scope.get("query_string") or b""
+        path = scope.get("raw_path") or scope["path"].encode()
+        url = target + path.decode("latin-1") + (("?" + query.decode("latin-1")) if query else "")
+        too_big = asyncio.Event()
+
+        async def body() -> AsyncIterator[bytes]:
+            seen = 0
+            while True:
+                event = await receive()
+                if event["type"] == "http.disconnect":
+                    raise ConnectionAbortedError("client went away")
+                chunk = event.get("body", b"")
+                seen += len(chunk)
+                if seen > c.max_body:
+                    too_big.set()
+                    raise ConnectionAbortedError("request body too large")
+                if chunk:
+                    yield chunk
+                if not event.get("more_body"):
+                    return
+
+        request = self.client.build_request(scope["method"], url, headers=headers, content=body() if scope["method"] not in ("GET", "HEAD", "DELETE") else None)
+        try:
+            response = await self.client.send(request, stream=True)
+        except (httpx.TimeoutException, httpx.ConnectError) as exc:
+            if too_big.is_set():
+                await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            else:
+                status = 504 if isinstance(exc, httpx.TimeoutException) else 502
+                await hu.send_json(send, status, _error(UNREACHABLE, f"destination unreachable ({type(exc).__name__})"))
+            return
+        except (httpx.HTTPError, ConnectionAbortedError) as exc:
+            if too_big.is_set():
+                await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            else:
+                await hu.send_json(send, 502, _error(UNREACHABLE, f"destination failed ({type(exc).__name__})"))
+            return
+        try:
+            out = [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP]
+            await send({"type": "http.response.start", "status": response.status_code, "headers": out})
+            await _stream(response, receive, send)
+        finally:
+            await response.aclose()
+
+
+async def _stream(response: httpx.Response, receive: hu.Receive, send: hu.Send) -> None:
+    """The answer's bytes as they come (an SSE stream may last long), until it ends or the client leaves."""
+
+    async def pump() -> None:
+        try:
+            async for chunk in response.aiter_raw():
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        except httpx.HTTPError as exc:  # the destination broke off mid-answer: end ours the same way
+            log.info("destination broke off its answer: %s", type(exc).__name__)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def gone() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    tasks = [asyncio.ensure_future(pump()), asyncio.ensure_future(gone())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(config: Any) -> int:
+    """``hopline serve`` for ``mode: transparent``."""
+    from hopline.declaration import declare, for_config
+
+    t = config.transparent
+    deployment = for_config(config)
+
+    async def main() -> int:
+        app = TransparentProxy(t, declaration=lambda: declare(deployment))
+        listen = config.listen
+        if t.tls == "plaintext" and not _loopback(listen.host):
+            log.warning("transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)", listen.host)
+
+        def ready(host: str, port: int) -> None:
+            deployment.endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
+            runtime.announce(f"hopline serve: transparent intermediary (level 1) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)")
+
+        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose)
+        return 0
+
+    return runtime.run(main())

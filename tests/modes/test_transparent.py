@@ -1,0 +1,141 @@
+"""Transparent mode, awareness level 1 (draft §5.4): hopline on the network path, not
+configured in the client. The official SDK client addresses the real backend (its Host
+header names it, as after DNS interception) while its connection reaches hopline; hopline
+forwards to the real address from its allow-list without reading bodies. A real SDK
+backend records exactly what arrived."""
+
+from __future__ import annotations
+
+import httpx
+import orjson
+import pytest
+import yaml
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from pydantic import ValidationError
+
+from hopline.config.schema import GatewayConfig
+from tests.peers import MODES, bounded, client, free_port, stop, text_of
+from tests.servers import recorder_server
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def backend(tmp_path):
+    record = tmp_path / "backend.jsonl"
+    proc, url = recorder_server.start(record)
+    try:
+        yield url, record
+    finally:
+        stop(proc)
+
+
+def write(tmp_path, transparent: dict) -> str:
+    path = tmp_path / "transparent.yaml"
+    path.write_text(yaml.safe_dump({"mode": "transparent", "transparent": transparent}))
+    return str(path)
+
+
+def origin(url: str) -> str:
+    """host:port of an http URL (what a client puts in Host)."""
+    return url.split("/")[2]
+
+
+def intercepted(proxy_url: str, host: str, mode: str, **headers: str):
+    """The SDK client addressing ``host`` while its connection goes to hopline (DNS interception)."""
+    http = create_mcp_http_client(headers={"host": host, **headers})
+    return client(streamable_http_client(proxy_url + "/mcp", http_client=http), mode), http
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_client_reaches_its_backend_through_an_intermediary_it_does_not_know(tmp_path, hopline_serve, backend, mode):
+    url, record = backend
+    real = origin(url)
+    gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}}))
+    c, http = intercepted(gw.url, real, mode, authorization="Bearer the-clients-own")
+    try:
+        async with c:
+            if mode == "legacy":  # the backend's own handshake: no dual handshake
+                assert c.server_info.name == "sdk-test-server"
+            assert "echo" in {t.name for t in (await bounded(c.list_tools())).tools}  # names unchanged
+            assert text_of(await bounded(c.call_tool("echo", {"text": "through"}))) == "through"
+    finally:
+        await http.aclose()
+    seen = recorder_server.recorded(record)
+    assert seen and all(dict(r["headers"])["host"] == real for r in seen)  # addressed as the client addressed it
+    assert all(dict(r["headers"]).get("authorization") == "Bearer the-clients-own" for r in seen)  # passthrough
+    bodies = [orjson.loads(r["body"]) for r in seen if r["body"]]
+    assert not any("_meta" in (b.get("params") or {}) and "io.modelcontextprotocol/proxy-hops" in b["params"]["_meta"] for b in bodies)
+
+
+async def test_bodies_are_forwarded_unread_byte_for_byte(tmp_path, hopline_serve, backend):
+    url, record = backend
+    real = origin(url)
+    gw = hopline_serve(write(tmp_path, {"destination": "header", "destinations": {real: f"http://{real}"}}))
+    odd = b'{"jsonrpc":"2.0","id":1,  "method":"initialize", "params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}},"x":"\\u00e9"}'
+    async with httpx.AsyncClient(timeout=20) as http:
+        answer = await http.post(gw.url + "/mcp", content=odd, headers={**HEADERS, "x-original-destination": real})
+        garbage = await http.post(gw.url + "/mcp", content=b"{not json", headers={**HEADERS, "x-original-destination": real})
+    assert answer.status_code == 200 and answer.headers.get("mcp-session-id")  # the backend's own session id
+    assert garbage.status_code == 400  # the backend's parse error, not ours
+    bodies = [r["body"].encode() for r in recorder_server.recorded(record)]
+    assert odd in bodies and b"{not json" in bodies  # as sent: spacing and escapes kept
+    assert not any(k == "x-original-destination" for r in recorder_server.recorded(record) for k, _ in r["headers"])
+
+
+async def test_unknown_destinations_policy_and_limits_are_refused_before_any_backend(tmp_path, hopline_serve, backend):
+    url, record = backend
+    real = origin(url)
+    rules = ['http.mcp_method != "tools/call" || http.headers["x-team"] == "ops"']
+    gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}, "rules": rules, "max_body": 2048}))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        elsewhere = await http.post(gw.url + "/mcp", json=INIT, headers={**HEADERS, "host": "evil.example:80"})
+        refused = await http.post(gw.url + "/mcp", json=call, headers={**HEADERS, "host": real, "mcp-method": "tools/call"})
+        big = await http.post(gw.url + "/mcp", content=b"x" * 4096, headers={**HEADERS, "host": real})
+        assert not recorder_server.recorded(record)  # none of those reached the backend
+        allowed = await http.post(gw.url + "/mcp", json=INIT, headers={**HEADERS, "host": real})
+        declared = (await http.get(gw.url + "/.well-known/agent-tool-proxy")).json()
+    assert elsewhere.status_code == 421 and elsewhere.json()["error"]["code"] == -32600
+    assert refused.status_code == 403 and refused.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "refused by the intermediary's policy"}}
+    assert big.status_code == 413
+    assert allowed.status_code == 200 and len(recorder_server.recorded(record)) == 1
+    assert declared["modes"] == ["transparent"] and declared["transparent"]["awareness_level"] == 1 and declared["tier"] == 1
+    assert declared["handshake"]["transparent"].startswith("level 1: single-handshake passthrough") and declared["token_propagation"] == "passthrough"
+    assert declared["layers"] == [1, 5] and declared["tls"] == "plaintext"
+
+
+async def test_a_destination_that_is_down_is_a_clear_error(tmp_path, hopline_serve):
+    port = free_port()
+    gw = hopline_serve(write(tmp_path, {"destinations": {f"127.0.0.1:{port}": f"http://127.0.0.1:{port}"}}))
+    async with httpx.AsyncClient(timeout=20) as http:
+        r = await http.post(gw.url + "/mcp", json=INIT, headers={**HEADERS, "host": f"127.0.0.1:{port}"})
+    assert r.status_code == 502 and r.json()["error"] == {"code": -31001, "message": "destination unreachable (ConnectError)"}
+
+
+@pytest.mark.parametrize(
+    ("transparent", "message"),
+    [
+        ({"destinations": {"a:80": "ftp://x"}}, "must be a base URL"),
+        ({"destinations": {"a:80": "http://x/mcp"}}, "must be a base URL"),
+        ({"destinations": {}}, "at least 1 item"),
+        ({"destinations": {"a:80": "http://x"}, "rules": ["jwt.sub == 'x'"]}, "rules see only `http`"),
+        ({"destinations": {"a:80": "http://x"}, "rules": ["http.method =="]}, "not a valid CEL expression"),
+        ({"destinations": {"a:80": "http://x"}, "tls": "terminated"}, "downgrades TLS"),
+        ({"destinations": {"a:80": "http://x"}, "level": 2}, "level"),
+    ],
+)
+def test_bad_transparent_settings_are_errors(transparent, message):
+    with pytest.raises(ValidationError) as error:
+        GatewayConfig.model_validate({"mode": "transparent", "transparent": transparent})
+    assert message in str(error.value)
+
+
+def test_transparent_mode_has_no_backends_and_its_section_needs_the_mode():
+    with pytest.raises(ValidationError, match="it has no backends"):
+        GatewayConfig.model_validate({"mode": "transparent", "transparent": {"destinations": {"a": "http://x"}}, "backends": {"b": {"command": "x"}}})
+    with pytest.raises(ValidationError, match="applies to mode `transparent` only"):
+        GatewayConfig.model_validate({"transparent": {"destinations": {"a": "http://x"}}, "backends": {"b": {"command": "x"}}})
+    ok = GatewayConfig.model_validate({"mode": "transparent", "transparent": {"destinations": {"A.internal:8080": "https://10.0.0.5:8443"}, "tls": "terminated"}})
+    assert ok.transparent.destinations == {"a.internal:8080": "https://10.0.0.5:8443"}
