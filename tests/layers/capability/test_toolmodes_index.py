@@ -145,11 +145,16 @@ def test_only_a_plural_is_folded_before_the_table_is_read():
         ("use the test server to add 17 and 25", "sum"),
         ("SELECT the top customers from the orders table", "sql"),  # SQL said in words, not a browser's select
         ("make a configmap called app-settings", "name"),
+        ("set the browser to 375x812", "dimensions"),  # a width and height
+        ("play /home/me/voice-memo.mp3", "audio"),  # an audio file, by its extension
+        ("add a to-do to the page", "todo"),  # one word, not "to" and "do"
+        ("cache this under weather:nyc", "key"),  # a namespaced key
+        ("delete lock:job:17", "key"),
     ],
 )
 def test_a_span_shaped_like_a_name_is_read_as_what_it_names(query, word):
     own = [terms for slot in query_slots(query) for terms, weight in slot if weight == 1.0]
-    assert (tokens(word)[0],) in own
+    assert tokens(word)[0] in {t for terms in own for t in terms}
     assert ("note",) not in own and ("example",) not in own and ("general",) not in own
 
 
@@ -231,6 +236,83 @@ def test_an_article_decides_whether_open_creates():
 )
 def test_the_main_verb_of_a_request_reads_or_writes(query, expected):
     assert mood(words(query)) == expected
+
+
+def test_a_host_and_port_or_an_image_tag_is_no_key():
+    for query in ("forward localhost:5432", "set the image to nginx:latest", "a std::vector"):
+        assert tokens("key")[0] not in {t for slot in query_slots(query) for terms, _w in slot for t in terms}, query
+
+
+def test_a_verb_after_a_determiner_or_a_be_verb_names_a_thing_or_a_state():
+    def reached(query):
+        return {t for slot in query_slots(query) for terms, _w in slot for t in terms}
+
+    assert tokens("save")[0] in reached("cache this JSON in redis")  # a verb …
+    assert tokens("save")[0] not in reached("the value of the cache key")  # … a thing
+    assert tokens("retrieve")[0] not in reached("tacos that are open late")  # … a state
+    assert tokens("retrieve")[0] in reached("open notes and show them")
+    assert read("list the open PRs").action == {"list"}
+
+
+def test_words_about_a_topic_name_no_backend_and_count_less():
+    request = read("What do you remember about my kubernetes upgrade plans?")
+    assert tokens("kubernetes")[0] in request.topic and tokens("remember")[0] not in request.topic
+    assert read("what have you stored that relates to the migration").topic == {tokens("migration")[0]}
+    assert read("find messages about the outage in slack").topic == {tokens("outage")[0]}  # "in …" says where, not what
+    assert not read("list the pods about to be evicted").topic  # "about to": no topic
+    tools = [
+        tool("memory__search_nodes", "Search for nodes in the knowledge graph based on a query", query="string"),
+        tool("memory__read_graph", "Read the entire knowledge graph"),
+        tool("kubernetes__kubectl_reconnect", "Reconnect to the Kubernetes API server. Use this after cluster upgrades"),
+        tool("kubernetes__upgrade_helm_chart", "Upgrade a Helm chart"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert index.search("What do you remember about my kubernetes upgrade plans?", 1)[0]["name"] == "memory__search_nodes"
+    assert index.search("reconnect to kubernetes after the upgrade", 1)[0]["name"] == "kubernetes__kubectl_reconnect"
+
+
+def test_the_values_an_argument_enumerates_are_indexed():
+    lister = {"name": "gh__list_pull_requests", "description": "List pull requests", "inputSchema": {"type": "object", "properties": {"state": {"type": "string", "enum": ["open", "closed", "all"]}}}}
+    media = {"name": "pw__emulate_media", "description": "Emulate CSS media features", "inputSchema": {"type": "object", "properties": {"motion": {"anyOf": [{"enum": ["reduce", "no-preference"]}, {"type": "null"}]}}}}
+    assert fields(lister)["choices"] == tokens("open closed all") and fields(media)["choices"] == tokens("reduce no preference")
+    assert Weights().choices < Weights().arguments  # a value is weaker evidence than a name
+    index = IndexCache().index_for([tool("gh__get_pull_request", "Get a pull request"), lister])
+    assert index.search("which pull requests are closed", 1)[0]["name"] == "gh__list_pull_requests"
+
+
+def test_a_tool_whose_name_verb_undoes_the_requests_ranks_down():
+    tools = [
+        tool("memory__delete_relations", "Delete multiple relations from the knowledge graph"),
+        tool("memory__create_relations", "Create multiple new relations between entities in the knowledge graph"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert read("record that Alice reports to Bob").action == {"save"}
+    assert index.search("record in the knowledge graph that Alice works at Acme", 1)[0]["name"] == "memory__create_relations"
+    reached = {t for slot in query_slots("Priya reports to Marco") for terms, _w in slot for t in terms}
+    assert tokens("relation")[0] in reached  # a relationship said as a phrase
+
+
+def test_a_kubernetes_kind_fills_a_resource_argument():
+    assert tokens("resource")[0] in read("list pods in the payments namespace").fills
+    assert not read("list the files in /tmp").fills & set(tokens("resource"))
+    tools = [
+        tool("k8s__list_api_resources", "List the API resources available in the cluster", apiGroup="string"),
+        tool("k8s__kubectl_get", "Get or list Kubernetes resources by resource type", resourceType="string", namespace="string"),
+    ]
+    assert IndexCache().index_for(tools).search("list all pods in the staging namespace", 1)[0]["name"] == "k8s__kubectl_get"
+
+
+def test_a_purpose_clause_counts_less():
+    request = read("mark worker-3 unschedulable so nothing new lands on it")
+    weights = {slot[0][0]: weight for slot, weight in zip(request.slots, request.weights)}
+    assert weights[(tokens("unschedulable")[0],)] == 1.0 and weights[(tokens("lands")[0],)] < 1.0
+
+
+def test_a_name_with_a_capital_inside_is_one_word_in_prose():
+    assert words("GitHub CronJob", prose=True) == ["github", "cronjob"]
+    assert words("getFileContents GitHub") == ["get", "file", "contents", "git", "hub"]  # identifiers split
+    assert fields(tool("gh__get_me", "Get the GitHub user"))["description"] == tokens("get the github user")
+    assert tokens("github")[0] in {t for slot in read("Leave a note on GitHub issue 118").slots for t in slot[0][0]}
 
 
 def test_an_object_pronoun_does_not_split_a_phrasal_verb():
@@ -433,14 +515,24 @@ def _hit_rates(tasks):
 
 def test_the_tuning_task_sets_stay_above_a_floor():
     """A regression guard on the sets the ranker was tuned on (tasks, tasks_heldout,
-    tasks_blind: 373 requests). Measured 93.0 % hit@1 and 99.5 % hit@3 (third round)."""
+    tasks_blind: 373 requests). Measured 93.0 % hit@1 and 99.5 % hit@3 (third round), 94.6 %
+    and 99.5 % (fourth)."""
     hit1, hit3 = _hit_rates(_bench("tasks") + _bench("tasks_heldout") + _bench("tasks_blind"))
-    assert hit1 >= 0.91 and hit3 >= 0.98
+    assert hit1 >= 0.93 and hit3 >= 0.98
 
 
 def test_the_second_blind_set_stays_above_a_floor():
     """tasks_blind2 (218 requests) was blind for the second round and a diagnostic set for
     the third, which read its misses for classes of failure (not for single requests):
-    62.8 % hit@1 and 77.5 % hit@3 before, 76.6 % and 91.7 % after."""
+    62.8 % hit@1 and 77.5 % hit@3 before, 76.6 % and 91.7 % after, 83.0 % and 95.9 % after
+    the fourth."""
     hit1, hit3 = _hit_rates(_bench("tasks_blind2"))
-    assert hit1 >= 0.75 and hit3 >= 0.90
+    assert hit1 >= 0.81 and hit3 >= 0.94
+
+
+def test_the_third_blind_set_stays_above_a_floor():
+    """tasks_blind3 (200 requests, half agent-style queries) was blind for the third round
+    (81.5 % hit@1, 93.0 % hit@3) and a diagnostic set for the fourth, which read its misses
+    for classes of failure: 88.5 % and 96.5 % after."""
+    hit1, hit3 = _hit_rates(_bench("tasks_blind3"))
+    assert hit1 >= 0.86 and hit3 >= 0.95

@@ -7,9 +7,11 @@ The default ranker is lexical and costs well under a millisecond a query:
 
 * **Fields, BM25F.** Each tool is split into fields — its own name (split on the
   namespace delimiter, ``snake_case``, ``kebab-case`` and ``camelCase``), the backend
-  id, title and description, argument names — stemmed (Snowball if installed, else a
-  light suffix stripper). A term's frequency is normalised per field and weighted by
-  field (:class:`Weights`: name 3, backend 2, description 1, argument names 0.5) before
+  id, title and description, argument names, the values arguments enumerate (a
+  ``state`` of ``open``/``closed``) — stemmed (Snowball if installed, else a light
+  suffix stripper; in prose a name such as "GitHub" stays one word). A term's frequency
+  is normalised per field and weighted by field (:class:`Weights`: name 3, backend 2,
+  description 1, argument names 0.5, enumerated values 0.1) before
   one BM25 saturation (Robertson & Zaragoza's BM25F), so a word in a tool's name counts
   more than the same word in a long description.
 * **Word families** (``words.py``, ``vocabulary.py``). A query word may match the other
@@ -76,7 +78,7 @@ from hopline.layers.capability.toolmodes.words import (  # noqa: F401 (re-export
 )
 
 # -- documents ------------------------------------------------------------------------
-FIELDS = ("name", "prefix", "description", "arguments", "argument_text")
+FIELDS = ("name", "prefix", "description", "arguments", "argument_text", "choices")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,7 @@ class Weights:
     description: float = 1  # title and description
     arguments: float = 0.5  # argument (property) names
     argument_text: float = 0  # argument descriptions (off: long, generic, and noisy)
+    choices: float = 0.1  # the values an argument enumerates ("state": open, closed, all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +113,30 @@ def fields(tool: dict[str, Any], delimiter: str = "__") -> dict[str, list[str]]:
     out["prefix"] = tokens(prefix)
     for key in ("title", "description"):
         if isinstance(tool.get(key), str):
-            out["description"] += tokens(tool[key])
+            out["description"] += tokens(tool[key], prose=True)
     schema = tool.get("inputSchema")
     properties = schema.get("properties") if isinstance(schema, dict) else None
     if isinstance(properties, dict):
         for arg, spec in properties.items():
             out["arguments"] += tokens(str(arg))
-            if isinstance(spec, dict) and isinstance(spec.get("description"), str):
-                out["argument_text"] += tokens(spec["description"])
+            if isinstance(spec, dict):
+                out["choices"] += [t for value in _choices(spec) for t in tokens(value)]
+                if isinstance(spec.get("description"), str):
+                    out["argument_text"] += tokens(spec["description"])
     return out
+
+
+ENUM_VALUES = 12  # an argument's first enum values are indexed
+
+
+def _choices(spec: dict[str, Any]) -> list[str]:
+    """The string values an argument's schema enumerates (``enum``, or one in ``anyOf``/``oneOf``)."""
+    values = [v for v in spec.get("enum", ()) if isinstance(v, str)]
+    for key in ("anyOf", "oneOf"):
+        for option in spec.get(key, ()) if isinstance(spec.get(key), list) else ():
+            if isinstance(option, dict):
+                values += [v for v in option.get("enum", ()) if isinstance(v, str)]
+    return values[:ENUM_VALUES]
 
 
 def digest(tool: dict[str, Any]) -> bytes:
@@ -173,7 +191,7 @@ class ToolIndex:
         """The lexical score of every tool for ``query``: BM25F over the query's slots ×
         the priors of ``scoring.py`` (name words said, backend, pairs, fills, verb roles)."""
         request = read(query, self.expand)
-        scores = bm25f(request.slots, self._postings, len(self.tools))
+        scores = bm25f(request.slots, self._postings, len(self.tools), request.weights)
         if not request.slots or not scores.any():
             return scores
         return self._priors.apply(scores, request, self._postings)

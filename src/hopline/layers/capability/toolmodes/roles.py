@@ -10,7 +10,10 @@ with a question word reads ("what's in PR 12", but "how do I create …" is read
 with the caller as object ("tell me", "give me"); a word of several senses ("open":
 create, get, navigate) decides nothing unless an article settles it ("open a ticket";
 likewise "file a ticket", "drop a note"), and without one its create sense is dropped.
-The verb's families are the request's *action*.
+The verb's families are the request's *action*; a word after a determiner or a be-verb
+("the open PRs", "still open") is no verb. The request also knows its topic words
+("about my kubernetes plans") and each slot's weight (topic and purpose words count
+less), and a Kubernetes kind it names ("pods") fills a resource argument.
 A tool's actions and moods are those of the verbs in its own name: a tool whose name
 only says the other mood (``exec_in_pod`` for "list all pods") ranks down, and one whose
 name says the request's action ("get rid of …" → ``kubectl_delete``) ranks up
@@ -25,7 +28,9 @@ from hopline.layers.capability.toolmodes import words as w
 from hopline.layers.capability.toolmodes.vocabulary import (
     ACTIONS,
     ARTICLES,
+    DETERMINERS,
     FAMILIES,
+    KINDS,
     QUESTIONS,
     READS,
     STOPWORDS,
@@ -54,6 +59,8 @@ def _moods() -> tuple[dict[tuple[str, ...], frozenset[str]], dict[str, frozenset
 
 
 _SAID, _NAMED = _moods()
+# a word marked ``~`` in an action family → the heads of those families (its verb senses)
+_VERBAL = {m.strip()[1:]: frozenset(f.split("|")[0].lstrip("~") for f in FAMILIES[:ACTIONS] if m in f.split("|")) for f in FAMILIES[:ACTIONS] for m in f.split("|") if m.startswith("~") and " " not in m}
 _LONGEST = max(len(k) for k in _SAID)
 # "tell me", "send me the logo": a giving verb with the caller as its object asks to read.
 _GIVING = frozenset(m.lstrip("~") for f in FAMILIES if f.startswith("send|") for m in f.split("|") if " " not in m) | {"give", "bring", "hand"}
@@ -98,6 +105,8 @@ def main_verb(raw: list[str]) -> tuple[str | None, frozenset[str]]:
                 continue
             return READ, action
         n, heads = _verb(raw, i)
+        if n == 1 and i and raw[i - 1] in DETERMINERS and (raw[i],) in w.ACTING:  # "the open PRs": no verb
+            heads = heads - _VERBAL.get(raw[i], frozenset())
         i += n
         if not heads:
             continue
@@ -138,6 +147,8 @@ class Request:
     fills: frozenset[str]  # stemmed argument names its shaped values fill
     mood: str | None
     action: frozenset[str] = frozenset()  # the action family heads of its main verb
+    topic: frozenset[str] = frozenset()  # stems of the words it names as its topic ("about …")
+    weights: tuple[float, ...] = ()  # per slot (none: all 1): topic words count less
 
 
 def read(query: str, expand: bool = True) -> Request:
@@ -145,5 +156,12 @@ def read(query: str, expand: bool = True) -> Request:
     if not expand:
         return Request([[((t,), 1.0)] for t in w.tokens(query)], frozenset(), None)
     text, shapes = w.read_shapes(query)
-    raw = w.phrasal(w.words(text))
-    return Request(w.slots(raw), w.fills(shapes), *main_verb(raw))
+    text, topic = w.topics(text)
+    raw = w.phrasal(w.words(text, prose=True))
+    slots = w.slots(raw)
+    verb_mood, action = main_verb(raw)
+    aside = w.purposes(text)
+    weights = tuple(w.TOPIC_WEIGHT if set(s[0][0]) <= topic else w.PURPOSE_WEIGHT if set(s[0][0]) <= aside else 1.0 for s in slots)
+    if any(word in KINDS or w.plural(word) in KINDS for word in raw):  # "list the pods": a resource kind
+        shapes = shapes | {"kind"}
+    return Request(slots, w.fills(shapes), verb_mood, action, topic, weights)

@@ -1,7 +1,8 @@
 """How the search index scores tools for a request (``index.py`` holds the index itself).
 
 * **BM25F over slots** (:func:`bm25f`). Each slot of a request (``words.py``) scores its
-  best alternative. A word's family members are one *concept*: they share the IDF of
+  best alternative, times the slot's weight (words of the request's topic, "about my
+  kubernetes plans", and of a purpose clause, "so I can check …", count less). A word's family members are one *concept*: they share the IDF of
   every tool that says any of them (as Lucene's synonym query does), so a rare synonym
   never outweighs a common one ("open a ticket": ``add_…`` no longer beats
   ``create_…`` because "add" is rarer), while the word the request says keeps its own
@@ -19,12 +20,18 @@
   - *pairs*: two words the request says side by side that a tool also says side by
     side ("knowledge base", "place id": ``PAIR_BONUS`` each, at most ``PAIR_CAP``);
   - *fills*: a value named by its shape fills one of the tool's arguments
-    (``FILL_BONUS``: coordinates → ``latitude``; ``notes.md`` → ``path``);
+    (``FILL_BONUS``: coordinates → ``latitude``; ``notes.md`` → ``path``; ``375x812`` →
+    ``width``; ``session:abc`` → ``key``; a Kubernetes kind, "pods" → ``resourceType``);
   - *verb roles*: the tool's name verb says the other mood than the request's main
     verb ("list all pods" vs ``exec_in_pod``: ``CLASH_PENALTY``; ``roles.py``); or it is
     of the family of a main verb that changes things ("get rid of the deployment" →
     ``kubectl_delete``, "file a ticket" → ``create_issue``: ``ROLE_BONUS``; read verbs
-    are left out, as "get"/"list" name too many tools to tell them apart).
+    are left out, as "get"/"list" name too many tools to tell them apart; but a request
+    that reads about a topic, "what do you know about X", ranks search tools up: a
+    ``TOPIC_ACTION``); or it undoes what the main verb does ("record that …" vs
+    ``delete_relations``: ``OPPOSITE_PENALTY``);
+  - *topic*: a backend said in the topic ("what do you remember about my kubernetes
+    plans") is not named (no ``NAMED_PENALTY`` for the others).
 
 Pure NumPy over arrays built once per index (imported when first used: the gateway
 imports tool modes whether or not one is configured).
@@ -52,10 +59,13 @@ NAMED_PENALTY = 0.5  # × 0.5 for a tool of another backend than the one(s) the 
 PAIR_BONUS = 0.3  # × (1 + 0.3 × word pairs the tool says side by side too)
 PAIR_CAP = 2
 PAIR_FIELDS = ("name", "description", "arguments")
-FILL_BONUS = 0.2  # × 1.2 for a tool with an argument the request's shaped value fills
+FILL_BONUS = 0.4  # × 1.4 for a tool with an argument the request's shaped value fills
 CLASH_PENALTY = 0.6  # × 0.6 for a tool whose name verb says the other mood
 ROLE_BONUS = 0.2  # × 1.2 for a tool whose name verb is of the family of the request's main verb
 ROLE_SKIP = READS  # … unless that verb reads
+OPPOSITE_PENALTY = 0.7  # × 0.7 for a tool whose name verb undoes what the request's main verb does
+OPPOSITES = {"create": "delete", "save": "delete", "delete": "create"}  # keep/record/add ↔ remove
+TOPIC_ACTION = "search"  # a request that reads about a topic ranks search tools up as above
 
 Posting = tuple[Any, Any, float]  # document positions, saturated pseudo-frequency in each, IDF
 
@@ -95,14 +105,14 @@ def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
-def bm25f(slots: list[Slot], index: dict[str, Posting], n: int) -> Any:
+def bm25f(slots: list[Slot], index: dict[str, Posting], n: int, weights: tuple[float, ...] = ()) -> Any:
     """The score of each of ``n`` documents: per slot, its best weighted alternative (a
     family's members at their concept's IDF; one of several tokens scores their sum),
     summed over slots."""
     import numpy as np
 
     scores = np.zeros(n, dtype=np.float32)
-    for slot in slots:
+    for s, slot in enumerate(slots):
         best = concept = hit = own = None
         for terms, weight in slot:
             found = [index[t] for t in terms if t in index]
@@ -128,7 +138,7 @@ def bm25f(slots: list[Slot], index: dict[str, Posting], n: int) -> Any:
                 concept[own[0]] = np.maximum(concept[own[0]], own[1])
             best = concept if best is None else np.maximum(best, concept)
         if best is not None:
-            scores += best
+            scores += best * (weights[s] if weights else 1.0)
     return scores
 
 
@@ -177,20 +187,21 @@ class Priors:
 
         slots = request.slots
         said: dict[str, float] = {}
-        for slot in slots:
+        for s, slot in enumerate(slots):
+            scale = request.weights[s] if request.weights else 1.0
             for terms, weight in slot:
                 for t in terms:
-                    said[t] = max(said.get(t, 0.0), weight)
+                    said[t] = max(said.get(t, 0.0), weight * scale)
         cover = np.zeros(len(scores), dtype=np.float32)
         for t, weight in said.items():
             if (positions := self.names.get(t)) is not None:
                 cover[positions] += weight
         scores *= 1 + NAME_BONUS * cover / self.name_sizes
         if self.backends:
-            backend = bm25f(slots, self.backends, int(self.group.max()) + 1)
+            backend = bm25f(slots, self.backends, int(self.group.max()) + 1, request.weights)
             if (best := float(backend.max())) > 0:
                 scores *= 1 + BACKEND_BONUS * (backend / best)[self.group]
-            named = self._named(slots, known)
+            named = self._named([s for s in slots if not set(s[0][0]) <= request.topic], known)
             if named.size:
                 scores[~np.isin(self.group, named)] *= NAMED_PENALTY
         owns = [slot[0][0][0] for slot in slots if slot[0][1] == 1.0 and len(slot[0][0]) == 1]
@@ -204,9 +215,16 @@ class Priors:
             scores[np.unique(np.concatenate(fit))] *= 1 + FILL_BONUS
         if request.mood is not None:
             scores[self.clash[request.mood]] *= CLASH_PENALTY
-        acting = [p for h in request.action if h not in ROLE_SKIP and (p := self.actions.get(h)) is not None]
+        heads = set(request.action) - ROLE_SKIP
+        if TOPIC_ACTION and request.topic and request.mood == READ:  # "what do you know about X": a search for X
+            heads.add(TOPIC_ACTION)
+        acting = [p for h in heads if (p := self.actions.get(h)) is not None]
         if acting:
             scores[np.unique(np.concatenate(acting))] *= 1 + ROLE_BONUS
+        undoing = {OPPOSITES[h] for h in request.action if h in OPPOSITES} - set(request.action)
+        against = [p for h in undoing if (p := self.actions.get(h)) is not None]
+        if against:
+            scores[np.unique(np.concatenate(against))] *= OPPOSITE_PENALTY
         return scores
 
     def _named(self, slots: list[Slot], known: dict[str, Posting]) -> Any:

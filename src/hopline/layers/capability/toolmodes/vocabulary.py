@@ -55,11 +55,11 @@ FAMILIES: tuple[str, ...] = (
     "upload|attach",
     "screenshot|screen_shot|screen grab|screen capture|~capture",
     "toggle|enable|disable|~switch|turn on|turn off",
-    "scale|resize",
+    "scale|resize|viewport|dimensions",
     "explain|describe|description|documentation|docs|details|detail|info|information|metadata",
     "approve|approved|review|reviewed|request changes|requested changes|lgtm",
     "commit|push",
-    "save|~store|write|~put|set|persist|~keep|~record|note down|jot down",
+    "save|~store|write|~put|set|persist|~keep|~record|note down|jot down|~cache|stash",
     "memory|remember|memorize|recall|memories|knowledge|remembered|~stored|~know",
     "think|thought|thinking|reason|reasoning|reflect|step by step|problem solving",
     "research|investigate|study|deep dive|analyze|analyse",
@@ -73,6 +73,7 @@ FAMILIES: tuple[str, ...] = (
     "message|msg|~text|chat|~post|dm",
     "comment|remark|feedback|~note",
     "user|person|people|member|account|profile|~everyone|~who|teammate|colleague",
+    "self|identity|whoami|who am i|~bot|authenticated|logged in|signed in|~token|integration",
     "profile|timezone|time zone|~title|bio|avatar",
     "channel|room",
     "place|location|business|shop|~store|venue|~spot|restaurant|nearby|~near|~local|~around|close to|close by|near me",
@@ -83,11 +84,11 @@ FAMILIES: tuple[str, ...] = (
     "~key|keyboard|keystroke|~enter|escape|esc|backspace|arrow key|shortcut|hotkey",
     "log|logs|logging|output|stdout|stderr|~printed",
     "entity|~node|~thing",
-    "relation|relationship|~link|connection",
+    "relation|relationship|~link|connection|reports to|works at|works for|works with|belongs to|married to|friends with|is part of",
     "observation|fact|~note|~attribute",
     "file|~readme|~makefile|~dockerfile|~changelog|~license",
     "page|doc|document|wiki",
-    "block|paragraph|heading|bullet|callout",
+    "block|paragraph|heading|bullet|callout|todo|checkbox|checklist|quote|divider",
     "label|labels|labelled|labeled|tag|tagged",
     "database|db|data_source|datasource|~table|collection",
     "sql|database|db|~table|rows|postgres|postgresql",
@@ -98,6 +99,7 @@ FAMILIES: tuple[str, ...] = (
     "kubernetes|k8s|kube|kubectl|cluster",
     "aws|amazon|bedrock",
     "pod|container",
+    "cordon|uncordon|unschedulable|schedulable|~drain|evict|~maintenance",
     "namespace|ns",
     "context|~switch|kubeconfig",
     "helm|~chart",
@@ -132,12 +134,17 @@ SERVERS = frozenset({"server", "servers", "mcp", "backend", "service"})
 # The leading families that are actions (verbs), for verb roles.
 ACTIONS = next(i for i, f in enumerate(FAMILIES) if f.startswith("directory|"))
 
+# Kubernetes kinds: Kubernetes resources, and a value of a tool's resource argument.
+KINDS = frozenset({"deployment", "statefulset", "daemonset", "replicaset", "configmap", "secret", "ingress", "cronjob", "events", "pod", "node", "job", "pvc", "persistentvolume", "persistentvolumeclaim", "serviceaccount", "hpa", "crd", "endpoint"})
+
 # One-way: a query word that implies a phrase of tool words it is not a synonym of.
 SYNONYMS: dict[str, tuple[str, ...]] = {
     "which": ("list",), "draw": ("generate image",), "paint": ("generate image",), "sketch": ("generate image",),
     "mkdir": ("create directory",), "ls": ("list",), "rm": ("delete",), "mv": ("move",), "cp": ("copy",), "remember": ("memory",), "recall": ("memory search",),
+    # a table's rows and columns are the pages and properties of a database of pages (Notion)
+    "row": ("page",), "column": ("property",),
     # Kubernetes kinds are Kubernetes resources
-    **{kind: ("kubernetes resource",) for kind in ("deployment", "statefulset", "daemonset", "replicaset", "configmap", "secret", "ingress", "cronjob", "events")},
+    **{kind: ("kubernetes resource",) for kind in KINDS},
 }
 
 # Verb roles (``roles.py``): the action families, by their first member, whose verbs
@@ -149,6 +156,10 @@ QUESTIONS = frozenset({"what", "whats", "which", "who", "whose", "where", "when"
 # After an ambiguous create word ("~open", "~start"), these make it mean create ("open a
 # ticket", "start a new thread"); anything else, one of its other senses ("open the file").
 ARTICLES = frozenset({"a", "an", "new", "another"})
+# Before a word that is also a verb, these make it a noun or an adjective ("the cache
+# key", "the open PRs", "my log file", "still open"): its verb senses are dropped.
+DETERMINERS = frozenset({"the", "this", "that", "these", "those", "my", "our", "your", "its", "their", "his", "her", "each", "every", "any", "no", "some", "a", "an",
+                         "is", "are", "was", "were", "be", "still", "stay", "stays", "remain", "remains"})  # "are open late", "still open": a state
 
 # The argument names a value named by its shape fills ("notes.md" fills a ``path``).
 FILLS = {
@@ -159,4 +170,7 @@ FILLS = {
     "channel": "channel",
     "user": "user",
     "slug": "owner repo project",
+    "dimensions": "width height",
+    "key": "key",
+    "kind": "resource kind",
 }

@@ -4,9 +4,13 @@
 the word families a query word may stand for (``vocabulary.py``, at
 ``SYNONYM_WEIGHT``), and the *slots* a query is read as (each slot scores its best
 alternative once; spans that name something by their shape — a URL, a path,
-``#channel``, ``40.71, -74.00``, ``owner/repo``, a quoted value — are one word or
-none, and the value fills an argument; a pronoun that names no thing, "everything",
-is no word of the request unless a "server" follows it).
+``#channel``, ``40.71, -74.00``, ``375x812``, ``session:abc``, ``owner/repo``, a
+quoted value — are one word or none, and the value fills an argument; a pronoun that
+names no thing, "everything", is no word of the request unless a "server" follows it;
+a word that is also a verb names a thing or a state after a determiner or "is"/"still"
+— "the cache key", "open late" — and brings no verb family), and the words a request
+names as its topic ("about …", "relates to …") or its purpose ("so I can …"). In prose,
+a name with a capital inside ("GitHub", "CronJob") is one word.
 Pure functions; the word lists themselves are in ``vocabulary.py``.
 """
 
@@ -16,7 +20,9 @@ import re
 from collections.abc import Callable
 
 from hopline.layers.capability.toolmodes.vocabulary import (
+    ACTIONS,
     ARTICLES,
+    DETERMINERS,
     FAMILIES,
     FILLS,
     PRONOUNS,
@@ -73,8 +79,16 @@ STEMMER_NAME, _stem = _stemmer()
 _stem_cache: dict[str, str] = {}
 
 
-def words(text: str) -> list[str]:
-    """Lower-cased words of ``text``: identifiers split at every case and separator change."""
+# In prose, a capitalised word with a capital inside is a name ("GitHub", "CronJob",
+# "JavaScript"), one word; in an identifier ("getFileContents") every hump is a word.
+_NAME = re.compile(r"(?<![\w-])[A-Z][a-z]+(?:[A-Z][a-z]+)+(?![\w-])")
+
+
+def words(text: str, prose: bool = False) -> list[str]:
+    """Lower-cased words of ``text``: identifiers split at every case and separator change
+    (in ``prose``, a name such as "GitHub" is kept whole)."""
+    if prose and _NAME.search(text):
+        text = _NAME.sub(lambda m: m.group().lower(), text)
     return [w.lower() for w in _WORD.findall(_CAMEL.sub(" ", text))]
 
 
@@ -88,9 +102,9 @@ def stemmed(word: str) -> str:
     return stem
 
 
-def tokens(text: str) -> list[str]:
+def tokens(text: str, prose: bool = False) -> list[str]:
     """Stemmed words of ``text`` without stopwords (what documents are made of)."""
-    return [stemmed(word) for word in words(text) if word not in STOPWORDS]
+    return [stemmed(word) for word in words(text, prose) if word not in STOPWORDS]
 
 
 # -- the family table -----------------------------------------------------------------
@@ -160,6 +174,24 @@ def _making() -> dict[Key, frozenset[tuple[str, ...]]]:
 
 
 MAKING = _making()
+
+
+def _acting() -> dict[Key, frozenset[tuple[str, ...]]]:
+    """A word marked ``~`` in an action family ("~cache", "~log", "~open") → the
+    alternatives only its verb senses bring: after a determiner ("the cache key", "the
+    open PRs", "a log file") the word names a thing or a state, and they are dropped."""
+    verbal: dict[Key, set[tuple[str, ...]]] = {}
+    other: dict[Key, set[tuple[str, ...]]] = {}
+    for n, family in enumerate(FAMILIES):
+        members = _members(family)
+        for m in members:
+            key = tuple(words(m.lstrip("~")))
+            into = verbal if n < ACTIONS and m.startswith("~") else other
+            into.setdefault(key, set()).update(tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~"))
+    return {key: frozenset(t - other.get(key, set())) for key, t in verbal.items()}
+
+
+ACTING = _acting()
 _CREATE = tuple(tokens(_members(FAMILIES[0])[0]))
 
 # -- shapes ---------------------------------------------------------------------------
@@ -171,7 +203,7 @@ _CREATE = tuple(tokens(_members(FAMILIES[0])[0]))
 # read as the one word it stands for, or none (a value: quoted, KEY=value, owner/repo);
 # the word also says which arguments the value fills (``vocabulary.FILLS``). Each
 # pattern runs only if its text holds one of the characters it needs.
-_VALUE = {"slug": ""}  # shape word → what the text says instead, where not the word itself
+_VALUE = {"slug": "", "key": "key_value"}  # shape word → what the text says instead, where not the word itself
 _SHAPES = (
     ("'\"‘“", re.compile(r"(?<![\w])(?:'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"|‘[^’\n]{1,80}’|“[^”\n]{1,80}”)(?![\w])"), ""),  # 'Crash on save': a value
     ("d", re.compile(r"\b(?:called|named|titled) [\w.:/-]+", re.IGNORECASE), "name"),  # "a configmap called app-settings"
@@ -186,16 +218,29 @@ _SHAPES = (
     (":", re.compile(r"(?<![\w:]):[a-z0-9_+-]{2,30}:(?![\w:])"), "emoji"),  # ":tada:"
     ("tT", re.compile(r"\bselect\b(?=[^.?!]{1,80}\bfrom\b[^.?!]{0,40}\btables?\b)", re.IGNORECASE), "sql query"),  # SQL said in words
     ("0123456789", re.compile(r"(?<![\w.,])-?\d+(?:\.\d+)?\s*(?:\+|plus|and)\s*-?\d+(?:\.\d+)?(?![\w.,])"), "sum"),  # "17 and 25"
+    ("xX×", re.compile(r"(?<![\w.])\d{2,5}\s*[xX×]\s*\d{2,5}(?:\s*px)?(?![\w.])"), "dimensions"),  # "375x812": a width and height
+    ("-", re.compile(r"\bto-dos?\b", re.IGNORECASE), "todo"),
+    (":", re.compile(r"(?<![\w/:.@-])(?=[A-Za-z][\w.-]*:[\w.-]*[A-Za-z*])(?![\w.-]+:(?:latest|stable|alpine|slim|lts|edge)\b)[A-Za-z][\w.-]*(?::[\w.*-]+)+(?![\w:/])"), "key"),  # "session:abc", "lock:job:17": a namespaced key (not an image tag, "nginx:latest")
     ("=", re.compile(r"(?<![\w=])[\w.-]+=[\w.:/-]*"), ""),  # "LOG_LEVEL=debug", "app=canary": a value, no word
 )
 
 
 _IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".tif", ".tiff")
+_AUDIO = (".mp3", ".wav", ".ogg", ".flac", ".m4a", ".aac", ".opus")
+_VIDEO = (".mp4", ".mov", ".webm", ".mkv", ".avi")
+
+
+def _file_word(name: str) -> str:
+    """What a file name stands for: an image, audio or video file (media), or a file."""
+    name = name.lower()
+    kind = "image" if name.endswith(_IMAGES) else "audio" if name.endswith(_AUDIO) else "video" if name.endswith(_VIDEO) else ""
+    return f" {kind} file " if kind else " file "
 
 
 def read_shapes(text: str) -> tuple[str, set[str]]:
     """(``text`` with each shaped span replaced by the word it stands for, those words).
-    Several file names are "multiple files"; "logo.png" is an "image file"."""
+    Several file names are "multiple files"; "logo.png" is an "image file", "memo.mp3" an
+    "audio file"."""
     found: set[str] = set()
     for needs, pattern, word in _SHAPES:
         if not any(c in text for c in needs):
@@ -207,7 +252,7 @@ def read_shapes(text: str) -> tuple[str, set[str]]:
         if word == "file" and spans > 1:  # "a.txt, b.txt and c.txt"
             text = pattern.sub(" ", pattern.sub(" multiple files ", text, count=1))
         elif word == "file":  # "logo.png": an image file
-            text = pattern.sub(lambda m: " image file " if m.group().lower().endswith(_IMAGES) else " file ", text)
+            text = pattern.sub(lambda m: _file_word(m.group()), text)
         else:
             text = pattern.sub(f" {_VALUE.get(word, word)} ", text)
     return text, found
@@ -254,6 +299,8 @@ def slots(raw: list[str]) -> list[Slot]:
         if key in MAKING:  # "open a ticket" makes one; "open the file" does not
             making = i + n < len(raw) and raw[i + n] in ARTICLES
             targets = [t for t in targets if (t in MAKING[key]) == making]
+        if key in ACTING and i and raw[i - 1] in DETERMINERS:  # "the cache key": a thing, no verb
+            targets = [t for t in targets if t not in ACTING[key]]
         for target in targets:
             if target not in seen and not set(target) <= direct:
                 seen.add(target)
@@ -277,9 +324,43 @@ def phrasal(raw: list[str]) -> list[str]:
     return out
 
 
+# "what do you remember about my kubernetes plans", "news about the Postgres release": the
+# words after a topic preposition say what the request is about, not which tool serves it
+# (up to a clause break or a preposition that says where: "about pods in kubernetes").
+_TOPIC = re.compile(r"\b(?:about|regarding|concerning|relat(?:es|ed|ing) to|on the (?:subject|topic) of)\s+([^.?!,;:()]*)", re.IGNORECASE)
+_WHERE = frozenset({"in", "on", "from", "with", "using", "via", "through", "into", "inside", "to", "for", "at"})
+TOPIC_WEIGHT = 0.6  # a topic word counts this much of a word that says what to do it with
+_INTRO = re.compile(r"\b(?:relat(?:es|ed|ing) to|on the (?:subject|topic) of)\b", re.IGNORECASE)
+
+
+# "… so I can check the mobile layout", "… so nothing new lands on it": a purpose clause
+# says why, not what.
+_PURPOSE = re.compile(r"\bso (?:that |(?=(?:i|you|we|they|it|he|she|nothing|the|our|my|your|this|that|its|their)\b))([^.?!;:()]*)", re.IGNORECASE)
+PURPOSE_WEIGHT = 0.75  # a word of a purpose clause counts this much
+
+
+def purposes(text: str) -> frozenset[str]:
+    """The stems of the words of a request's purpose clauses ("so I can …")."""
+    return frozenset(stemmed(word) for match in _PURPOSE.finditer(text) for word in words(match.group(1), prose=True) if word not in STOPWORDS)
+
+
+def topics(text: str) -> tuple[str, frozenset[str]]:
+    """(``text`` with "relates to" and the like said as "about", the stems of the words it
+    names as its topic: after "about", "regarding"…)."""
+    text = _INTRO.sub(" about ", text)
+    out: set[str] = set()
+    for match in _TOPIC.finditer(text):
+        for word in words(match.group(1), prose=True):
+            if word in _WHERE:
+                break
+            if word not in STOPWORDS:
+                out.add(stemmed(word))
+    return text, frozenset(out)
+
+
 def query_slots(text: str) -> list[Slot]:
     """The slots of a request (:func:`slots` of its words, shapes read)."""
-    return slots(phrasal(words(read_shapes(text)[0])))
+    return slots(phrasal(words(topics(read_shapes(text)[0])[0], prose=True)))
 
 
 def query_tokens(text: str) -> list[str]:
