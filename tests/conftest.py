@@ -139,3 +139,18 @@ def _stop_all(started) -> None:
 
 def sdk_server_cmd(*extra: str) -> list[str]:
     return [PY, str(SERVERS / "sdk_server.py"), "stdio", *extra]
+
+
+@pytest.fixture
+def recorded(tmp_path):
+    """A real SDK backend over Streamable HTTP that records every request it receives:
+    ``(its /mcp URL, the record file)`` (read it with ``recorder_server.recorded``)."""
+    from tests.peers import stop
+    from tests.servers import recorder_server
+
+    record = tmp_path / "backend.jsonl"
+    proc, url = recorder_server.start(record)
+    try:
+        yield url, record
+    finally:
+        stop(proc)

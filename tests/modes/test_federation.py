@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import PY
-from tests.peers import MODES, bounded, client, free_port, stop, text_of
+from tests.peers import MODES, bounded, client, free_port, text_of
 from tests.servers import recorder_server
 
 HOPS = "io.modelcontextprotocol/proxy-hops"
@@ -23,16 +23,6 @@ def write(tmp_path, name: str, conf: dict) -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"name": name, **conf}))
     return str(path)
-
-
-@pytest.fixture
-def recorded(tmp_path):
-    record = tmp_path / "backend.jsonl"
-    proc, url = recorder_server.start(record)
-    try:
-        yield url, record
-    finally:
-        stop(proc)
 
 
 @pytest.mark.parametrize("era", MODES)

@@ -6,6 +6,7 @@ in every mode: not listed, not found, not invocable, not callable from code."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -184,9 +185,9 @@ async def test_a_reload_that_changes_the_tool_mode_is_signalled_and_applied(tmp_
     watcher = ChangeWatcher()
     async with client(gw.url, "legacy", message_handler=watcher) as c:
         assert "demo__add" in {t.name for t in (await bounded(c.list_tools())).tools}
-        conf = yaml.safe_load(open(path))
+        conf = yaml.safe_load(Path(path).read_text())
         conf["tools"] = {"mode": "standard", "groups": {"big": {"backends": ["demo"], "mode": "search"}}}
-        open(path, "w").write(yaml.safe_dump(conf))
+        Path(path).write_text(yaml.safe_dump(conf))
         await asyncio.wait_for(watcher.changed.wait(), 10)
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert {"get_tool", "invoke_tool", "locked__echo"} <= names and not any(n.startswith("demo__") for n in names)

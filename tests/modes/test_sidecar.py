@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
 from tests.conftest import PY, sdk_server_cmd
-from tests.peers import MODES, bounded, client, stop, text_of
+from tests.peers import MODES, bounded, client, text_of
 from tests.servers import recorder_server
 
 HIDE_ADD = {"rules": ['!(mcp.kind == "tool" && mcp.tool.name == "add")']}
@@ -58,18 +58,12 @@ async def test_stdio_wrap_keeps_the_backends_identity_and_enforces_policy(tmp_pa
         with pytest.raises(MCPError) as info:
             await bounded(c.call_tool("add", {"a": 1, "b": 2}))
         assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown tool: 'add'")
+
+
+def test_a_sidecar_with_a_policy_declares_tier_3(tmp_path):
+    path = write(tmp_path, {"command": sdk_server_cmd()[0], "args": sdk_server_cmd()[1:]})
     declared = orjson.loads(subprocess.run([PY, "-m", "hopline", "declare", path], capture_output=True, check=True).stdout)
     assert declared["modes"] == ["sidecar"] and declared["tier"] == 3 and "sidecar" in declared["handshake"]
-
-
-@pytest.fixture
-def recorded(tmp_path):
-    record = tmp_path / "backend.jsonl"
-    proc, url = recorder_server.start(record)
-    try:
-        yield url, record
-    finally:
-        stop(proc)
 
 
 @pytest.mark.parametrize("era", MODES)

@@ -14,21 +14,11 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
-from tests.peers import MODES, bounded, client, free_port, stop, text_of
+from tests.peers import MODES, bounded, client, free_port, text_of
 from tests.servers import recorder_server
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-
-
-@pytest.fixture
-def backend(tmp_path):
-    record = tmp_path / "backend.jsonl"
-    proc, url = recorder_server.start(record)
-    try:
-        yield url, record
-    finally:
-        stop(proc)
 
 
 def write(tmp_path, transparent: dict) -> str:
@@ -49,8 +39,8 @@ def intercepted(proxy_url: str, host: str, mode: str, **headers: str):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_client_reaches_its_backend_through_an_intermediary_it_does_not_know(tmp_path, hopline_serve, backend, mode):
-    url, record = backend
+async def test_the_client_reaches_its_backend_through_an_intermediary_it_does_not_know(tmp_path, hopline_serve, recorded, mode):
+    url, record = recorded
     real = origin(url)
     gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}}))
     c, http = intercepted(gw.url, real, mode, authorization="Bearer the-clients-own")
@@ -69,8 +59,8 @@ async def test_the_client_reaches_its_backend_through_an_intermediary_it_does_no
     assert not any("_meta" in (b.get("params") or {}) and "io.modelcontextprotocol/proxy-hops" in b["params"]["_meta"] for b in bodies)
 
 
-async def test_bodies_are_forwarded_unread_byte_for_byte(tmp_path, hopline_serve, backend):
-    url, record = backend
+async def test_bodies_are_forwarded_unread_byte_for_byte(tmp_path, hopline_serve, recorded):
+    url, record = recorded
     real = origin(url)
     gw = hopline_serve(write(tmp_path, {"destination": "header", "destinations": {real: f"http://{real}"}}))
     odd = b'{"jsonrpc":"2.0","id":1,  "method":"initialize", "params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}},"x":"\\u00e9"}'
@@ -84,8 +74,8 @@ async def test_bodies_are_forwarded_unread_byte_for_byte(tmp_path, hopline_serve
     assert not any(k == "x-original-destination" for r in recorder_server.recorded(record) for k, _ in r["headers"])
 
 
-async def test_unknown_destinations_policy_and_limits_are_refused_before_any_backend(tmp_path, hopline_serve, backend):
-    url, record = backend
+async def test_unknown_destinations_policy_and_limits_are_refused_before_any_backend(tmp_path, hopline_serve, recorded):
+    url, record = recorded
     real = origin(url)
     rules = ['http.mcp_method != "tools/call" || http.headers["x-team"] == "ops"']
     gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}, "rules": rules, "max_body": 2048}))

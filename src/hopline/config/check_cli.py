@@ -116,12 +116,6 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
 
 
 def _pattern(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
-    if config.mode == "transparent" and config.transparent is not None:
-        t = config.transparent
-        lines.append(f"awareness level {t.level}: bodies are not read; the destination comes from {'Host' if t.destination == 'host' else t.header}")
-        lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
-        lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
-        return lines
     if config.mode in ("reverse", "sidecar"):
         return "<name>"
     if not backend.prefix:

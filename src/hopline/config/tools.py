@@ -14,7 +14,8 @@ error rather than silently ignored.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Iterable, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, WithJsonSchema, field_validator, model_validator
 

@@ -69,8 +69,8 @@ class TransparentConfig(Section):
         if self.tls == "terminated" and not self.trusted_network:
             plain = [name for name, url in self.destinations.items() if url.startswith("http://")]
             if plain:
-                raise_problems([(("destinations", plain[0]), "TLS arrives terminated but this destination is plaintext: that downgrades TLS; "
-                                 "use https, or set trusted_network: true inside a trusted network boundary")])
+                why = "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set trusted_network: true inside a trusted network boundary"
+                raise_problems([(("destinations", plain[0]), why)])
         from hopline.modes.transparent import compile_rules  # the CEL programs, checked when the file loads
 
         problems: list[tuple[Loc, str]] = []
