@@ -33,6 +33,10 @@ HANDSHAKE_DISPOSITION = {
     "federation": "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
     "conversion": "dual-handshake (converted capabilities)",
 }
+LEVEL_HANDSHAKE = {
+    1: "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
+    2: "level 2: dual-handshake on every connection (the destination's own identity and surface, as Reverse mode)",
+}
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 
 
@@ -53,6 +57,7 @@ class Deployment:
     authentication: str = "none"
     members: dict[str, dict[str, Any]] | None = None  # federation: each member intermediary's declaration, in short
     transparent: dict[str, Any] | None = None  # transparent mode: awareness level, how the destination reaches it
+    handshake: dict[str, str] | None = None  # a mode's handshake disposition where it depends on configuration
 
 
 def tier_for(layers: set[int]) -> int:
@@ -79,7 +84,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         "tier": tier_for(layers),
         "layers": sorted(layers),
         "modes": sorted(d.modes),
-        "handshake": {m: HANDSHAKE_DISPOSITION[m] for m in d.modes},
+        "handshake": d.handshake or {m: HANDSHAKE_DISPOSITION[m] for m in d.modes},
         "tls": d.tls,
         "token_propagation": d.token_propagation,
         **({"collision_strategy": d.collision} if d.collision else {}),
@@ -109,7 +114,7 @@ def for_config(config: object) -> Deployment:
 
     mode = getattr(config, "mode")
     if mode == "transparent":
-        return _transparent(getattr(config, "transparent"))
+        return _transparent(config)
     backends = getattr(config, "backends")
     tools = getattr(config, "tools")
     injected = any(getattr(b, "headers", None) or getattr(b, "env", None) for b in backends.values())
@@ -128,8 +133,13 @@ def for_config(config: object) -> Deployment:
     )
 
 
-def _transparent(t: Any) -> Deployment:
-    """Transparent mode: level 1, HTTP only, the client's credentials passed through."""
+def _transparent(config: Any) -> Deployment:
+    """Transparent mode: HTTP only, the client's credentials passed through; level 1 runs
+    Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
+    from hopline.modes.gateway_pipeline import layers_for
+
+    t = config.transparent
+    layers = ({1, 5} if t.rules else {1}) if t.level == 1 else layers_for(config) | ({5} if t.rules else set())
     how = "the Host header, as the client addressed it" if t.destination == "host" else f"the {t.header!r} header, set by the interception layer"
     return Deployment(
         modes=["transparent"],
@@ -137,13 +147,14 @@ def _transparent(t: Any) -> Deployment:
         backend_transports=["streamable-http", "sse"],
         tls="termination by the surrounding infrastructure" if t.tls == "terminated" else "plaintext",
         token_propagation="passthrough",
-        layers={1, 5} if t.rules else {1},
+        layers=layers,
+        handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
         transparent={
             "awareness_level": t.level,
             "interception": "by the surrounding network (DNS-based interception, or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
             "original_destination": how,
             "destinations": sorted(t.destinations),
-            "policy": "CEL over HTTP method, path, headers, source (level 1: no bodies)" if t.rules else "none",
+            "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",
         },
     )
 

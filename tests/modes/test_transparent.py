@@ -11,6 +11,7 @@ import orjson
 import pytest
 import yaml
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
@@ -113,7 +114,7 @@ async def test_a_destination_that_is_down_is_a_clear_error(tmp_path, hopline_ser
         ({"destinations": {"a:80": "http://x"}, "rules": ["jwt.sub == 'x'"]}, "rules see only `http`"),
         ({"destinations": {"a:80": "http://x"}, "rules": ["http.method =="]}, "not a valid CEL expression"),
         ({"destinations": {"a:80": "http://x"}, "tls": "terminated"}, "downgrades TLS"),
-        ({"destinations": {"a:80": "http://x"}, "level": 2}, "level"),
+        ({"destinations": {"a:80": "http://x"}, "level": 3}, "level"),
     ],
 )
 def test_bad_transparent_settings_are_errors(transparent, message):
@@ -129,3 +130,48 @@ def test_transparent_mode_has_no_backends_and_its_section_needs_the_mode():
         GatewayConfig.model_validate({"transparent": {"destinations": {"a": "http://x"}}, "backends": {"b": {"command": "x"}}})
     ok = GatewayConfig.model_validate({"mode": "transparent", "transparent": {"destinations": {"A.internal:8080": "https://10.0.0.5:8443"}, "tls": "terminated"}})
     assert ok.transparent.destinations == {"a.internal:8080": "https://10.0.0.5:8443"}
+
+
+# -- awareness level 2: a gateway per destination, every layer ------------------------------
+HIDE_ADD = ['!(mcp.kind == "tool" && mcp.tool.name == "add")']
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_level_2_runs_the_whole_pipeline_per_destination_with_the_clients_credentials(tmp_path, hopline_serve, recorded, mode):
+    url, record = recorded
+    real = origin(url)
+    path = tmp_path / "transparent.yaml"
+    path.write_text(yaml.safe_dump({"mode": "transparent", "name": "net-gw", "transparent": {"level": 2, "destinations": {real: f"http://{real}"}}, "policy": {"rules": HIDE_ADD}}))
+    gw = hopline_serve(str(path))
+    c, http = intercepted(gw.url, real, mode, authorization="Bearer caller-one")
+    try:
+        async with c:
+            if mode == "legacy":
+                assert c.server_info.name == "sdk-test-server"  # hopline's handshake, the destination's identity
+            names = {t.name for t in (await bounded(c.list_tools())).tools}
+            assert "echo" in names and "add" not in names  # filtered by policy: bodies are read at level 2
+            with pytest.raises(MCPError) as info:
+                await bounded(c.call_tool("add", {"a": 1, "b": 2}))
+            assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown tool: 'add'")
+            assert text_of(await bounded(c.call_tool("echo", {"text": "aware"}))) == "aware"
+    finally:
+        await http.aclose()
+    seen = recorder_server.recorded(record)
+    assert seen and all(dict(r["headers"]).get("authorization") == "Bearer caller-one" for r in seen if r["method"] != "GET" or r["path"] == "/mcp")
+    call = next(orjson.loads(r["body"]) for r in seen if r["body"] and orjson.loads(r["body"]).get("method") == "tools/call")
+    assert call["params"]["name"] == "echo"  # the refused call never reached the destination
+    assert [(h["name"], h["mode"]) for h in call["params"]["_meta"]["io.modelcontextprotocol/proxy-hops"]] == [("net-gw", "transparent")]
+    async with httpx.AsyncClient(timeout=20) as raw:
+        declared = (await raw.get(gw.url + "/.well-known/agent-tool-proxy")).json()
+        await raw.get(gw.url + "/.well-known/oauth-protected-resource/mcp", headers={"host": real})
+    assert declared["tier"] == 3 and declared["layers"] == [1, 2, 3, 4, 5, 6, 7] and declared["transparent"]["awareness_level"] == 2
+    assert declared["handshake"]["transparent"].startswith("level 2: dual-handshake")
+    assert recorder_server.recorded(record)[-1]["path"] == "/.well-known/oauth-protected-resource/mcp"  # streamed through, unread
+
+
+def test_level_1_refuses_settings_it_cannot_apply():
+    base = {"mode": "transparent", "transparent": {"destinations": {"a:80": "http://x"}}}
+    with pytest.raises(ValidationError, match="applies at transparent level 2"):
+        GatewayConfig.model_validate({**base, "policy": {"rules": HIDE_ADD}})
+    with pytest.raises(ValidationError, match="authenticates nobody"):
+        GatewayConfig.model_validate({**base, "auth": {"resource": "https://gw.example/mcp", "api_keys": [{"name": "k", "key": "k" * 20}]}})

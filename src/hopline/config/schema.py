@@ -248,6 +248,11 @@ class GatewayConfig(_Section):
                 problems.append((("transparent",), "mode `transparent` needs this section (its `destinations`)"))
             elif self.backends:
                 problems.append((("backends",), "transparent mode forwards to `transparent.destinations`; it has no backends"))
+            if self.auth is not None:
+                problems.append((("auth",), "a transparent intermediary authenticates nobody and starts no authentication flow; the client's credentials pass through"))
+            if self.transparent is not None and self.transparent.level == 1:
+                unread = [k for k, used in (("policy", not self.policy.is_empty()), ("tools", self.tools.all_modes() != {"standard"})) if used]
+                problems += [((k,), "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header rules)") for k in unread]
         elif not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
             problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
         enabled = [bid for bid, b in self.backends.items() if b.enabled]

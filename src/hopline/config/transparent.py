@@ -30,7 +30,11 @@ from hopline.config.section import Loc, Section, raise_problems
 class TransparentConfig(Section):
     """Transparent mode, awareness level 1 (no body parsing)."""
 
-    level: Literal[1] = Field(1, description="Awareness level: 1 (transport-aware: headers and path only). Level 2 is not built.")
+    level: Literal[1, 2] = Field(
+        1,
+        description="Awareness level: 1 (transport-aware: headers and path, bodies streamed unread) or 2 (protocol-aware: a Reverse-mode gateway per "
+        "destination, dual-handshaken, with this file's policy, resilience, observability and tool modes).",
+    )
     destination: Literal["host", "header"] = Field(
         "host", description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` (set by the interception layer)."
     )

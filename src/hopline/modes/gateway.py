@@ -45,7 +45,9 @@ MAX_PER_CALLER = 1024  # per-caller connectors kept (token exchange, passthrough
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, *, propagation: Any = None) -> None:
+        """``propagation``: credentials toward the backends, if not the configuration's
+        (``auth.backends``); transparent mode passes the client's own on."""
         self.cursors = CursorCodec()
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
         self.shared: dict[Any, BackendSession] = {}  # backend id, or (backend id, principal key) for per-caller credentials
@@ -59,7 +61,7 @@ class Gateway:
         self.visible_cache: dict[tuple, Any] = {}  # (list key, gate version, principal) → filtered list
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
-        self.propagation = Propagator.from_config(config)
+        self.propagation = propagation if propagation is not None else Propagator.from_config(config)
         self._per_caller: dict[tuple[str, Any], tuple[RemoteBackends, Any]] = {}  # (backend, principal key) → connector, its auth
         # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
         self.resilience = build_resilience(config)

@@ -1,5 +1,7 @@
-"""Transparent mode at awareness level 1 (draft §5.4): an HTTP intermediary that the
-client does not know about, and that never reads a message body.
+"""Transparent mode (draft §5.4): an HTTP intermediary that the client does not know
+about. This module is awareness level 1, which never reads a message body, and the
+front of level 2 (``transparent_l2.py``), which hands MCP requests to a gateway per
+destination.
 
 Interception is the surrounding network's job (see ``config/transparent.py``): a request
 reaches hopline addressed to its original destination, named by ``Host`` or by a header
@@ -86,14 +88,17 @@ def _error(code: int, message: str) -> bytes:
 class TransparentProxy:
     """The ASGI app: one instance serves every destination."""
 
-    def __init__(self, config: Any, *, declaration: Callable[[], dict[str, Any]], client: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, config: Any, *, declaration: Callable[[], dict[str, Any]], client: httpx.AsyncClient | None = None, aware: Any = None) -> None:
         self.config = config  # a TransparentConfig
+        self.aware = aware  # level 2: the protocol-aware part (transparent_l2.ProtocolAware); None at level 1
         self.policy = HeaderPolicy(config.rules)
         self.declaration = declaration
         timeout = httpx.Timeout(connect=config.connect_timeout, read=None, write=30.0, pool=config.connect_timeout)
         self.client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=64))
 
     async def aclose(self) -> None:
+        if self.aware is not None:
+            await self.aware.aclose()
         await self.client.aclose()
 
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
@@ -124,6 +129,9 @@ class TransparentProxy:
         length = first.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > c.max_body):
             await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            return
+        if self.aware is not None and not scope["path"].startswith("/.well-known/"):
+            await self.aware.serve(scope, receive, send, http["destination"], target)
             return
         await self._forward(scope, receive, send, target, raw)
 
@@ -227,14 +235,19 @@ def serve(config: Any) -> int:
     deployment = for_config(config)
 
     async def main() -> int:
-        app = TransparentProxy(t, declaration=lambda: declare(deployment))
+        aware = None
+        if t.level == 2:
+            from hopline.modes.transparent_l2 import ProtocolAware
+
+            aware = ProtocolAware(config)
+        app = TransparentProxy(t, declaration=lambda: declare(deployment), aware=aware)
         listen = config.listen
         if t.tls == "plaintext" and not _loopback(listen.host):
             log.warning("transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)", listen.host)
 
         def ready(host: str, port: int) -> None:
             deployment.endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
-            runtime.announce(f"hopline serve: transparent intermediary (level 1) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)")
+            runtime.announce(f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)")
 
         await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose)
         return 0
