@@ -62,3 +62,17 @@ def test_a_gateway_declares_the_layers_its_configuration_runs():
     assert 5 not in plain["layers"] and plain["tool_mode"] == "standard" and plain["authentication"] == "none"
     governed = declare(for_config(parse_config(yaml.safe_dump({**base, "policy": {"rules": ["true"]}, "tools": {"mode": "search"}}))))
     assert governed["layers"] == [1, 2, 3, 4, 5, 6, 7] and governed["tier"] == 3 and governed["tool_mode"] == "search"
+
+
+def test_the_capability_declaration_lists_all_seven_modes_with_the_tier_each_reaches():
+    import subprocess
+    import sys
+
+    import orjson
+
+    doc = orjson.loads(subprocess.run([sys.executable, "-m", "hopline", "declare", "--capabilities"], capture_output=True, check=True).stdout)
+    assert doc["modes"] == ["conversion", "federation", "forward", "relay", "reverse", "sidecar", "transparent"]
+    assert doc["tier"] == 3 and doc["layers"] == [1, 2, 3, 4, 5, 6, 7]
+    tiers = {mode: entry["tier"] for mode, entry in doc["per_mode"].items()}
+    assert tiers == {"relay": 1, "forward": 3, "reverse": 3, "sidecar": 3, "federation": 3, "conversion": 3, "transparent": 3}
+    assert doc["per_mode"]["transparent"]["awareness_levels"]["1"] == {"tier": 1, "layers": [1, 5]}

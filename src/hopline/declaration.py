@@ -103,6 +103,48 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
 # -- `hopline declare` ---------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", nargs="?", help="gateway configuration file; without it, what `hopline relay` declares")
+    parser.add_argument("--capabilities", action="store_true", help="what this build implements: every mode, and the tier a deployment of it reaches")
+
+
+# One configuration per mode, with a policy (Layer 5 is present only when configured):
+# the capability declaration runs each through ``for_config``, the path a real file takes.
+_SAMPLES: dict[str, dict[str, Any]] = {
+    "forward": {"backends": {"a": {"command": "server"}, "b": {"url": "http://tools.example/mcp"}}},
+    "reverse": {"mode": "reverse", "backends": {"a": {"url": "http://tools.example/mcp"}}},
+    "sidecar": {"mode": "sidecar", "backends": {"a": {"command": "server"}}},
+    "federation": {"mode": "federation", "backends": {"team": {"url": "http://team-gateway.example/mcp"}}},
+    "conversion": {"backends": {"api": {"openapi": "api.yaml", "base_url": "http://api.example"}}},
+    "transparent": {"mode": "transparent", "transparent": {"level": 2, "destinations": {"tools.example": "http://10.0.0.1"}}},
+}
+
+
+def capabilities() -> dict[str, Any]:
+    """Every mode this build implements, each with the declaration a deployment of it
+    makes when a policy is configured (computed, not written down)."""
+    from hopline.config.schema import GatewayConfig
+
+    per_mode: dict[str, Any] = {}
+    relay = declare()
+    per_mode["relay"] = {"tier": relay["tier"], "layers": relay["layers"], "handshake": relay["handshake"]["relay"], "note": "no protocol awareness, by definition (draft §5.1)"}
+    for mode, sample in _SAMPLES.items():
+        config = GatewayConfig.model_validate({**sample, "policy": {"rules": ["true"]}})
+        doc = declare(for_config(config))
+        entry = {"tier": doc["tier"], "layers": doc["layers"], "handshake": doc["handshake"].get(mode, doc["handshake"].get("forward"))}
+        if mode == "transparent":
+            level1 = GatewayConfig.model_validate({**sample, "transparent": {**sample["transparent"], "level": 1, "rules": ["true"]}})
+            entry["awareness_levels"] = {"1": {"tier": declare(for_config(level1))["tier"], "layers": sorted(for_config(level1).layers or ())}, "2": {"tier": doc["tier"], "layers": doc["layers"]}}
+        per_mode[mode] = entry
+    layers = sorted({n for entry in per_mode.values() for n in entry["layers"]})
+    return {
+        "document": "draft: Agent-Tool Proxy Modes (August 2026)",
+        "intermediary": {"name": NAME, "version": __version__},
+        "tier": tier_for(set(layers)),
+        "layers": layers,
+        "modes": sorted(per_mode),
+        "per_mode": per_mode,
+        "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
+        "requirements": requirement_ids(),
+    }
 
 
 def for_config(config: object) -> Deployment:
@@ -160,6 +202,9 @@ def _transparent(config: Any) -> Deployment:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "capabilities", False):
+        sys.stdout.write(orjson.dumps(capabilities(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
     deployment = None
     if args.config is not None:
         from hopline.config.load import ConfigError, load_config
