@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 
@@ -47,20 +47,9 @@ from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
 from hopline.transports.sse import SSEParser
+from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone
 
 log = logging.getLogger("hopline.http_upstream")
-
-def _ok(status: int) -> bool:
-    return 200 <= status < 300
-
-
-def _ctype(resp: httpx.Response) -> str:
-    return resp.headers.get("content-type", "").lower()
-
-
-def _is_sse(resp: httpx.Response) -> bool:
-    return _ok(resp.status_code) and _ctype(resp).startswith("text/event-stream")
-
 
 class _Flight:  # one request waiting for its response
     __slots__ = ("message", "modern", "task")
@@ -69,11 +58,7 @@ class _Flight:  # one request waiting for its response
         self.message, self.modern, self.task = message, modern, None
 
 
-class _SessionGone(Exception):  # HTTP 404 on an exchange that carried our session id
-    pass
-
-
-class StreamableHttpUpstream(Inbound):
+class StreamableHttpUpstream(SessionStreams, Inbound):
     MAX_RESUME = 3  # GET + Last-Event-ID attempts for a POST stream cut short
     BACKOFF = (0.05, 5.0)  # reconnect delay: first, cap (the server's retry: wins, capped too)
 
@@ -331,94 +316,6 @@ class StreamableHttpUpstream(Inbound):
 
     def _modern_headers(self, body: dict[str, Any]) -> dict[str, str]:
         return {**self._base, **modern_headers(body)}
-
-    # -- the handshake-era session -------------------------------------------------------------
-    def _set_session(self, session_id: str | None, version: str | None) -> None:
-        if session_id != self.session_id:
-            self._generation += 1
-        self.session_id, self.protocol_version = session_id, version
-        self._session = {k: v for k, v in (("mcp-session-id", session_id), ("mcp-protocol-version", version)) if v}
-
-    async def _session_gone(self, generation: int) -> bool:
-        """HTTP 404 for our session: True if a fresh one replaced it, else the channel closes."""
-        if self._reinit and await self._recover(generation):
-            return True
-        if self._closing:
-            return False
-        self._closing = self._lost = True
-        self._reason = "session lost (HTTP 404)"
-        flights = list(self._flights.values())
-        self._flights.clear()
-        await self._cancel_tasks()
-        for flight in flights:
-            error = UnavailableError(f"{self.name}: backend session lost (HTTP 404)", backend=self.name, reason="session lost")
-            await self.put(error.to_response(flight.message.id))
-        self._finish(self._reason)
-        return False
-
-    async def _recover(self, generation: int) -> bool:
-        """Replay the recorded handshake to obtain a fresh session; False if impossible."""
-        async with self._reinit_lock:
-            if generation != self._generation:
-                return not self._closing  # another task recovered already
-            if self._closing or self._init is None:
-                return False
-            try:
-                async with self._client.stream("POST", self.url, content=self._init.encode(), headers=self._base, timeout=self._timeout) as resp:
-                    frames = [await resp.aread()]
-                    if _ctype(resp).startswith("text/event-stream"):
-                        frames = [e.data.encode() for e in SSEParser().feed(frames[0] + b"\n\n") if e.data]
-                    answer = [m for m in map(parse, frames) if m.is_response() and m.id == self._init.id]
-                    result = answer[0].body.get("result") if answer and _ok(resp.status_code) else None
-                    if not isinstance(result, dict):
-                        return False
-                    self._set_session(resp.headers.get("mcp-session-id"), result.get("protocolVersion"))
-                self._generation += 1
-                note = self._initialized or Message({"jsonrpc": "2.0", "method": "notifications/initialized"})
-                resp = await self._client.post(self.url, content=note.encode(), headers={**self._base, **self._session}, timeout=self._short)
-                log.info("%s: session expired; re-initialized as %s", self.name, self.session_id)
-                return _ok(resp.status_code)
-            except (httpx.HTTPError, ProtocolError, ValueError) as exc:
-                log.warning("%s: re-initialize failed: %s", self.name, exc)
-                return False
-
-    @contextlib.asynccontextmanager
-    async def _get(self, last_id: str | None) -> AsyncIterator[httpx.Response]:
-        """A GET stream in the session; raises _SessionGone on 404."""
-        headers = {k: v for k, v in self._base.items() if k != "content-type"}
-        headers.update(self._session, accept="text/event-stream")
-        if last_id:
-            headers["last-event-id"] = last_id
-        async with self._client.stream("GET", self.url, headers=headers, timeout=self._timeout) as resp:
-            if resp.status_code == 404 and self.session_id is not None:
-                raise _SessionGone
-            yield resp
-
-    async def _get_loop(self) -> None:
-        """The standalone GET stream: reconnect with Last-Event-ID and capped backoff; 405 ends it."""
-        low, high = self.BACKOFF
-        delay, last_id, generation = low, None, self._generation
-        while not self._closing:
-            if generation != self._generation:  # a new session has its own cursor
-                last_id, generation = None, self._generation
-            retry = None
-            try:
-                async with self._get(last_id) as resp:
-                    if resp.status_code == 405:
-                        return  # the server offers no GET stream
-                    if _is_sse(resp):
-                        delay = low
-                        new_id, retry = await self._pump(resp, None)
-                        last_id = new_id or last_id
-                    else:
-                        log.warning("%s: GET stream refused with HTTP %d", self.name, resp.status_code)
-            except _SessionGone:
-                if not await self._session_gone(generation):
-                    return
-            except (httpx.HTTPError, ValueError) as exc:
-                log.debug("%s: GET stream dropped: %s", self.name, exc)
-            await asyncio.sleep(min(retry / 1000 if retry is not None else delay, high))
-            delay = min(delay * 2, high)
 
     # -- teardown -----------------------------------------------------------------------------------
     async def _cancel_tasks(self) -> None:
