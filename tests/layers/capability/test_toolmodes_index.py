@@ -516,23 +516,96 @@ def _hit_rates(tasks):
 def test_the_tuning_task_sets_stay_above_a_floor():
     """A regression guard on the sets the ranker was tuned on (tasks, tasks_heldout,
     tasks_blind: 373 requests). Measured 93.0 % hit@1 and 99.5 % hit@3 (third round), 94.6 %
-    and 99.5 % (fourth)."""
+    and 99.5 % (fourth), 95.7 % and 99.5 % (fifth)."""
     hit1, hit3 = _hit_rates(_bench("tasks") + _bench("tasks_heldout") + _bench("tasks_blind"))
-    assert hit1 >= 0.93 and hit3 >= 0.98
+    assert hit1 >= 0.94 and hit3 >= 0.98
 
 
 def test_the_second_blind_set_stays_above_a_floor():
     """tasks_blind2 (218 requests) was blind for the second round and a diagnostic set for
     the third, which read its misses for classes of failure (not for single requests):
     62.8 % hit@1 and 77.5 % hit@3 before, 76.6 % and 91.7 % after, 83.0 % and 95.9 % after
-    the fourth."""
+    the fourth, 84.4 % and 96.8 % after the fifth."""
     hit1, hit3 = _hit_rates(_bench("tasks_blind2"))
-    assert hit1 >= 0.81 and hit3 >= 0.94
+    assert hit1 >= 0.82 and hit3 >= 0.95
 
 
 def test_the_third_blind_set_stays_above_a_floor():
     """tasks_blind3 (200 requests, half agent-style queries) was blind for the third round
     (81.5 % hit@1, 93.0 % hit@3) and a diagnostic set for the fourth, which read its misses
-    for classes of failure: 88.5 % and 96.5 % after."""
+    for classes of failure: 88.5 % and 96.5 % after, 90.0 % and 97.0 % after the fifth."""
     hit1, hit3 = _hit_rates(_bench("tasks_blind3"))
-    assert hit1 >= 0.86 and hit3 >= 0.95
+    assert hit1 >= 0.88 and hit3 >= 0.95
+
+
+def test_the_fourth_blind_set_stays_above_a_floor():
+    """tasks_blind4 (200 requests, half agent-style queries) was blind for the fourth round
+    (82.5 % hit@1, 94.0 % hit@3) and a diagnostic set for the fifth, which read its misses
+    for classes of failure, each change kept only if leave-one-set-out over the six sets
+    chose it: 86.5 % and 95.0 % after."""
+    hit1, hit3 = _hit_rates(_bench("tasks_blind4"))
+    assert hit1 >= 0.85 and hit3 >= 0.94
+
+
+# -- fifth round: classes of failure read from the fourth blind set ---------------------------
+def test_a_tool_names_its_verb_first_and_later_action_words_are_things():
+    assert tool_actions(tokens("get pull request reviews")) == {"get"} and tool_moods(tokens("get pull request reviews")) == {READ}
+    assert tool_actions(tokens("create pull request review")) == {"create"}
+    tools = [
+        tool("gh__create_pull_request_review", "Create a review on a pull request", pull_number="number", event="string"),
+        tool("gh__get_pull_request_reviews", "Get the reviews on a pull request", pull_number="number"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert index.search("approve pull request 55", 1)[0]["name"] == "gh__create_pull_request_review"  # "reviews" is no "approve"
+
+
+def test_a_plural_settles_the_sense_of_its_verb_as_the_verb_does():
+    assert main_verb(words("Priya no longer reports to Tom - drop that link"))[1] == {"delete"}  # "reports" no create
+    assert main_verb(words("report a bug"))[1] == {"create"}
+
+
+def test_everything_is_all_unless_a_server_follows():
+    said = [slot[0][0] for slot in query_slots("tear down everything you created")]
+    assert (tokens("all")[0],) in said
+    assert (tokens("everything")[0],) in [slot[0][0] for slot in query_slots("echo hi on the everything server")]
+    assert not query_slots("is anything there")
+    tools = [tool("k8s__cleanup", "Cleanup all managed resources"), tool("k8s__kubectl_delete", "Delete Kubernetes resources by resource type, name, labels", resourceType="string", labelSelector="string")]
+    assert IndexCache().index_for(tools).search("tear down everything the kubernetes server created", 1)[0]["name"] == "k8s__cleanup"
+
+
+def test_two_words_that_name_an_argument_fill_it(monkeypatch):
+    from hopline.layers.capability.toolmodes import scoring
+
+    tools = [
+        tool("web__local_search", "Search local businesses: addresses, reviews, phone numbers, opening hours", query="string"),
+        tool("maps__place_details", "Get detailed information about a specific place", place_id="string"),
+    ]
+    query = "opening hours and reviews for this place ID"
+    assert IndexCache().index_for(tools).search(query, 1)[0]["name"] == "maps__place_details"
+    monkeypatch.setattr(scoring, "ARGUMENT_PAIRS", False)
+    assert IndexCache().index_for(tools).search(query, 1)[0]["name"] == "web__local_search"
+
+
+def test_a_file_name_at_the_end_of_a_sentence_is_a_file():
+    from hopline.layers.capability.toolmodes.shapes import read_shapes
+
+    assert read_shapes("Show me what's in /home/me/notes/todo.md.")[1] == {"file"}
+    assert read_shapes("read config.yaml. Then stop")[1] == {"file"}
+
+
+def test_describing_an_instance_is_not_explaining_a_kind():
+    reached = {t for slot in query_slots("show me its full description") for terms, _w in slot for t in terms}
+    assert tokens("describe")[0] in reached and tokens("explain")[0] not in reached
+    assert main_verb(words("describe the pod"))[0] == READ
+    tools = [
+        tool("k8s__explain_resource", "Get documentation for a Kubernetes resource or field", resource="string"),
+        tool("k8s__kubectl_describe", "Describe Kubernetes resources by resource type, name, and optionally namespace", resourceType="string", namespace="string"),
+    ]
+    assert IndexCache().index_for(tools).search("pod api-7d9f: show me its full description and recent events", 1)[0]["name"] == "k8s__kubectl_describe"
+
+
+def test_counting_is_a_query_and_online_is_the_web():
+    reached = {t for slot in query_slots("how many users signed up last month") for terms, _w in slot for t in terms}
+    assert tokens("sql")[0] in reached
+    reached = {t for slot in query_slots("what are people saying online") for terms, _w in slot for t in terms}
+    assert tokens("web")[0] in reached

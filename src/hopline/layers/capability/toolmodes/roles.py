@@ -14,7 +14,10 @@ The verb's families are the request's *action*; a word after a determiner or a b
 ("the open PRs", "still open") is no verb. The request also knows its topic words
 ("about my kubernetes plans") and each slot's weight (topic and purpose words count
 less), and a Kubernetes kind it names ("pods") fills a resource argument.
-A tool's actions and moods are those of the verbs in its own name: a tool whose name
+A tool's actions and moods are those of the verbs in its own name — its first run of
+action words: ``get_pull_request_reviews`` gets, and "reviews" there is a thing, no
+"approve" (``NAME_VERBS_LEADING``); a plural a verb of several senses takes ("reports")
+is read as that verb ("report") to settle its sense. A tool whose name
 only says the other mood (``exec_in_pod`` for "list all pods") ranks down, and one whose
 name says the request's action ("get rid of …" → ``kubectl_delete``) ranks up
 (``scoring.py``). Pure functions and data.
@@ -76,9 +79,10 @@ def _verb(raw: list[str], i: int) -> tuple[int, frozenset[str]]:
     """(words, action heads) of the longest action word or phrase at ``raw[i]``; (1, ∅)."""
     for n in range(min(_LONGEST, len(raw) - i), 0, -1):
         key = tuple(raw[i : i + n])
-        heads = _SAID.get(key) or (_SAID.get(key[:-1] + (w.plural(key[-1]),)) if n == 1 else None)
+        folded = key[:-1] + (w.plural(key[-1]),)
+        heads = _SAID.get(key) or (_SAID.get(folded) if n == 1 else None)
         if heads:
-            if n == 1 and key in w.MAKING:  # "file a ticket" creates; "the file" is no verb
+            if n == 1 and (key in w.MAKING or folded in w.MAKING):  # "file a ticket" creates; "the file", "reports to" do not
                 heads = frozenset({CREATE}) if i + 1 < len(raw) and raw[i + 1] in ARTICLES else heads - {CREATE}
             return n, heads
     return 1, frozenset()
@@ -126,11 +130,18 @@ def mood(raw: list[str]) -> str | None:
     return main_verb(raw)[0]
 
 
+NAME_VERBS_LEADING = True  # a tool's name verbs: its first run of action words, not nouns after them
+
+
 def tool_actions(name: list[str]) -> frozenset[str]:
-    """The action heads of the verbs a tool's own (stemmed) name words say."""
+    """The action heads of the verbs a tool's own (stemmed) name words say: the first run
+    of action words (``get_pull_request_reviews`` gets; "reviews" there is a thing)."""
     out: frozenset[str] = frozenset()
     for t in name:
-        out |= _NAMED.get(t, frozenset())
+        heads = _NAMED.get(t, frozenset())
+        if NAME_VERBS_LEADING and out and not heads:
+            break
+        out |= heads
     return out
 
 

@@ -21,7 +21,9 @@
     side ("knowledge base", "place id": ``PAIR_BONUS`` each, at most ``PAIR_CAP``);
   - *fills*: a value named by its shape fills one of the tool's arguments
     (``FILL_BONUS``: coordinates → ``latitude``; ``notes.md`` → ``path``; ``375x812`` →
-    ``width``; ``session:abc`` → ``key``; a Kubernetes kind, "pods" → ``resourceType``);
+    ``width``; ``session:abc`` → ``key``; a Kubernetes kind, "pods" → ``resourceType``),
+    and so do two words said side by side that name an argument ("this place ID" →
+    ``place_id``: the request has the value that argument asks for; ``ARGUMENT_PAIRS``);
   - *verb roles*: the tool's name verb says the other mood than the request's main
     verb ("list all pods" vs ``exec_in_pod``: ``CLASH_PENALTY``; ``roles.py``); or it is
     of the family of a main verb that changes things ("get rid of the deployment" →
@@ -60,6 +62,7 @@ PAIR_BONUS = 0.3  # × (1 + 0.3 × word pairs the tool says side by side too)
 PAIR_CAP = 2
 PAIR_FIELDS = ("name", "description", "arguments")
 FILL_BONUS = 0.4  # × 1.4 for a tool with an argument the request's shaped value fills
+ARGUMENT_PAIRS = True  # two words said side by side that name an argument fill it as a value does
 CLASH_PENALTY = 0.6  # × 0.6 for a tool whose name verb says the other mood
 ROLE_BONUS = 0.2  # × 1.2 for a tool whose name verb is of the family of the request's main verb
 ROLE_SKIP = READS  # … unless that verb reads
@@ -163,6 +166,7 @@ class Priors:
         self.name_sizes = np.array([max(len(set(d["name"])), 1) for d in documents], dtype=np.float32)
         self.pairs = _inverted([{p for f in PAIR_FIELDS for p in pairwise(d[f])} for d in documents])
         self.arguments = _inverted([set(d["arguments"]) for d in documents])
+        self.named_arguments = _inverted([set(pairwise(d["arguments"])) for d in documents])  # ("place", "id")
         moods = [tool_moods(d["name"]) for d in documents]
         self.actions = _inverted([tool_actions(d["name"]) for d in documents])  # action head → tools
         self.clash = {READ: np.array([WRITE in m and READ not in m for m in moods], dtype=bool), WRITE: np.array([READ in m and WRITE not in m for m in moods], dtype=bool)}
@@ -211,6 +215,8 @@ class Priors:
                 pairs[positions] += 1
         scores *= 1 + PAIR_BONUS * np.minimum(pairs, PAIR_CAP)
         fit = [p for t in request.fills if (p := self.arguments.get(t)) is not None]
+        if ARGUMENT_PAIRS:  # "this place ID": the request has what an argument (place_id) asks for
+            fit += [p for pair in set(pairwise(owns)) if (p := self.named_arguments.get(pair)) is not None]
         if fit:
             scores[np.unique(np.concatenate(fit))] *= 1 + FILL_BONUS
         if request.mood is not None:

@@ -56,7 +56,8 @@ FAMILIES: tuple[str, ...] = (
     "screenshot|screen_shot|screen grab|screen capture|~capture",
     "toggle|enable|disable|~switch|turn on|turn off",
     "scale|resize|viewport|dimensions",
-    "explain|describe|description|documentation|docs|details|detail|info|information|metadata",
+    "explain|documentation|docs",
+    "describe|description|details|detail|info|information|metadata",
     "approve|approved|review|reviewed|request changes|requested changes|lgtm",
     "commit|push",
     "save|~store|write|~put|set|persist|~keep|~record|note down|jot down|~cache|stash",
@@ -92,6 +93,7 @@ FAMILIES: tuple[str, ...] = (
     "label|labels|labelled|labeled|tag|tagged",
     "database|db|data_source|datasource|~table|collection",
     "sql|database|db|~table|rows|postgres|postgresql",
+    "sql|~count|how many|number of|average|aggregate|tally",
     "cache|redis|key_value",
     "size|~space|~big|~large|bytes|largest|biggest|disk usage",
     "environment|env|variables|vars",
@@ -109,7 +111,7 @@ FAMILIES: tuple[str, ...] = (
     "browser|chrome|headless|~window",
     "dialog|popup|alert|confirm|modal|prompt",
     "form|~field|fields|textbox|~box",
-    "~web|internet|online|~google|search engine",
+    "web|internet|online|~google|search engine",
     "news|article|articles|headlines|blog",
     "dark_mode|light_mode|color_scheme|colour_scheme|theme",
     "console|devtools",
@@ -149,7 +151,7 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 
 # Verb roles (``roles.py``): the action families, by their first member, whose verbs
 # read and whose verbs change something. The others (navigate, click, type…) say neither.
-READS = frozenset({"get", "list", "search", "explain"})
+READS = frozenset({"get", "list", "search", "explain", "describe"})
 WRITES = frozenset({"create", "update", "delete", "run", "send", "reply", "stop", "move", "copy", "merge", "upgrade", "compress", "save", "commit", "upload", "approve"})
 # A request that opens with one of these asks to read ("what's in …", "is there …").
 QUESTIONS = frozenset({"what", "whats", "which", "who", "whose", "where", "when", "why", "how", "is", "are", "was", "were", "has", "have", "any", "anyone", "anything"})

@@ -5,8 +5,9 @@ the word families a query word may stand for (``vocabulary.py``, at
 ``SYNONYM_WEIGHT``), and the *slots* a query is read as (each slot scores its best
 alternative once; spans that name something by their shape — a URL, a path,
 ``#channel``, ``40.71, -74.00``, ``375x812``, ``session:abc``, ``owner/repo``, a
-quoted value — are one word or none, and the value fills an argument; a pronoun that
-names no thing, "everything", is no word of the request unless a "server" follows it;
+quoted value — are one word or none, and the value fills an argument: ``shapes.py``;
+a pronoun that names no thing, "anything", is no word of the request unless a "server"
+follows it, and "everything" is "all" ("tear down everything it created");
 a word that is also a verb names a thing or a state after a determiner or "is"/"still"
 — "the cache key", "open late" — and brings no verb family), and the words a request
 names as its topic ("about …", "relates to …") or its purpose ("so I can …"). In prose,
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from hopline.layers.capability.toolmodes.shapes import read_shapes
 from hopline.layers.capability.toolmodes.vocabulary import (
     ACTIONS,
     ARTICLES,
@@ -194,76 +196,16 @@ def _acting() -> dict[Key, frozenset[tuple[str, ...]]]:
 ACTING = _acting()
 _CREATE = tuple(tokens(_members(FAMILIES[0])[0]))
 
-# -- shapes ---------------------------------------------------------------------------
-# What a request names by its shape rather than its words: coordinates, a URL, a file
-# name (an image file by its extension), a path, an owner/repo, a #channel, an @user,
-# an :emoji:, a quoted or "called …" value, a KEY=value, two numbers to add, SQL said
-# in words. The words inside ("notes/todo.md", "example.com", 'Crash on save',
-# "kubernetes/kubernetes") are names, not what the request is about, so the span is
-# read as the one word it stands for, or none (a value: quoted, KEY=value, owner/repo);
-# the word also says which arguments the value fills (``vocabulary.FILLS``). Each
-# pattern runs only if its text holds one of the characters it needs.
-_VALUE = {"slug": "", "key": "key_value"}  # shape word → what the text says instead, where not the word itself
-_SHAPES = (
-    ("'\"‘“", re.compile(r"(?<![\w])(?:'[^'\n]{1,80}'|\"[^\"\n]{1,80}\"|‘[^’\n]{1,80}’|“[^”\n]{1,80}”)(?![\w])"), ""),  # 'Crash on save': a value
-    ("d", re.compile(r"\b(?:called|named|titled) [\w.:/-]+", re.IGNORECASE), "name"),  # "a configmap called app-settings"
-    (",", re.compile(r"(?<![\w.])[-+]?\d{1,3}\.\d+°?\s*[NS]?\s*,\s*[-+]?\d{1,3}\.\d+°?\s*[EW]?(?![\w.])"), "coordinates"),  # "40.71, -74.00"
-    (".", re.compile(r"\b(?:https?|ftp)://\S+|\bwww\.\S+|(?<![\w@/.])[\w-]+(?:\.[\w-]+)*\.(?:com|org|net|io|dev|ai|app|co|edu|gov)(?:/\S*)?(?![\w.])", re.IGNORECASE), "url"),
-    (".", re.compile(r"(?<![\w@])(?:~|\.{1,2})?(?:/?[\w*~-]+)*/?[\w*-]*[\w*]\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),
-    (".", re.compile(r"(?<![\w.])\.[A-Za-z][A-Za-z0-9]{0,3}(?![\w.])"), "file"),  # ".log", as in "every .log file"
-    ("/", re.compile(r"(?<![\w])(?:~|\.{1,2})?/[\w.*-]+(?:/[\w.*-]*)*"), "path"),
-    ("/", re.compile(r"(?<![\w/.~-])[A-Za-z][\w.-]*(?:/[\w.-]*[A-Za-z][\w.-]*)+(?![\w/])"), "slug"),  # owner/repo, group/project
-    ("#", re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), "channel"),
-    ("@", re.compile(r"(?<![\w])@[A-Za-z][\w.-]*"), "user"),
-    (":", re.compile(r"(?<![\w:]):[a-z0-9_+-]{2,30}:(?![\w:])"), "emoji"),  # ":tada:"
-    ("tT", re.compile(r"\bselect\b(?=[^.?!]{1,80}\bfrom\b[^.?!]{0,40}\btables?\b)", re.IGNORECASE), "sql query"),  # SQL said in words
-    ("0123456789", re.compile(r"(?<![\w.,])-?\d+(?:\.\d+)?\s*(?:\+|plus|and)\s*-?\d+(?:\.\d+)?(?![\w.,])"), "sum"),  # "17 and 25"
-    ("xX×", re.compile(r"(?<![\w.])\d{2,5}\s*[xX×]\s*\d{2,5}(?:\s*px)?(?![\w.])"), "dimensions"),  # "375x812": a width and height
-    ("-", re.compile(r"\bto-dos?\b", re.IGNORECASE), "todo"),
-    (":", re.compile(r"(?<![\w/:.@-])(?=[A-Za-z][\w.-]*:[\w.-]*[A-Za-z*])(?![\w.-]+:(?:latest|stable|alpine|slim|lts|edge)\b)[A-Za-z][\w.-]*(?::[\w.*-]+)+(?![\w:/])"), "key"),  # "session:abc", "lock:job:17": a namespaced key (not an image tag, "nginx:latest")
-    ("=", re.compile(r"(?<![\w=])[\w.-]+=[\w.:/-]*"), ""),  # "LOG_LEVEL=debug", "app=canary": a value, no word
-)
-
-
-_IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".bmp", ".ico", ".tif", ".tiff")
-_AUDIO = (".mp3", ".wav", ".ogg", ".flac", ".m4a", ".aac", ".opus")
-_VIDEO = (".mp4", ".mov", ".webm", ".mkv", ".avi")
-
-
-def _file_word(name: str) -> str:
-    """What a file name stands for: an image, audio or video file (media), or a file."""
-    name = name.lower()
-    kind = "image" if name.endswith(_IMAGES) else "audio" if name.endswith(_AUDIO) else "video" if name.endswith(_VIDEO) else ""
-    return f" {kind} file " if kind else " file "
-
-
-def read_shapes(text: str) -> tuple[str, set[str]]:
-    """(``text`` with each shaped span replaced by the word it stands for, those words).
-    Several file names are "multiple files"; "logo.png" is an "image file", "memo.mp3" an
-    "audio file"."""
-    found: set[str] = set()
-    for needs, pattern, word in _SHAPES:
-        if not any(c in text for c in needs):
-            continue
-        spans = len(pattern.findall(text))
-        if not spans:
-            continue
-        found.add(word)
-        if word == "file" and spans > 1:  # "a.txt, b.txt and c.txt"
-            text = pattern.sub(" ", pattern.sub(" multiple files ", text, count=1))
-        elif word == "file":  # "logo.png": an image file
-            text = pattern.sub(lambda m: _file_word(m.group()), text)
-        else:
-            text = pattern.sub(f" {_VALUE.get(word, word)} ", text)
-    return text, found
-
-
+# -- shapes (``shapes.py``) -------------------------------------------------------------
 def fills(shapes: set[str]) -> frozenset[str]:
     """The stemmed argument names the values of these shapes fill."""
     return frozenset(t for shape in shapes for t in tokens(FILLS.get(shape, shape)))
 
 
 # -- queries --------------------------------------------------------------------------
+EVERY = {"everything": "all"}  # "delete everything it created": all of them (not "the everything server")
+
+
 def slots(raw: list[str]) -> list[Slot]:
     """A query's words (as said, shapes read) as slots, one per word or table phrase: its
     own tokens (weight 1) and the other members of its families (``SYNONYM_WEIGHT``). A
@@ -272,9 +214,11 @@ def slots(raw: list[str]) -> list[Slot]:
     left out. A phrase of the table ("close to", "look up") stands for its family, not
     for its words; a compound ("pull request") for both. A create word with other senses
     ("open") means create before "a"/"new" and its other senses elsewhere; "new" after a
-    create word ("make a new page") adds nothing. "everything" (``PRONOUNS``) is no word
-    unless a server word follows ("the everything server")."""
-    raw = [w for i, w in enumerate(raw) if w not in PRONOUNS or (i + 1 < len(raw) and raw[i + 1] in SERVERS)]
+    create word ("make a new page") adds nothing. A pronoun (``PRONOUNS``) is no word
+    unless a server word follows ("the everything server"); "everything" is "all"
+    (``EVERY``: "delete everything you created" is a clean-up of all of it)."""
+    named = [i + 1 < len(raw) and raw[i + 1] in SERVERS for i in range(len(raw))]  # "the everything server"
+    raw = [w if w not in PRONOUNS or named[i] else EVERY[w] for i, w in enumerate(raw) if w not in PRONOUNS or named[i] or w in EVERY]
     stems = [stemmed(w) for w in raw]
     folded = [plural(w) for w in raw]
     direct = {stem for w, stem in zip(raw, stems) if w not in STOPWORDS}
