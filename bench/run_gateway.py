@@ -7,6 +7,7 @@
     python bench/run_gateway.py --parts lists,sessions --no-install
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-policy,hopline-policy-audit \
         -c 1,16 --eras legacy,2026 --rounds 2 --duration 3 --no-install   # issue 5: what auth + policy add
+    python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-transparent,hopline-transparent-l2 --quick
 
 Three parts (``--parts calls,lists,sessions``):
 
@@ -29,7 +30,12 @@ Three parts (``--parts calls,lists,sessions``):
    request without a token (401) and a caller whose claims no rule allows (the tool is
    unknown to it). Reported: gateway CPU-ms per call added over ``hopline`` per (era, c), from
    the pooled rounds and per round (the rounds are paired: same loadgen window order), vs the
-   issue's 0.15 ms, and the ratio. Interleaved rounds per (era, c); the
+   issue's 0.15 ms, and the ratio. Transparent mode: ``hopline-transparent`` (``mode: transparent``,
+   awareness level 1: requests streamed to the echo backend unread) and ``hopline-transparent-l2``
+   (level 2: a Reverse-mode gateway for the destination, dual-handshaken, every layer); the one
+   destination is hopline's own ``127.0.0.1:port``, since loadgen sends that as ``Host`` (standing
+   in for DNS or L7 interception), and the tool keeps its name, ``echo``. A table puts them (and
+   ``hopline``) against ``direct`` of the same run. Interleaved rounds per (era, c); the
    load generator is bench/loadgen.py with ``--tool``. CPU and RSS from /proc, as in
    run_relay.py: the gateway's process tree, and the backend's, separately.
 2. **lists**: an aggregated ``tools/list`` of 10 backends × 50 tools (bench/gateway_backend.py,
@@ -103,6 +109,8 @@ ISSUE_FASTMCP_LIST = (170, 510)
 # Issue 5's target: per-request CPU added by a JWT and a ten-rule CEL policy over the plain gateway
 TARGET_POLICY_ADDED_CPU_MS = 0.15
 POLICY_TARGETS = ("hopline-policy", "hopline-policy-audit")
+# Transparent mode (interception stood in for by the Host header): level 1 and level 2
+TRANSPARENT_TARGETS = ("hopline-transparent", "hopline-transparent-l2")
 POLICY_ISSUER = "https://login.bench.example"
 JWT_SECRET_ENV = "HOPLINE_BENCH_JWT_SECRET"
 # Ten allow rules of the kind a deployment has: roles, groups, tenants, backends, tool-name lists.
@@ -366,6 +374,27 @@ def policy_server(name: str, backend_url: str, port: int, workdir: Path, args) -
     s.note = (
         f"hopline + auth (bearer JWT, static {args.jwt_alg} key) + {len(POLICY_RULES)} CEL rules"
         + (f", audit log to {audit.name}" if audit else "")
+    )
+    return s
+
+
+def transparent_server(name: str, backend: Server, port: int, workdir: Path, args) -> Server:
+    """``hopline serve`` in Transparent mode in front of the echo backend. The destination is
+    hopline's own host:port: loadgen connects to hopline and sends that as ``Host``, which stands
+    in for DNS or L7 interception. Level 1 streams bodies unread; level 2 runs a Reverse-mode
+    gateway for that destination (dual handshake, all layers), so the tool keeps its own name."""
+    level = 2 if name == "hopline-transparent-l2" else 1
+    cfg = {
+        "version": 1, "name": "bench-gateway", "mode": "transparent",
+        "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
+        "transparent": {"level": level, "destinations": {f"127.0.0.1:{port}": f"http://127.0.0.1:{backend.port}"}},
+    }  # fmt: skip
+    s = hopline_server(name, cfg, port, workdir, args.log_level)
+    s.tool = "echo"
+    s.note = (
+        "transparent, level 1: Host 127.0.0.1:P → the echo backend, bodies streamed unread"
+        if level == 1
+        else "transparent, level 2: Host 127.0.0.1:P → a Reverse-mode gateway for that destination (dual handshake, a backend session per client)"
     )
     return s
 
@@ -646,6 +675,8 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 s = fastmcp_server(n, port, url=backend.url, session="fresh" if n == "fastmcp-fresh" else "keep")
             elif n in POLICY_TARGETS:
                 s = policy_server(n, backend.url, port, workdir, args)
+            elif n in TRANSPARENT_TARGETS:
+                s = transparent_server(n, backend, port, workdir, args)
             elif n == "hopline-stdio":
                 cfg = {"version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
                        "backends": {"e": {"command": PY, "args": [ECHO, "stdio"], "stateless": True}}}  # fmt: skip
@@ -726,6 +757,9 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
         if policy_rows:
             policy_md, policy_verdicts = render_policy(policy_rows, args)
             md.append(policy_md)
+        transparent_rows = transparent_vs_direct(agg, args)
+        if transparent_rows:
+            md.append(render_transparent(transparent_rows))
         if skipped:
             md.append("\nskipped:\n" + "\n".join(f"- {k}: {v}" for k, v in skipped.items()))
         noisy = [f"{k[1]} c={k[2]} ({k[0]}): up to {a['other_cores_max']:.2f} cores" for k, a in agg.items() if "fatal" not in a and a["other_cores_max"] > 0.15]
@@ -740,6 +774,7 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             "summary": [{"era": k[0], "target": k[1], "concurrency": k[2], **v} for k, v in agg.items()],
             "cells": cells,
             "verdicts": verdicts,
+            "transparent": transparent_rows,
             "policy": {"rules": POLICY_RULES, "claims": BENCH_CLAIMS, "jwt_alg": args.jwt_alg, "overhead": policy_rows, "verdicts": policy_verdicts},
         }
     finally:
@@ -782,6 +817,43 @@ def call_verdicts(agg: dict, args) -> list[str]:
                         + ", ".join(f"c={c} {r:.1f}× ({peer} {v:.2f} CPU-ms)" for c, r, v in ratios)
                     )
     return out
+
+
+def transparent_vs_direct(agg: dict, args) -> list[dict]:
+    """Per (era, c), each transparent target (and ``hopline``, for reference) against ``direct``
+    in the same run: gateway CPU per call ÷ the direct backend's CPU per call, added p50 and p50 ratio."""
+    rows = []
+    for era in args.eras:
+        for c in args.concurrency:
+            d = agg.get((era, "direct", c))
+            if not d or "fatal" in d or not any(agg.get((era, n, c)) for n in TRANSPARENT_TARGETS):
+                continue
+            for name in ("hopline",) + TRANSPARENT_TARGETS:
+                a = agg.get((era, name, c))
+                if not a or "fatal" in a:
+                    continue
+                dcpu, gcpu = d["backend_cpu_ms_per_req"], a["relay_cpu_ms_per_req"]
+                rows.append({
+                    "era": era, "concurrency": c, "target": name, "gateway_cpu_ms": gcpu, "direct_cpu_ms": dcpu,
+                    "cpu_x_direct": gcpu / dcpu if gcpu is not None and dcpu else None,
+                    "added_p50_ms": a["p50_ms"] - d["p50_ms"], "p50_x_direct": a["p50_ms"] / d["p50_ms"] if d["p50_ms"] else None,
+                    "rps_x_direct": a["rps"] / d["rps"] if d["rps"] else None, "errors": a["errors"],
+                })  # fmt: skip
+    return rows
+
+
+def render_transparent(rows: list[dict]) -> str:
+    cols = ("target", "era", "c", "gateway CPU-ms/call", "direct CPU-ms/call", "gateway CPU ÷ direct", "+p50 ms", "p50 ×direct", "req/s ×direct", "errors")
+    lines = [
+        "\n### Transparent mode vs direct (same run)\n",
+        "`direct CPU-ms/call` is what the echo backend itself costs per call when talked to directly; `hopline` is the Reverse-mode row, for reference.\n",
+        "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
+    ]  # fmt: skip
+    for r in rows:
+        row = [r["target"], r["era"], str(r["concurrency"]), fmt(r["gateway_cpu_ms"], ".3f"), fmt(r["direct_cpu_ms"], ".3f"), fmt(r["cpu_x_direct"], ".2f"),
+               fmt(r["added_p50_ms"], "+.3f"), fmt(r["p50_x_direct"], ".2f"), fmt(r["rps_x_direct"], ".2f"), str(r["errors"])]  # fmt: skip
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
 
 
 def policy_overhead(agg: dict, cells: list[dict], args) -> list[dict]:
@@ -1355,7 +1427,8 @@ def main(argv: list[str] | None = None) -> int:
     g = p.add_argument_group("calls")
     g.add_argument(
         "--targets", default="direct,hopline,hopline-shared,fastmcp,fastmcp-fresh,hopline-stdio",
-        help="calls targets (default all; hopline-stdio is a reference row: the echo server as a stdio child)",
+        help="calls targets (default as shown; also hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2; "
+        "hopline-stdio is a reference row: the echo server as a stdio child)",
     )  # fmt: skip
     g.add_argument("-c", "--concurrency", default="1,16", help="comma list (default 1,16)")
     g.add_argument("--eras", default="legacy,2026", help="comma list of legacy,2026 (default both, legacy first)")

@@ -78,7 +78,8 @@ def explain(config: GatewayConfig) -> list[str]:
     ]
     if config.mode == "transparent" and config.transparent is not None:
         t = config.transparent
-        lines.append(f"awareness level {t.level}: bodies are not read; the destination comes from {'Host' if t.destination == 'host' else t.header}")
+        what = "bodies are not read" if t.level == 1 else "a Reverse-mode gateway per destination (policy, resilience, tools sections apply)"
+        lines.append(f"awareness level {t.level}: {what}; the destination comes from {'Host' if t.destination == 'host' else t.header}")
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
         return lines

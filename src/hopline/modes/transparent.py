@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import cel
@@ -37,6 +37,7 @@ import orjson
 
 from hopline import runtime
 from hopline.transports import http_util as hu
+from hopline.transports.h1client import LeanClient
 
 log = logging.getLogger("hopline.transparent")
 
@@ -88,13 +89,16 @@ def _error(code: int, message: str) -> bytes:
 class TransparentProxy:
     """The ASGI app: one instance serves every destination."""
 
-    def __init__(self, config: Any, *, declaration: Callable[[], dict[str, Any]], client: httpx.AsyncClient | None = None, aware: Any = None) -> None:
+    def __init__(self, config: Any, *, declaration: Callable[[], dict[str, Any]], client: Any = None, aware: Any = None, wait: float = 300.0) -> None:
         self.config = config  # a TransparentConfig
         self.aware = aware  # level 2: the protocol-aware part (transparent_l2.ProtocolAware); None at level 1
         self.policy = HeaderPolicy(config.rules)
         self.declaration = declaration
-        timeout = httpx.Timeout(connect=config.connect_timeout, read=None, write=30.0, pool=config.connect_timeout)
-        self.client = client or httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False, limits=httpx.Limits(max_keepalive_connections=64))
+        # hopline's own keep-alive HTTP/1.1 client (as on the gateway's hot path): no redirects, no
+        # environment proxies; a body may idle for long (SSE), the answer's head may take ``wait``.
+        self.timeout = httpx.Timeout(config.connect_timeout, read=None)
+        self.wait = wait
+        self.client = client or LeanClient(timeout=self.timeout)
 
     async def aclose(self) -> None:
         if self.aware is not None:
@@ -147,59 +151,63 @@ class TransparentProxy:
 
     async def _forward(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, target: str, raw: list[tuple[bytes, bytes]]) -> None:
         c = self.config
-        drop = HOP_BY_HOP | ({c.header.encode()} if c.destination == "header" else frozenset())
-        headers = [(k, v) for k, v in raw if k.lower() not in drop]
+        drop = HOP_BY_HOP | {b"host", b"content-length"} | ({c.header.encode()} if c.destination == "header" else frozenset())
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw if k.lower() not in drop]
+        host = next((v.decode("latin-1") for k, v in raw if k.lower() == b"host"), None)  # kept as the client sent it
+        body = await _read_body(receive, c.max_body)
+        if body is None:
+            await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            return
+        if body is _GONE:
+            return  # the client left before its request was whole
         query = scope.get("query_string") or b""
         path = scope.get("raw_path") or scope["path"].encode()
         url = target + path.decode("latin-1") + (("?" + query.decode("latin-1")) if query else "")
-        too_big = asyncio.Event()
-
-        async def body() -> AsyncIterator[bytes]:
-            seen = 0
-            while True:
-                event = await receive()
-                if event["type"] == "http.disconnect":
-                    raise ConnectionAbortedError("client went away")
-                chunk = event.get("body", b"")
-                seen += len(chunk)
-                if seen > c.max_body:
-                    too_big.set()
-                    raise ConnectionAbortedError("request body too large")
-                if chunk:
-                    yield chunk
-                if not event.get("more_body"):
-                    return
-
-        request = self.client.build_request(scope["method"], url, headers=headers, content=body() if scope["method"] not in ("GET", "HEAD", "DELETE") else None)
+        method = scope["method"]
+        streaming = self.client.stream(method, url, content=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=headers, host=host, timeout=self.timeout)
         try:
-            response = await self.client.send(request, stream=True)
-        except (httpx.TimeoutException, httpx.ConnectError) as exc:
-            if too_big.is_set():
-                await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
-            else:
-                status = 504 if isinstance(exc, httpx.TimeoutException) else 502
-                await hu.send_json(send, status, _error(UNREACHABLE, f"destination unreachable ({type(exc).__name__})"))
+            async with asyncio.timeout(self.wait):  # the answer's head; its body (an SSE stream) may take as long as it takes
+                response = await streaming.__aenter__()
+        except (httpx.TimeoutException, TimeoutError) as exc:
+            await hu.send_json(send, 504, _error(UNREACHABLE, f"destination unreachable ({type(exc).__name__})"))
             return
-        except (httpx.HTTPError, ConnectionAbortedError) as exc:
-            if too_big.is_set():
-                await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
-            else:
-                await hu.send_json(send, 502, _error(UNREACHABLE, f"destination failed ({type(exc).__name__})"))
+        except httpx.HTTPError as exc:  # the URL may hold a secret: the error's type only
+            await hu.send_json(send, 502, _error(UNREACHABLE, f"destination unreachable ({type(exc).__name__})"))
             return
         try:
-            out = [(k, v) for k, v in response.headers.raw if k.lower() not in HOP_BY_HOP]
+            out = [(k, v) for k, v in response.raw_headers if k.lower() not in HOP_BY_HOP]
             await send({"type": "http.response.start", "status": response.status_code, "headers": out})
             await _stream(response, receive, send)
         finally:
-            await response.aclose()
+            await streaming.__aexit__(None, None, None)
 
 
-async def _stream(response: httpx.Response, receive: hu.Receive, send: hu.Send) -> None:
+_GONE = b"\0gone"  # a sentinel no body equals by identity
+
+
+async def _read_body(receive: hu.Receive, limit: int) -> bytes | None:
+    """The whole request body (bounded, never parsed); None if over ``limit``, ``_GONE`` if the client left."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = await receive()
+        if event["type"] == "http.disconnect":
+            return _GONE
+        chunk = event.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not event.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _stream(response: Any, receive: hu.Receive, send: hu.Send) -> None:
     """The answer's bytes as they come (an SSE stream may last long), until it ends or the client leaves."""
 
     async def pump() -> None:
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in response.aiter_bytes():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except httpx.HTTPError as exc:  # the destination broke off mid-answer: end ours the same way
             log.info("destination broke off its answer: %s", type(exc).__name__)
@@ -240,7 +248,7 @@ def serve(config: Any) -> int:
             from hopline.modes.transparent_l2 import ProtocolAware
 
             aware = ProtocolAware(config)
-        app = TransparentProxy(t, declaration=lambda: declare(deployment), aware=aware)
+        app = TransparentProxy(t, declaration=lambda: declare(deployment), aware=aware, wait=config.listen.request_timeout)
         listen = config.listen
         if t.tls == "plaintext" and not _loopback(listen.host):
             log.warning("transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)", listen.host)

@@ -31,7 +31,8 @@ import contextlib
 import select
 import ssl
 import urllib.request
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
@@ -70,12 +71,13 @@ class Headers(dict):
 
 
 class Response:
-    __slots__ = ("status_code", "reason_phrase", "headers", "_conn", "_chunks", "_done", "_waiter", "_error", "_buffered", "_timeout", "content")
+    __slots__ = ("_buffered", "_chunks", "_conn", "_done", "_error", "_timeout", "_waiter", "content", "headers", "raw_headers", "reason_phrase", "status_code")
 
     def __init__(self, conn: _Connection, timeout: float | None) -> None:
         self.status_code = 0
         self.reason_phrase = ""
         self.headers = Headers()
+        self.raw_headers: list[tuple[bytes, bytes]] = []  # as received, repeats kept (for a proxy that passes them on)
         self.content = b""
         self._conn = conn
         self._chunks: list[bytes] = []
@@ -185,6 +187,7 @@ class _Connection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         assert self.response is not None
+        self.response.raw_headers.append((name, value))
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers = self.response.headers
@@ -265,8 +268,12 @@ class LeanClient:
 
     # -- the httpx-like surface -------------------------------------------------------------------
     @contextlib.asynccontextmanager
-    async def stream(self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None, timeout: Any = None) -> AsyncIterator[Response]:
-        conn, response = await self._send(method, url, content, headers or {}, self._timeout if timeout is None else timeout)
+    async def stream(
+        self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | list[tuple[str, str]] | None = None, timeout: Any = None, host: str | None = None
+    ) -> AsyncIterator[Response]:
+        """``headers`` may be a list of pairs (repeats kept); ``host`` replaces the Host the
+        URL gives (a transparent proxy keeps the one its client sent)."""
+        conn, response = await self._send(method, url, content, headers or {}, self._timeout if timeout is None else timeout, host)
         try:
             yield response
         finally:
@@ -297,7 +304,7 @@ class LeanClient:
         self._busy.clear()
 
     # -- internals --------------------------------------------------------------------------------
-    async def _send(self, method: str, url: str, content: bytes | None, headers: dict[str, str], timeout: Any) -> tuple[_Connection, Response]:
+    async def _send(self, method: str, url: str, content: bytes | None, headers: dict[str, str] | list[tuple[str, str]], timeout: Any, host_header: str | None = None) -> tuple[_Connection, Response]:
         if self._closed:
             raise httpx.ConnectError("client closed")
         parts = urlsplit(url)
@@ -306,14 +313,14 @@ class LeanClient:
         port = parts.port or (443 if secure else 80)
         origin = (parts.scheme, host, port)
         if self._auth is not None:
-            headers = await self._auth_headers(method, url, headers)
+            headers = await self._auth_headers(method, url, dict(headers))
         connect_s, read_s = _seconds(timeout)
         conn = await self._checkout(origin, secure, connect_s)
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        head = [f"{method} {target} HTTP/1.1\r\nhost: {parts.netloc.rpartition('@')[2]}\r\n"]
-        head.extend(f"{name}: {value}\r\n" for name, value in headers.items())
+        head = [f"{method} {target} HTTP/1.1\r\nhost: {host_header or parts.netloc.rpartition('@')[2]}\r\n"]
+        head.extend(f"{name}: {value}\r\n" for name, value in (headers.items() if isinstance(headers, dict) else headers))
         if content is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"content-length: {len(content or b'')}\r\n")
         head.append("\r\n")
