@@ -175,3 +175,19 @@ def test_level_1_refuses_settings_it_cannot_apply():
         GatewayConfig.model_validate({**base, "policy": {"rules": HIDE_ADD}})
     with pytest.raises(ValidationError, match="authenticates nobody"):
         GatewayConfig.model_validate({**base, "auth": {"resource": "https://gw.example/mcp", "api_keys": [{"name": "k", "key": "k" * 20}]}})
+
+
+async def test_level_2_serves_only_the_mcp_paths_so_nothing_goes_around_the_policy(tmp_path, hopline_serve, recorded):
+    url, record = recorded
+    real = origin(url)
+    path = tmp_path / "transparent.yaml"
+    path.write_text(yaml.safe_dump({"mode": "transparent", "transparent": {"level": 2, "destinations": {real: f"http://{real}"}}, "policy": {"rules": HIDE_ADD}}))
+    gw = hopline_serve(str(path))
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        for other in ("/mcp-other", "/sse", "/messages?session_id=x", "/"):
+            r = await http.post(gw.url + other, json=call, headers={**HEADERS, "host": real})
+            assert r.status_code == 404, other
+        slash = await http.post(gw.url + "/mcp/", json=INIT, headers={**HEADERS, "host": real})  # the same endpoint as /mcp
+    assert slash.status_code == 200 and slash.json()["result"]["serverInfo"]["name"] == "sdk-test-server"
+    assert all(r["path"] == "/mcp" for r in recorder_server.recorded(record))  # only through the gateway

@@ -42,6 +42,11 @@ class TransparentConfig(Section):
     destinations: dict[str, str] = Field(
         min_length=1, description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or https) to forward to."
     )
+    paths: list[str] = Field(
+        default_factory=lambda: ["/mcp"],
+        min_length=1,
+        description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused (except /.well-known/, streamed unread).",
+    )
     rules: list[str] = Field(default_factory=list, description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow all.")
     tls: Literal["plaintext", "terminated"] = Field(
         "plaintext", description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared)."
@@ -62,6 +67,13 @@ class TransparentConfig(Section):
                 problems.append(((name,), "a destination is a host or host:port, as in the Host header"))
         raise_problems(problems)
         return {name.lower(): url.rstrip("/") for name, url in destinations.items()}
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, paths: list[str]) -> list[str]:
+        problems = [((i,), "a path starts with '/' and has no query") for i, p in enumerate(paths) if not p.startswith("/") or "?" in p or "#" in p]
+        raise_problems(problems)
+        return [p.rstrip("/") or "/" for p in paths]
 
     @field_validator("header")
     @classmethod

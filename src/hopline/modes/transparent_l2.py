@@ -18,8 +18,10 @@ A destination that refuses the credential (HTTP 401) is answered as unavailable:
 OAuth discovery cannot happen through a level 2 connection, so a destination whose
 clients must first discover its authorization server belongs at level 1.
 
-Requests under ``/.well-known/`` (RFC 9728 metadata, a member's declaration…) are
-streamed through unread, as at level 1.
+Only the configured MCP endpoint paths (``transparent.paths``, default ``/mcp``) are
+served, each by its gateway; requests under ``/.well-known/`` (RFC 9728 metadata, a
+member's declaration…) are streamed through unread, as at level 1; any other path is
+refused, so no request reaches a destination around the pipeline.
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from hopline.transports.streamable_http_server import (
 
 log = logging.getLogger("hopline.transparent")
 
-MAX_GATEWAYS = 64  # (destination, path) pairs served at once
 UNVERIFIED = "transparent:unverified"
 
 
@@ -127,6 +128,7 @@ class ProtocolAware:
         assert t is not None
         self.options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)
         self.security = hu.SecurityPolicy(check_host=False)  # the Host names the destination, by design
+        self.paths = frozenset(t.paths)
         self.endpoints: dict[tuple[str, str], Endpoint] = {}
 
     async def serve(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, destination: str, target: str) -> None:
@@ -134,12 +136,12 @@ class ProtocolAware:
         if headers is None:
             return
         path = scope["path"].rstrip("/") or "/"
+        if path not in self.paths:  # only MCP endpoints, each with its pipeline: no way around the policy
+            await hu.send_json(send, 404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not an MCP endpoint of this destination"}}')
+            return
         key = (destination, path)
         endpoint = self.endpoints.get(key)
-        if endpoint is None:
-            if len(self.endpoints) >= MAX_GATEWAYS:
-                await hu.send_json(send, 503, b'{"jsonrpc":"2.0","id":null,"error":{"code":-31001,"message":"too many destination endpoints in use"}}')
-                return
+        if endpoint is None:  # at most destinations x paths, all configured
             endpoint = self.endpoints[key] = Endpoint(self.config, destination, target + path, self.options)
             log.info("level 2: serving %s%s through a gateway of its own", destination, path)
         await endpoint.listener(scope, receive, send, headers, caller(headers))
