@@ -219,6 +219,70 @@ async def test_auth_supplies_headers_per_request():
         await client.aclose()
 
 
+def refusing_first(server_ref: list[Server], refused: int = 1) -> Handler:
+    """Answers 401 (with a challenge and a body) to the first ``refused`` requests, then 200."""
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await server_ref[0].read_request(reader)
+            if len(server_ref[0].requests) <= refused:
+                body = b'{"error":"invalid_token"}'
+                writer.write(b'HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer error="invalid_token"\r\ncontent-length: %d\r\n\r\n%s' % (len(body), body))
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{\"ok\":true}")
+            await writer.drain()
+
+    return handler
+
+
+class Renewing(httpx.Auth):
+    """Like propagation.CredentialAuth: a new token after a 401, once (or never, if not renewable)."""
+
+    def __init__(self, renewable: bool = True) -> None:
+        self.issued, self.renewable, self.seen = 0, renewable, []
+
+    async def async_auth_flow(self, request):
+        self.issued += 1
+        request.headers["authorization"] = f"Bearer t{self.issued}"
+        response = yield request
+        self.seen.append((response.status_code, response.headers.get("www-authenticate")))
+        if response.status_code == 401 and self.renewable:
+            self.issued += 1
+            request.headers["authorization"] = f"Bearer t{self.issued}"
+            yield request
+
+
+async def test_a_refused_credential_is_renewed_once_and_the_request_sent_again():
+    ref: list[Server] = []
+    async with Server(refusing_first(ref)) as server:
+        ref.append(server)
+        auth = Renewing()
+        client = LeanClient(auth=auth)
+        answer = await client.post(server.url, content=b'{"id":1}')
+        assert answer.status_code == 200 and answer.content == b'{"ok":true}'
+        assert auth.seen == [(401, 'Bearer error="invalid_token"')]  # the flow saw the challenge
+        assert [r.split(b"authorization: ")[1].split(b"\r\n")[0] for r in server.requests] == [b"Bearer t1", b"Bearer t2"]
+        assert all(r.endswith(b'{"id":1}') for r in server.requests)  # the same body, twice
+        assert server.connections == 1  # the 401's connection was read to the end and reused
+        await client.aclose()
+
+
+async def test_a_flow_that_does_not_renew_hands_the_401_to_the_caller_whole():
+    ref: list[Server] = []
+    async with Server(refusing_first(ref, refused=5)) as server:
+        ref.append(server)
+        client = LeanClient(auth=Renewing(renewable=False))
+        async with client.stream("POST", server.url, content=b"{}") as answer:
+            assert answer.status_code == 401 and answer.headers.get("www-authenticate") == 'Bearer error="invalid_token"'
+            assert b"".join([chunk async for chunk in answer.aiter_bytes()]) == b'{"error":"invalid_token"}'
+        assert len(server.requests) == 1
+        await client.aclose()
+
+
+def test_credential_flows_use_the_lean_client_too():
+    assert isinstance(lean_or_httpx("http://127.0.0.1:9/mcp", auth=Renewing()), LeanClient)
+
+
 def test_environment_proxies_keep_httpx(monkeypatch):
     for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"):
         monkeypatch.delenv(var, raising=False)

@@ -18,8 +18,10 @@ Contract (the subset of ``httpx.AsyncClient`` that ``StreamableHttpUpstream`` an
   clients alike.
 - A connection goes back to the pool only after its response was read to the end and
   the server allows keep-alive; a stream left early closes its connection.
-- ``auth``: an optional ``httpx.Auth`` whose first request of the flow supplies the
-  headers (credential injection); flows that need the response are not supported.
+- ``auth``: an optional ``httpx.Auth``. Its flow's first request supplies the headers;
+  if the server answers 401 and the flow yields a second request (a renewed credential),
+  that request is sent once more and its answer is the response. Longer flows (digest
+  auth and the like) are not supported.
 - Environment proxies are not honoured: :func:`usable_for` says whether a URL would
   need one, and the caller then keeps httpx.
 """
@@ -53,10 +55,9 @@ def usable_for(url: str) -> bool:
 
 
 def lean_or_httpx(url: str, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> Any:
-    """The client an upstream should use for ``url``: lean, unless a proxy is configured or
-    an auth flow is attached (flows may renew a refused credential, which needs httpx's
-    request/response cycle)."""
-    if auth is None and usable_for(url):
+    """The client an upstream should use for ``url``: lean, unless the environment routes
+    it through a proxy."""
+    if usable_for(url):
         return LeanClient(auth=auth, timeout=timeout)
     # No connection cap: every handshake-era backend session holds one for its GET stream.
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
@@ -137,6 +138,11 @@ class Response:
         elif self._error is not None:
             raise self._error
         return self.content
+
+    def replay(self) -> None:
+        """After ``aread``: hand the body out again to the next reader."""
+        if self.content:
+            self._chunks, self.content = [self.content], b""
 
     @property
     def is_complete(self) -> bool:
@@ -305,6 +311,26 @@ class LeanClient:
 
     # -- internals --------------------------------------------------------------------------------
     async def _send(self, method: str, url: str, content: bytes | None, headers: dict[str, str] | list[tuple[str, str]], timeout: Any, host_header: str | None = None) -> tuple[_Connection, Response]:
+        if self._auth is None:
+            return await self._send_once(method, url, content, headers, timeout, host_header)
+        flow = self._auth.async_auth_flow(httpx.Request(method, url, headers=dict(headers)))
+        try:
+            request = await flow.__anext__()
+            conn, response = await self._send_once(method, url, content, _plain(request), timeout, host_header)
+            if response.status_code != 401:
+                return conn, response
+            await response.aread()  # a 401 body is small; the flow may want to see it
+            try:
+                request = await flow.asend(httpx.Response(401, headers=response.raw_headers, content=response.content, request=request))
+            except StopAsyncIteration:
+                response.replay()  # the caller reads the 401 as if untouched
+                return conn, response
+            self._release(conn, response)
+            return await self._send_once(method, url, content, _plain(request), timeout, host_header)
+        finally:
+            await flow.aclose()
+
+    async def _send_once(self, method: str, url: str, content: bytes | None, headers: dict[str, str] | list[tuple[str, str]], timeout: Any, host_header: str | None) -> tuple[_Connection, Response]:
         if self._closed:
             raise httpx.ConnectError("client closed")
         parts = urlsplit(url)
@@ -312,8 +338,6 @@ class LeanClient:
         host = parts.hostname or ""
         port = parts.port or (443 if secure else 80)
         origin = (parts.scheme, host, port)
-        if self._auth is not None:
-            headers = await self._auth_headers(method, url, dict(headers))
         connect_s, read_s = _seconds(timeout)
         conn = await self._checkout(origin, secure, connect_s)
         target = parts.path or "/"
@@ -376,13 +400,9 @@ class LeanClient:
         self._busy.discard(conn)
         conn.close()
 
-    async def _auth_headers(self, method: str, url: str, headers: dict[str, str]) -> dict[str, str]:
-        assert self._auth is not None
-        request = httpx.Request(method, url, headers=headers)
-        flow = self._auth.async_auth_flow(request)
-        try:
-            request = await flow.__anext__()
-        finally:
-            await flow.aclose()
-        return {k.decode("latin-1"): v.decode("latin-1") for k, v in request.headers.raw if k.lower() not in (b"host", b"content-length")}
+
+
+def _plain(request: httpx.Request) -> list[tuple[str, str]]:
+    """A flow's request headers, less those this client writes itself."""
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw if k.lower() not in (b"host", b"content-length")]
 

@@ -250,3 +250,21 @@ async def test_a_caller_without_credentials_gets_unavailable_not_a_crash(recorde
         await p.aclose()
     assert answer["error"]["data"]["reason"] == "unreachable" and "no credentials" in answer["error"]["message"]
     assert recorder_server.recorded(record) == []
+
+
+async def test_the_gateways_lean_upstream_client_renews_a_refused_credential_too(token_server, recorder):
+    """RemoteBackends with a credential flow uses hopline's lean HTTP client (h1client), which runs the flow's second leg."""
+    from hopline.transports.h1client import LeanClient
+
+    url, record = recorder
+    p = Propagator({"web": BackendAuth.model_validate(oauth(token_server, "client_credentials"))}, {"web": url})
+    backends = RemoteBackends(RemoteTarget(url, "streamable-http", {}, auth=p.auth_for("web")))
+    assert isinstance(backends._client, LeanClient)
+    try:
+        answer = await initialize(backends)
+        assert answer["result"]["serverInfo"]["name"] == "sdk-test-server", answer
+    finally:
+        await backends.aclose()
+        await p.aclose()
+    creds = [dict(r["headers"]).get("authorization") for r in recorder_server.recorded(record) if r["method"] == "POST"]
+    assert creds[0] != creds[1] and all(c.startswith("Bearer cc-") for c in creds[:2])
