@@ -90,7 +90,11 @@ async def watch_members(config: GatewayConfig, into: dict[str, dict[str, Any]]) 
     does not declare itself an intermediary."""
     warned: set[str] = set()
     while True:
-        found = await members(config)
+        try:
+            found = await members(config)
+        except Exception:  # noqa: BLE001 (keep the last table; never let the watcher die)
+            log.exception("federation: reading the members' declarations failed")
+            found = dict(into)
         into.clear()
         into.update(found)
         for bid, member in found.items():
