@@ -202,17 +202,25 @@ async def test_credential_auth_renews_a_refused_credential_once(token_server, re
     assert len(creds) == 2 and all(c.startswith("Bearer cc-") for c in creds) and creds[0] != creds[1]
 
 
-async def test_remote_target_auth_carries_credentials_to_a_real_backend(token_server, tmp_path):
-    record = tmp_path / "seen.jsonl"
-    proc, url = recorder_server.start(record)
+async def initialize_with_client_credentials(token_server: str, url: str, headers: dict[str, str]) -> RemoteBackends:
+    """``initialize`` on a real backend through RemoteBackends with a client_credentials flow; the (closed) backends."""
     p = Propagator({"web": BackendAuth.model_validate(oauth(token_server, "client_credentials"))}, {"web": url})
-    backends = RemoteBackends(RemoteTarget(url, "streamable-http", {"x-static": "kept"}, auth=p.auth_for("web")))
+    backends = RemoteBackends(RemoteTarget(url, "streamable-http", headers, auth=p.auth_for("web")))
     try:
         answer = await initialize(backends)
         assert answer["result"]["serverInfo"]["name"] == "sdk-test-server", answer
     finally:
         await backends.aclose()
         await p.aclose()
+    return backends
+
+
+async def test_remote_target_auth_carries_credentials_to_a_real_backend(token_server, tmp_path):
+    record = tmp_path / "seen.jsonl"
+    proc, url = recorder_server.start(record)
+    try:
+        await initialize_with_client_credentials(token_server, url, {"x-static": "kept"})
+    finally:
         stop(proc)
     seen = recorder_server.recorded(record)
     creds = {dict(r["headers"]).get("authorization") for r in seen}
@@ -257,14 +265,7 @@ async def test_the_gateways_lean_upstream_client_renews_a_refused_credential_too
     from hopline.transports.h1client import LeanClient
 
     url, record = recorder
-    p = Propagator({"web": BackendAuth.model_validate(oauth(token_server, "client_credentials"))}, {"web": url})
-    backends = RemoteBackends(RemoteTarget(url, "streamable-http", {}, auth=p.auth_for("web")))
+    backends = await initialize_with_client_credentials(token_server, url, {})
     assert isinstance(backends._client, LeanClient)
-    try:
-        answer = await initialize(backends)
-        assert answer["result"]["serverInfo"]["name"] == "sdk-test-server", answer
-    finally:
-        await backends.aclose()
-        await p.aclose()
     creds = [dict(r["headers"]).get("authorization") for r in recorder_server.recorded(record) if r["method"] == "POST"]
     assert creds[0] != creds[1] and all(c.startswith("Bearer cc-") for c in creds[:2])
