@@ -609,3 +609,49 @@ def test_counting_is_a_query_and_online_is_the_web():
     assert tokens("sql")[0] in reached
     reached = {t for slot in query_slots("what are people saying online") for terms, _w in slot for t in terms}
     assert tokens("web")[0] in reached
+
+
+def test_the_fifth_blind_set_stays_above_a_floor():
+    """tasks_blind5 (200 requests, half agent-style queries) was blind for the fifth round
+    (84.5 % hit@1, 94.5 % hit@3) and a diagnostic set for the sixth, which read its misses
+    for classes of failure, each change kept only if leave-one-set-out over the seven sets
+    chose it: 86.0 % and 95.5 % after."""
+    hit1, hit3 = _hit_rates(_bench("tasks_blind5"))
+    assert hit1 >= 0.85 and hit3 >= 0.945
+
+
+# -- sixth round: classes of failure read from the fifth blind set ----------------------------
+def test_typing_into_a_box_is_typing_not_filling_a_form():
+    reached = {t for slot in query_slots("type hello into the search box") for terms, _w in slot for t in terms}
+    assert tokens("fill")[0] not in reached
+    tools = [
+        tool("pw__browser_fill_form", "Fill multiple form fields", fields="array"),
+        tool("pw__browser_type", "Type text into editable element", element="string", ref="string", text="string"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert index.search("type 'wireless headphones' into the site's search box and submit", 1)[0]["name"] == "pw__browser_type"
+    assert index.search("fill in the signup form", 1)[0]["name"] == "pw__browser_fill_form"
+
+
+def test_what_a_server_may_touch_is_what_it_is_allowed():
+    tools = [
+        tool("fs__list_directory", "Get a detailed listing of all files and directories in a specified path", path="string"),
+        tool("fs__list_allowed_directories", "Returns the list of directories that this server is allowed to access"),
+    ]
+    assert IndexCache().index_for(tools).search("which paths may the file server touch", 1)[0]["name"] == "fs__list_allowed_directories"
+
+
+def test_a_verb_that_relates_two_things_is_a_relation():
+    reached = {t for slot in query_slots("record that Alice manages Atlas") for terms, _w in slot for t in terms}
+    assert tokens("relation")[0] in reached
+    reached = {t for slot in query_slots("the parser depends on the lexer") for terms, _w in slot for t in terms}
+    assert tokens("relation")[0] in reached
+
+
+def test_element_refs_and_page_structure_are_a_snapshot():
+    tools = [
+        tool("pw__browser_click", "Perform click on a web page", element="string", ref="string"),
+        tool("pw__browser_snapshot", "Capture accessibility snapshot of the current page, this is better than screenshot"),
+    ]
+    index = IndexCache().index_for(tools)
+    assert index.search("Get the page structure with element refs so you can decide what to click next.", 1)[0]["name"] == "pw__browser_snapshot"
