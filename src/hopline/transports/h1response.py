@@ -1,0 +1,101 @@
+"""The response side of the lean HTTP/1.1 client (``h1client.py``): headers as parsed,
+and a body fed by the connection and read by the caller, whole or as a stream, with
+back-pressure (reading pauses the connection above ``HIGH_WATER`` buffered bytes)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from hopline.transports.h1client import _Connection
+
+HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
+
+
+class Headers(dict):
+    """Response headers, lower-cased names; repeated fields joined with ", "."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return dict.get(self, key.lower(), default)
+
+
+class Response:
+    __slots__ = ("_buffered", "_chunks", "_conn", "_done", "_error", "_timeout", "_waiter", "content", "headers", "raw_headers", "reason_phrase", "status_code")
+
+    def __init__(self, conn: _Connection, timeout: float | None) -> None:
+        self.status_code = 0
+        self.reason_phrase = ""
+        self.headers = Headers()
+        self.raw_headers: list[tuple[bytes, bytes]] = []  # as received, repeats kept (for a proxy that passes them on)
+        self.content = b""
+        self._conn = conn
+        self._chunks: list[bytes] = []
+        self._done = False
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BaseException | None = None
+        self._buffered = 0
+        self._timeout = timeout
+
+    # -- fed by the connection ------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _body(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > HIGH_WATER:
+            self._conn.pause()
+        self._wake()
+
+    def _end(self, error: BaseException | None = None) -> None:
+        if not self._done:
+            self._done = True
+            self._error = error
+            self._wake()
+
+    # -- read by the caller -----------------------------------------------------------------
+    async def _more(self) -> None:
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._waiter
+        except TimeoutError:
+            raise httpx.ReadTimeout("timed out waiting for the response body") from None
+        finally:
+            self._waiter = None
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        while True:
+            if self._chunks:
+                chunks, self._chunks, self._buffered = self._chunks, [], 0
+                self._conn.resume()
+                for chunk in chunks:
+                    yield chunk
+                continue
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                return
+            await self._more()
+
+    async def aread(self) -> bytes:
+        if not self._done or self._chunks:
+            parts = [chunk async for chunk in self.aiter_bytes()]
+            self.content = self.content + b"".join(parts)
+        elif self._error is not None:
+            raise self._error
+        return self.content
+
+    def replay(self) -> None:
+        """After ``aread``: hand the body out again to the next reader."""
+        if self.content:
+            self._chunks, self.content = [self.content], b""
+
+    @property
+    def is_complete(self) -> bool:
+        return self._done and self._error is None
