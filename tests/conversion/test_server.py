@@ -43,11 +43,15 @@ async def test_both_eras_are_answered_with_the_converted_tools_only(era):
 async def test_cancelling_a_call_cancels_its_http_request(tmp_path):
     connector = OpenApiBackends("pets", backend_spec(), base_dir=None, timeout=5)
     channel = await connector.open_session(Era.HANDSHAKE)
-    started = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def hang(arguments, req):
         started.set()
-        await asyncio.sleep(3600)
+        try:
+            await asyncio.Event().wait()  # an HTTP request that never answers
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
 
     catalog = channel.protocol.catalog
     catalog.tools["slowEndpoint"] = type(catalog.tools["slowEndpoint"])("slowEndpoint", "", {"type": "object"}, hang)
@@ -55,9 +59,11 @@ async def test_cancelling_a_call_cancels_its_http_request(tmp_path):
     assert (await channel.receive()).body["result"]["protocolVersion"] == "2025-11-25"
     await channel.send(Message({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "slowEndpoint", "arguments": {}}}))
     await asyncio.wait_for(started.wait(), 5)
+    running = channel._inflight[2]
     await channel.send(Message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}))
-    await asyncio.sleep(0.05)
-    assert not channel._inflight
+    await asyncio.wait_for(cancelled.wait(), 5)  # the request itself was cancelled
+    await asyncio.wait([running], timeout=5)
+    assert running.done() and not channel._inflight
     await channel.aclose()
     await connector.aclose()
 
