@@ -30,8 +30,9 @@ from hopline.conversion.operations import Converted, Operation, convert
 from hopline.conversion.preflight import take
 from hopline.demo.catalog import Catalog, Tool
 from hopline.demo.context import Request
+from hopline.demo.dispatch import Dispatcher
 from hopline.demo.protocol import DemoProtocol
-from hopline.jsonrpc import InternalError, InvalidRequest, Message, ProtocolError, UnavailableError, parse, result
+from hopline.jsonrpc import Message, UnavailableError, parse
 from hopline.transports.base import ChannelClosed
 
 log = logging.getLogger("hopline.conversion")
@@ -67,50 +68,14 @@ class ProtocolChannel:
         self.protocol, self.name = protocol, name
         self._queue: asyncio.Queue = asyncio.Queue()
         self._outbox = _QueueOutbox(self._queue)
-        self._inflight: dict[Any, asyncio.Task[None]] = {}
+        self._dispatcher = Dispatcher(protocol, self._outbox, name=name)
+        self._inflight = self._dispatcher.inflight
         self._closed = False
 
     async def send(self, message: Message) -> None:
         if self._closed:
             raise ChannelClosed(f"{self.name}: closed")
-        body = message.body
-        if message.is_response():
-            return  # this server sends no requests
-        if message.is_notification():
-            if message.method == "notifications/cancelled":
-                task = self._inflight.get(message.params.get("requestId"))
-                if task is not None:
-                    task.cancel()
-            else:
-                self.protocol.notify(body)
-            return
-        if message.id in self._inflight:
-            self._outbox.send(InvalidRequest(f"request id {message.id!r} is already in flight").to_response(message.id).body)
-            return
-        try:
-            outcome = self.protocol.admit(body, self._outbox)
-        except ProtocolError as exc:
-            self._outbox.send(exc.to_response(message.id).body)
-            return
-        if isinstance(outcome, Request):
-            self._inflight[outcome.id] = asyncio.create_task(self._run(outcome), name=f"{self.name}-{outcome.id}")
-        else:
-            self._outbox.send(result(message.id, outcome).body)
-
-    async def _run(self, req: Request) -> None:
-        try:
-            value = await self.protocol.call(req)
-        except asyncio.CancelledError:
-            return
-        except ProtocolError as exc:
-            self._outbox.send(exc.to_response(req.id).body)
-        except Exception:
-            log.exception("%s: %s failed", self.name, req.method)
-            self._outbox.send(InternalError(f"internal error in {req.method}").to_response(req.id).body)
-        else:
-            self._outbox.send(result(req.id, value).body)
-        finally:
-            self._inflight.pop(req.id, None)
+        self._dispatcher.dispatch(message)
 
     async def receive(self) -> Message:
         item = await self._queue.get()
@@ -122,8 +87,7 @@ class ProtocolChannel:
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
-            for task in list(self._inflight.values()):
-                task.cancel()
+            self._dispatcher.cancel_all()
             self._queue.put_nowait(_EOF)
 
     def is_closed(self) -> bool:

@@ -6,13 +6,11 @@ Contract (reference/mcp-wire.md §2 and §5 "stdio (2026)")
 - A line that is not JSON is answered with -32700 and ``id: null``; JSON that is
   not a JSON-RPC message with -32600; a line longer than ``max_frame`` is skipped
   up to its newline and answered with -32600, ``id: null``. Reading goes on.
-- Every request runs in its own task, owned by :class:`StdioServer`, so a slow
-  ``countdown`` never holds up an ``echo``; answers leave in completion order.
-- ``notifications/cancelled {requestId}`` cancels that request's task, and the
-  request gets no answer (the spec's SHOULD NOT respond).
-- A request id that is still in flight is refused with -32600, so two answers
-  can never be cross-wired (python-sdk#3137).
-- Responses from the client are ignored: this server sends no requests.
+- Requests are admitted and run by :class:`~hopline.demo.dispatch.Dispatcher`: each
+  in its own task, so a slow ``countdown`` never holds up an ``echo``;
+  ``notifications/cancelled`` cancels one (no answer, the spec's SHOULD NOT respond);
+  an id still in flight is refused with -32600 (python-sdk#3137); client responses
+  are ignored.
 - stdin EOF or SIGTERM: stop reading, give requests in flight ``drain`` seconds,
   cancel the rest, return 0.
 """
@@ -29,9 +27,9 @@ from typing import Any
 
 import orjson
 
-from hopline.demo.context import Request
+from hopline.demo.dispatch import Dispatcher
 from hopline.demo.protocol import DemoProtocol
-from hopline.jsonrpc import Id, InternalError, InvalidRequest, ProtocolError, parse, result
+from hopline.jsonrpc import InvalidRequest, ProtocolError, parse
 
 log = logging.getLogger("hopline.demo")
 
@@ -90,7 +88,8 @@ class StdioServer:
     def __init__(self, protocol: DemoProtocol, reader: asyncio.StreamReader, outbox: LineOutbox, *, drain: float = 1.0) -> None:
         self.protocol, self.reader, self.outbox = protocol, reader, outbox
         self.drain = drain
-        self.inflight: dict[Id, asyncio.Task[None]] = {}
+        self.dispatcher = Dispatcher(protocol, outbox)
+        self.inflight = self.dispatcher.inflight  # requests in flight, by id
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -157,50 +156,7 @@ class StdioServer:
             log.warning("bad line (%s): %r", exc.message, line[:80])
             self.outbox.send(exc.to_response().body)
             return
-        body = msg.body
-        if msg.is_response():
-            log.debug("ignoring a response for id %r: this server sends no requests", msg.id)
-        elif msg.is_notification():
-            self._on_notification(body)
-        elif msg.id in self.inflight:
-            self.outbox.send(InvalidRequest(f"request id {msg.id!r} is already in flight").to_response(msg.id).body)
-        else:
-            try:
-                outcome = self.protocol.admit(body, self.outbox)
-            except ProtocolError as exc:
-                self.outbox.send(exc.to_response(msg.id).body)
-                return
-            if isinstance(outcome, Request):
-                self.inflight[outcome.id] = asyncio.create_task(self._run(outcome), name=f"demo-request-{outcome.id}")
-            else:
-                self.outbox.send(result(msg.id, outcome).body)
-
-    def _on_notification(self, body: dict[str, Any]) -> None:
-        if body["method"] != "notifications/cancelled":
-            self.protocol.notify(body)
-            return
-        params = body.get("params") or {}
-        request_id = params.get("requestId")
-        task = self.inflight.get(request_id) if isinstance(request_id, (str, int)) else None
-        if task is not None:
-            log.info("request %r cancelled by the client (%s)", request_id, params.get("reason", "no reason given"))
-            task.cancel()
-
-    async def _run(self, req: Request) -> None:
-        try:
-            value = await self.protocol.call(req)
-        except asyncio.CancelledError:
-            return  # cancelled by the client or at shutdown: no answer
-        except ProtocolError as exc:
-            self.outbox.send(exc.to_response(req.id).body)
-        except Exception:
-            log.exception("%s failed", req.method)
-            self.outbox.send(InternalError(f"internal error in {req.method}").to_response(req.id).body)
-        else:
-            self.outbox.send(result(req.id, value).body)
-        finally:
-            self.inflight.pop(req.id, None)
-        await self.outbox.drain()
+        self.dispatcher.dispatch(msg)
 
 
 async def serve_stdio(protocol: DemoProtocol | None = None, *, drain: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME) -> int:
