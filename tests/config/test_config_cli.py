@@ -46,6 +46,8 @@ def test_schema_accepts_the_examples_and_rejects_a_typo():
         jsonschema.validate({"backends": {"a": {"comand": "x"}}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"backends": {"a.b": {"command": "x"}}}, schema)
+    with pytest.raises(jsonschema.ValidationError):  # an endpoint's settings are checked like the model's
+        jsonschema.validate({"backends": {"a": {"command": "x"}}, "tools": {"endpoints": {"/mcp/s": {"mode": "search", "grups": {}}}}}, schema)
 
 
 def test_check_explains_a_valid_file():

@@ -100,28 +100,24 @@ class EndpointTools(Section):
         ]
 
 
-# The JSON Schema of an endpoint's value: its settings, or a mode name alone (the shorthand).
-ENDPOINT_SCHEMA: dict[str, Any] = {
-    "anyOf": [
-        {"enum": list(MODES)},
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {
-                "mode": {"enum": list(MODES), "default": "standard"},
-                "groups": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["backends", "mode"],
-                        "properties": {"backends": {"type": "array", "items": {"type": "string"}, "minItems": 1}, "mode": {"enum": list(MODES)}},
-                    },
-                },
-            },
-        },
-    ]
-}
+def _endpoint_schema() -> dict[str, Any]:
+    """The JSON Schema of an endpoint's value: its settings (derived from
+    :class:`EndpointTools`, definitions inlined), or a mode name alone (the shorthand)."""
+    schema = EndpointTools.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        return [inline(v) for v in node] if isinstance(node, list) else node
+
+    return {"anyOf": [{"enum": list(MODES)}, inline(schema)]}
+
+
+ENDPOINT_SCHEMA = _endpoint_schema()
 
 
 class ToolsConfig(EndpointTools):
