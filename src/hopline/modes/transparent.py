@@ -118,24 +118,26 @@ class TransparentProxy:
         if target is None:
             await self._own(scope, send, named)
             return
-        http = {
-            "method": scope["method"],
-            "path": scope["path"],
-            "destination": named.strip().lower(),  # type: ignore[union-attr]
-            "source": (scope.get("client") or ("", 0))[0],
-            "headers": first,
-            "mcp_method": first.get("mcp-method", ""),
-        }
-        if not self.policy.allows(http):
-            log.info("refused %s %s for %s from %s (policy)", scope["method"], scope["path"], http["destination"], http["source"])
-            await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
-            return
+        destination = named.strip().lower()  # type: ignore[union-attr]
+        if self.policy.programs:  # the rules' view of the request, only when there are rules
+            http = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "destination": destination,
+                "source": (scope.get("client") or ("", 0))[0],
+                "headers": first,
+                "mcp_method": first.get("mcp-method", ""),
+            }
+            if not self.policy.allows(http):
+                log.info("refused %s %s for %s from %s (policy)", scope["method"], scope["path"], destination, http["source"])
+                await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
+                return
         length = first.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > c.max_body):
             await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
             return
         if self.aware is not None and not scope["path"].startswith("/.well-known/"):
-            await self.aware.serve(scope, receive, send, http["destination"], target)
+            await self.aware.serve(scope, receive, send, destination, target)
             return
         await self._forward(scope, receive, send, target, raw)
 
