@@ -79,7 +79,7 @@ async def test_unknown_destinations_policy_and_limits_are_refused_before_any_bac
     url, record = recorded
     real = origin(url)
     rules = ['http.mcp_method != "tools/call" || http.headers["x-team"] == "ops"']
-    gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}, "rules": rules, "max_body": 2048}))
+    gw = hopline_serve(write(tmp_path, {"destinations": {real: f"http://{real}"}, "rules": rules, "max_body": 2048, "unknown_method": "read_body"}))
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}}
     async with httpx.AsyncClient(timeout=20) as http:
         elsewhere = await http.post(gw.url + "/mcp", json=INIT, headers={**HEADERS, "host": "evil.example:80"})

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from hopline.config.schema import BackendConfig, GatewayConfig
+    from hopline.config.transparent import TransparentConfig
 
 COLLISIONS = {
     "prefix": "a clashing unprefixed name falls back to its prefixed form",
@@ -82,6 +83,7 @@ def explain(config: GatewayConfig) -> list[str]:
         lines.append(f"awareness level {t.level}: {what}; the destination comes from {'Host' if t.destination == 'host' else t.header}")
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
+        lines += _transparent_headers(t)
         return lines
     if config.mode in ("reverse", "sidecar"):
         lines.append(f"names: passed through unchanged ({config.mode} mode)")
@@ -99,6 +101,20 @@ def explain(config: GatewayConfig) -> list[str]:
         from hopline.acp.settings import explain as explain_acp
 
         lines += explain_acp(config)
+    return lines
+
+
+def _transparent_headers(t: TransparentConfig) -> list[str]:
+    """What a level 1 rule can trust: the headers refused when repeated, and the stance on unknown methods."""
+    from hopline.modes.transparent_policy import relevance
+
+    reads = relevance(t.rules)
+    strict = reads.refused_when_repeated([t.header] if t.destination == "header" else [])
+    lines = ["  repeated headers refused (400): " + ("any (a rule reads http.headers as a whole)" if strict is None else ", ".join(sorted(strict)))]
+    if reads.method:
+        stance = {"refuse": "refused (403, fail closed)", "allow": "allowed (the rules see mcp_method \"\")",
+                  "read_body": f"read from the body's JSON-RPC envelope (at most {t.max_method_body} bytes)"}[t.unknown_method]
+        lines.append(f"  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is {stance} (unknown_method: {t.unknown_method})")
     return lines
 
 

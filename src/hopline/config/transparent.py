@@ -12,9 +12,13 @@ host of its choosing.
 
 ``rules`` are CEL allow rules over ``http`` (Layer 5, header-based filtering only):
 ``http.method``, ``http.path``, ``http.destination``, ``http.source`` (the client's
-address), ``http.headers`` (lower-case names; only the first value of a repeated
-header) and ``http.mcp_method`` (the ``Mcp-Method`` header that 2026-07-28 clients send;
-empty otherwise). A request is forwarded iff one rule is true (no rules: all are).
+address), ``http.headers`` (lower-case names) and ``http.mcp_method``. A request is
+forwarded iff one rule is true (no rules: all are). What a rule judges is what is
+forwarded (``modes/transparent_policy.py``): a repeated header that a rule reads, or an
+MCP routing header, is refused (400); ``mcp_method`` is the ``Mcp-Method`` header only
+for a request that claims 2026-07-28 (which must then carry consistent mirror headers);
+for any other request with a body the method is unknown, and ``unknown_method`` says
+what happens then (default: refused, fail closed).
 """
 
 from __future__ import annotations
@@ -47,7 +51,18 @@ class TransparentConfig(Section):
         min_length=1,
         description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused (except /.well-known/, streamed unread).",
     )
-    rules: list[str] = Field(default_factory=list, description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow all.")
+    rules: list[str] = Field(
+        default_factory=list,
+        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow all. A header a rule reads "
+        "(or any, if a rule reads `http.headers` other than by a quoted name) is refused (400) when repeated, as are the MCP routing headers.",
+    )
+    unknown_method: Literal["refuse", "read_body", "allow"] = Field(
+        "refuse",
+        description="With rules that read `mcp_method`, a request whose method no trustworthy header gives (one that does not claim "
+        "MCP-Protocol-Version 2026-07-28: the handshake era) is refused (403, fail closed), or its method is read from the JSON-RPC "
+        "envelope of its body (`read_body`: at most `max_method_body` bytes, then forwarded byte for byte), or `allow`: the rules see \"\".",
+    )
+    max_method_body: int = Field(1024 * 1024, gt=0, description="With `unknown_method: read_body`: the largest body read for its method, in bytes (403 above).")
     tls: Literal["plaintext", "terminated"] = Field(
         "plaintext", description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared)."
     )
@@ -87,7 +102,7 @@ class TransparentConfig(Section):
             if plain:
                 why = "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set trusted_network: true inside a trusted network boundary"
                 raise_problems([(("destinations", plain[0]), why)])
-        from hopline.modes.transparent import compile_rules  # the CEL programs, checked when the file loads
+        from hopline.modes.transparent_policy import compile_rules  # the CEL programs, checked when the file loads
 
         problems: list[tuple[Loc, str]] = []
         for i, expr in enumerate(self.rules):

@@ -6,16 +6,20 @@ destination.
 Interception is the surrounding network's job (see ``config/transparent.py``): a request
 reaches hopline addressed to its original destination, named by ``Host`` or by a header
 the interception layer sets. hopline looks that destination up in its allow-list,
-applies the header-based policy (CEL over ``http``), and streams the request to the real
+applies the header-based policy (CEL over ``http``; what a rule may trust is in
+``transparent_policy.py``), and streams the request to the real
 address and the answer back, byte for byte: bodies are never parsed or re-serialised,
 SSE streams and their ``Last-Event-ID`` resumption, ``Mcp-Session-Id``, ``DELETE`` and
 the client's own ``Authorization`` (token propagation: passthrough) all pass unchanged.
 So the client's initialisation reaches the backend unchanged too: a level 1
 intermediary never dual-handshakes. hopline never starts an authentication flow with
-the client: it answers only 421 (a destination it does not serve), 403 (refused by
-policy), 413 (body too large) and 502/504 (destination unreachable), each with a
+the client: it answers only 400 (a repeated routing header, inconsistent 2026-07-28
+mirror headers), 421 (a destination it does not serve), 403 (refused by policy), 413 (body too large) and 502/504 (destination unreachable), each with a
 JSON-RPC error body whose ``id`` is null, since the request's id is in a body it did not
-read. Hop-by-hop headers are not forwarded; nothing else is added or removed.
+read. Hop-by-hop headers are not forwarded; nothing else is added or removed. The one
+exception to "never reads a body": with ``unknown_method: read_body``, a request whose
+method no trustworthy header gives has its (bounded) body's envelope read for the rules,
+and is then forwarded byte for byte.
 
 Requests that name no configured destination and ask for ``/.well-known/agent-tool-proxy``
 or ``/healthz`` are hopline's own: its declaration (awareness level, TLS disposition,
@@ -28,14 +32,15 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-import cel
 import httpx
 import orjson
 
 from hopline import runtime
+from hopline.binding import MODERN_VERSIONS
+from hopline.modes.transparent_policy import HEADER_ERROR, HeaderPolicy, body_method, claimed_method, read_headers, rules_view
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
 
@@ -45,41 +50,6 @@ DECLARATION_PATH = "/.well-known/agent-tool-proxy"
 HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
 REFUSED = -32600  # the request as sent cannot be served here; retrying it unchanged fails again
 UNREACHABLE = -31001  # hopline's "backend unavailable"
-
-
-def compile_rules(exprs: Iterable[str]) -> list[Any]:
-    """CEL programs over ``http``; raises ValueError naming what is wrong with a rule."""
-    programs = []
-    for expr in exprs:
-        try:
-            program = cel.compile(expr)
-        except Exception as exc:  # noqa: BLE001 (the CEL library raises plain exceptions for syntax errors)
-            raise ValueError(f"not a valid CEL expression: {str(exc).splitlines()[0][:200]}") from None
-        unknown = sorted(set(program.references().get("variables", [])) - {"http"})
-        if unknown:
-            raise ValueError(f"rules see only `http` (method, path, destination, source, headers, mcp_method); this one names {', '.join(unknown)}")
-        programs.append(program)
-    return programs
-
-
-class HeaderPolicy:
-    """Layer 5 at awareness level 1: allow iff one rule is true (no rules: allow all). A
-    rule that fails (a header that is absent, a type mismatch) allows nothing."""
-
-    def __init__(self, exprs: list[str]) -> None:
-        self.programs = compile_rules(exprs)
-
-    def allows(self, http: dict[str, Any]) -> bool:
-        if not self.programs:
-            return True
-        context = cel.Context({"http": http})
-        for program in self.programs:
-            try:
-                if program.execute(context) is True:
-                    return True
-            except Exception as exc:  # noqa: BLE001 (a rule that cannot be evaluated allows nothing: fail closed)
-                log.debug("header rule failed: %s", type(exc).__name__)
-        return False
 
 
 def _error(code: int, message: str) -> bytes:
@@ -93,6 +63,8 @@ class TransparentProxy:
         self.config = config  # a TransparentConfig
         self.aware = aware  # level 2: the protocol-aware part (transparent_l2.ProtocolAware); None at level 1
         self.policy = HeaderPolicy(config.rules)
+        # headers refused when repeated: the routing ones, the ones a rule reads, the one naming the destination (None: any)
+        self.strict = self.policy.reads.refused_when_repeated([config.header] if config.destination == "header" else [])
         self.declaration = declaration
         # hopline's own keep-alive HTTP/1.1 client (as on the gateway's hot path): no redirects, no
         # environment proxies; a body may idle for long (SSE), the answer's head may take ``wait``.
@@ -109,37 +81,58 @@ class TransparentProxy:
         if scope["type"] != "http":
             return
         raw: list[tuple[bytes, bytes]] = scope["headers"]
-        first: dict[str, str] = {}
-        for name, value in raw:
-            first.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
         c = self.config
+        first, repeated = read_headers(raw, self.strict)
+        if repeated is not None:  # judged on one copy, forwarded with two: refused before anything else
+            await hu.send_json(send, 400, _error(HEADER_ERROR, f"the {repeated.title()} header is repeated; send it once"))
+            return
         named = first.get("host") if c.destination == "host" else first.get(c.header)
         target = c.destinations.get(named.strip().lower()) if named else None
         if target is None:
             await self._own(scope, send, named)
             return
         destination = named.strip().lower()  # type: ignore[union-attr]
+        method, problem = claimed_method(scope["method"], first)
+        if problem is not None:
+            await hu.send_json(send, 400, _error(HEADER_ERROR, problem))
+            return
+        length = first.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > c.max_body):
+            await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
+            return
+        body: bytes | None = None
         if self.policy.programs:  # the rules' view of the request, only when there are rules
+            if method is None and self.policy.reads.method:
+                if c.unknown_method == "read_body":
+                    body = await _read_body(receive, min(c.max_method_body, c.max_body))
+                    if body is _GONE:
+                        return  # the client left before its request was whole
+                    method = body_method(body) if body is not None else None
+                    why = "its body is not one JSON-RPC object with one method" if body is not None else "its body is larger than transparent.max_method_body"
+                else:
+                    method = "" if c.unknown_method == "allow" else None
+                    why = "its body is unread and it does not claim MCP-Protocol-Version 2026-07-28"
+                if method is None:
+                    log.info("refused %s %s for %s: method unknown (unknown_method: %s)", scope["method"], scope["path"], destination, c.unknown_method)
+                    message = f"refused by the intermediary's policy: the request's method is not known ({why}; transparent.unknown_method)"
+                    await hu.send_json(send, 403, _error(REFUSED, message))
+                    return
             http = {
                 "method": scope["method"],
                 "path": scope["path"],
                 "destination": destination,
                 "source": (scope.get("client") or ("", 0))[0],
-                "headers": first,
-                "mcp_method": first.get("mcp-method", ""),
+                "headers": rules_view(first, first.get("mcp-protocol-version") in MODERN_VERSIONS),
+                "mcp_method": method or "",
             }
             if not self.policy.allows(http):
                 log.info("refused %s %s for %s from %s (policy)", scope["method"], scope["path"], destination, http["source"])
                 await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
                 return
-        length = first.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > c.max_body):
-            await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
-            return
         if self.aware is not None and not scope["path"].startswith("/.well-known/"):
-            await self.aware.serve(scope, receive, send, destination, target)
+            await self.aware.serve(scope, receive if body is None else _replay(body, receive), send, destination, target)
             return
-        await self._forward(scope, receive, send, target, raw)
+        await self._forward(scope, receive, send, target, raw, body)
 
     async def _own(self, scope: hu.Scope, send: hu.Send, named: str | None) -> None:
         """A request this intermediary serves itself, or refuses: it names no destination it forwards to."""
@@ -151,12 +144,15 @@ class TransparentProxy:
             what = "names no destination" if not named else "is for a destination this intermediary does not forward to"
             await hu.send_json(send, 421, _error(REFUSED, f"misdirected request: it {what}"))
 
-    async def _forward(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, target: str, raw: list[tuple[bytes, bytes]]) -> None:
+    async def _forward(
+        self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, target: str, raw: list[tuple[bytes, bytes]], body: bytes | None = None
+    ) -> None:
         c = self.config
         drop = HOP_BY_HOP | {b"host", b"content-length"} | ({c.header.encode()} if c.destination == "header" else frozenset())
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw if k.lower() not in drop]
         host = next((v.decode("latin-1") for k, v in raw if k.lower() == b"host"), None)  # kept as the client sent it
-        body = await _read_body(receive, c.max_body)
+        if body is None:  # not yet read for the rules
+            body = await _read_body(receive, c.max_body)
         if body is None:
             await hu.send_json(send, 413, _error(REFUSED, f"request body larger than {c.max_body} bytes"))
             return
@@ -202,6 +198,16 @@ async def _read_body(receive: hu.Receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not event.get("more_body"):
             return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: hu.Receive) -> hu.Receive:
+    """``receive`` for a request whose body was read already (for its method): the body once, then the client's events."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def again() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return again
 
 
 async def _stream(response: Any, receive: hu.Receive, send: hu.Send) -> None:
