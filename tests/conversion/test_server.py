@@ -15,7 +15,7 @@ from tests.conftest import SERVERS
 
 
 def backend_spec(**kw):
-    fields = {"openapi": str(SERVERS / "petstore.openapi.yaml"), "base_url": "http://127.0.0.1:9", "headers": {}, "operations": None}
+    fields = {"openapi": str(SERVERS / "petstore.openapi.yaml"), "base_url": "http://127.0.0.1:9", "headers": {}, "operations": None, "allow_addresses": []}
     return SimpleNamespace(**{**fields, **kw})
 
 

@@ -66,6 +66,9 @@ def _check_specs(config: GatewayConfig, source: str) -> list[str]:
         tools = [op.tool for op in converted.operations]
         lines.append(f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: {', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}")
         lines += [f"    skipped {label}: {why}" for label, why in converted.skipped.items()]
+        allowed = config.backends[bid].allow_addresses
+        guard = "allowed link-local/metadata: " + ", ".join(allowed) if allowed else "link-local and cloud-metadata addresses refused"
+        lines.append(f"    {guard}; redirects: same-origin only, at most 3 (spec), none (calls)")
     return lines
 
 

@@ -53,6 +53,8 @@ class BackendConfig(_Section):
                                 "path (relative to this file's directory) or an http(s) URL.")
     base_url: str | None = Field(None, description="For `openapi`: where the API's requests go (default: the spec's first servers[].url).")
     operations: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="For `openapi`: the operationIds to expose (default: all).")
+    allow_addresses: list[str] = Field(default_factory=list, description="For `openapi`: link-local or cloud-metadata networks (CIDR or address; refused "
+                                       "by default, e.g. 169.254.169.254) that the spec URL and the API may reach anyway.")
     prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
     stateless: bool = Field(False, description="Share one backend session among all clients.")
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")

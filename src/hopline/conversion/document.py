@@ -8,6 +8,8 @@ Out: the parsed document (a dict) and the base URL requests go to, or a
 Rules
 - JSON or YAML (YAML is parsed safely); at most :data:`MAX_SPEC_BYTES`.
 - Only OpenAPI 3.0 and 3.1 (``openapi: 3.x``); Swagger 2.0 is refused by name.
+- A URL is fetched without credentials, through :mod:`hopline.conversion.netguard`
+  (no link-local or metadata address, same-origin redirects only).
 - A URL is never part of an error message (it may carry a token in its query);
   the message says "the spec URL" and what went wrong.
 - The base URL is ``base_url`` if configured, else the spec's first ``servers[].url``
@@ -48,16 +50,17 @@ def resolve_path(location: str, base_dir: str | None) -> Path:
     return path
 
 
-def read_source(location: str, base_dir: str | None = None, *, timeout: float = 30.0) -> bytes:
-    """The document's bytes, from a file or (synchronously) from a URL."""
+def read_source(location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()) -> bytes:
+    """The document's bytes, from a file or (synchronously) from a URL: guarded, same-origin
+    redirects only (:func:`hopline.conversion.netguard.fetch_spec`); ``allowed``: the
+    backend's ``allow_addresses`` networks."""
     if is_url(location):
         import httpx
 
+        from hopline.conversion.netguard import fetch_spec
+
         try:
-            with httpx.Client(timeout=timeout, follow_redirects=True) as client, client.stream("GET", location) as response:
-                if response.status_code >= 400:
-                    raise SpecError(f"cannot fetch the spec: the spec URL answered HTTP {response.status_code}")
-                return _capped(response.iter_bytes())
+            return fetch_spec(location, allowed, timeout=timeout, read=_capped)
         except httpx.HTTPError as exc:
             raise SpecError(f"cannot fetch the spec: {type(exc).__name__} from the spec URL") from None
     path = resolve_path(location, base_dir)
@@ -105,9 +108,9 @@ def parse_document(raw: bytes, where: str = "the spec") -> dict[str, Any]:
     return data
 
 
-def load_document(location: str, base_dir: str | None = None, *, timeout: float = 30.0) -> dict[str, Any]:
+def load_document(location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()) -> dict[str, Any]:
     where = "the spec" if is_url(location) else f"the spec file {location}"
-    return parse_document(read_source(location, base_dir, timeout=timeout), where)
+    return parse_document(read_source(location, base_dir, timeout=timeout, allowed=allowed), where)
 
 
 def base_url_for(document: dict[str, Any], configured: str | None, location: str) -> str:

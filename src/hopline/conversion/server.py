@@ -13,7 +13,8 @@ The spec is loaded once: the start-up check (:mod:`hopline.conversion.preflight`
 reads it and reports a spec that cannot be used; the first channel opened takes that
 document (or reads the spec itself, after a hot reload) and converts it. A load that fails is an :class:`~hopline.jsonrpc.UnavailableError` naming the
 backend, and is tried again on the next open (the gateway backs off between tries).
-All calls of one backend share one ``httpx.AsyncClient``.
+All calls of one backend share one ``httpx.AsyncClient``, which follows no redirect and
+connects to no link-local or cloud-metadata address (:mod:`hopline.conversion.netguard`).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any
 
 from hopline import __version__
 from hopline.binding import Era
-from hopline.conversion.document import SpecError, base_url_for, is_url, load_document
+from hopline.conversion.document import SpecError, is_url
 from hopline.conversion.invoke import Api
+from hopline.conversion.netguard import async_client, networks
 from hopline.conversion.operations import Converted, Operation, convert
-from hopline.conversion.preflight import take
+from hopline.conversion.preflight import api_base, load_spec, take
 from hopline.demo.catalog import Catalog, Tool
 from hopline.demo.context import Request
 from hopline.demo.dispatch import Dispatcher
@@ -143,18 +145,19 @@ class OpenApiBackends:
             return self._ready
         async with self._lock:
             if self._ready is None:
-                import httpx
-
                 location = self.spec.openapi
                 try:
-                    document = take(location, self.base_dir) or await asyncio.to_thread(load_document, location, self.base_dir)
+                    allowed = networks(self.spec.allow_addresses)
+                    document = take(location, self.base_dir)
+                    if document is None:
+                        document, allowed = await asyncio.to_thread(load_spec, self.spec, self.base_dir)
                     converted = convert(document, self.spec.operations)
-                    base_url = base_url_for(document, self.spec.base_url, location)
+                    base_url = await asyncio.to_thread(api_base, document, self.spec, allowed)
                 except SpecError as exc:
                     raise UnavailableError(f"backend {self.backend_id}: {exc}", backend=self.backend_id, reason="openapi_spec") from None
                 for label, why in converted.skipped.items():
                     log.warning("backend %s: operation %s skipped: %s", self.backend_id, label, why)
-                self._client = httpx.AsyncClient(follow_redirects=False, timeout=self.timeout)
+                self._client = async_client(allowed, timeout=self.timeout)  # guarded addresses, no redirects
                 api = Api(self.backend_id, base_url, dict(self.spec.headers), self.timeout, self._client)
                 self._ready = (catalog_for(converted, api), document)
                 log.info("backend %s: %d operations from %s", self.backend_id, len(converted.operations), "the spec URL" if is_url(location) else location)
