@@ -112,7 +112,8 @@ async def test_reading_the_body_for_the_method_judges_the_envelope_and_forwards_
     for r in (call, twice, batch, big):
         assert r.status_code == 403 and r.json()["id"] is None, r.text
     assert not recorder_server.recorded(record)
-    odd = b'{"jsonrpc":"2.0","id":1,  "method":"initialize", "params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}'
+    odd = b'{"jsonrpc":"2.0","id":1,  "method":"initialize", "params":{"protocolVersion":"2025-11-25","capabilities":{},'
+    odd += b'"clientInfo":{"name":"t","version":"1"}}}'
     init = await post(url, odd, base)
     assert init.status_code == 200, init.text
     assert [r["body"].encode() for r in recorder_server.recorded(record)] == [odd]
