@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 import orjson
 import pytest
@@ -28,6 +29,8 @@ MALFORMED = "backend sent invalid UTF-8 / malformed JSON in its answer to this r
 
 
 def answer(msg_id, tool: str) -> bytes:
+    if tool == "flood":
+        tool = "ok"
     return b'{"jsonrpc":"2.0","id":' + orjson.dumps(msg_id) + b',"result":' + BROKEN[tool] + b"}"
 
 
@@ -79,8 +82,10 @@ class RawBackend:
                     continue
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
                 event = b"event: message\ndata: " + data + b"\n\n"
+                if body["params"]["name"] == "flood":
+                    event = b"event: message\ndata: not json\n\n" * 2000 + b"event: message\ndata: " + answer(body["id"], "ok") + b"\n\n"
                 writer.write(b"%x\r\n%s\r\n" % (len(event), event))
-                if body["params"]["name"] == "ok":
+                if body["params"]["name"] in ("ok", "flood"):
                     writer.write(b"0\r\n\r\n")
                     continue
                 self.held.append(writer)  # a broken answer, and the stream stays open
@@ -128,5 +133,18 @@ async def test_legacy_sse_broken_answer_gets_minus_31003_and_the_channel_goes_on
             assert m.id == 1 and m.body["error"]["code"] == -31003 and m.body["error"]["message"] == f"raw: {MALFORMED}"
             await channel.send(call(2, "ok"))
             assert (await recv(channel)).body["result"]["content"][0]["text"] == "fine"
+        finally:
+            await channel.aclose()
+
+
+async def test_a_flood_of_sse_garbage_is_counted_with_bounded_log_output(caplog):
+    async with RawBackend("sse") as backend:
+        channel = StreamableHttpUpstream(backend.url + "/mcp", name="raw")
+        try:
+            with caplog.at_level(logging.WARNING, logger="hopline.http_upstream"):
+                await channel.send(call(1, "flood"))
+                assert (await recv(channel)).body["result"]["content"][0]["text"] == "fine"
+            assert channel.garbage_frames == 2000
+            assert 1 <= len([r for r in caplog.records if r.name == "hopline.http_upstream"]) <= 6
         finally:
             await channel.aclose()

@@ -149,8 +149,8 @@ class SseUpstream(Inbound):
                             except ProtocolError as exc:
                                 # A broken answer whose id can be read: that request fails now (-31003).
                                 msg_id = recover_answer_id(frame)
-                                log.warning("%s: %s an SSE event that is not JSON-RPC: %s", self.name,
-                                            "dropped" if msg_id is None else f"answered id {msg_id!r} with an error for", exc.message)
+                                self.dropped("%s: %s an SSE event that is not JSON-RPC: %s", self.name,
+                                             "dropped" if msg_id is None else f"answered id {msg_id!r} with an error for", exc.message)
                                 if msg_id is None:
                                     continue
                                 message = malformed_answer(self.name, msg_id)

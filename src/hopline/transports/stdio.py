@@ -30,36 +30,16 @@ import os
 import signal
 import stat
 import sys
-import time
 from typing import Any, Mapping, Sequence
 
 from hopline.jsonrpc import Message, ProtocolError, malformed_answer, parse, recover_answer_id
 from hopline.transports.base import ChannelClosed
+from hopline.transports.garbage import RateLimitedLog
 
 log = logging.getLogger("hopline.stdio")
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 GARBAGE_YIELD = 64  # garbage lines in a row read before yielding to the event loop
-
-
-class _RateLimitedLog:
-    """At most ``burst`` warnings per ``period`` seconds, then a count of the rest."""
-
-    def __init__(self, burst: int = 5, period: float = 10.0) -> None:
-        self.burst, self.period = burst, period
-        self.window_start, self.count, self.suppressed = 0.0, 0, 0
-
-    def warn(self, fmt: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self.window_start > self.period:
-            if self.suppressed:
-                log.warning("... %d similar messages suppressed", self.suppressed)
-            self.window_start, self.count, self.suppressed = now, 0, 0
-        if self.count < self.burst:
-            self.count += 1
-            log.warning(fmt, *args)
-        else:
-            self.suppressed += 1
 
 
 class StreamChannel:
@@ -81,7 +61,7 @@ class StreamChannel:
         self._max_frame = max_frame
         self._closed = False
         self._close_reason = "closed"
-        self._garbage = _RateLimitedLog()
+        self._garbage = RateLimitedLog(log)
         self.name = name
         self.garbage_frames = 0
 

@@ -188,7 +188,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             if ctype.startswith("application/json") and status != 202:
                 try:
                     answer = parse(await resp.aread())
-                except ProtocolError:  # the body is this request's answer, however broken
+                except ProtocolError as exc:  # the body is this request's answer, however broken
+                    self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg.id, exc.message)
                     return await self._fail(flight, malformed_answer_error(self.name))
                 await self._deliver(answer)  # a body for another id falls through to the end
             elif not ctype.startswith("text/event-stream") or status == 202:
@@ -244,9 +245,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         malformed JSON), if its id can be read safely; else None (the event is dropped)."""
         msg_id = recover_answer_id(frame)
         if msg_id is not None and msg_id in self._flights:
-            log.warning("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg_id, exc.message)
+            self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg_id, exc.message)
             return malformed_answer(self.name, msg_id)
-        log.warning("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
+        self.dropped("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
         return None
 
     async def _deliver(self, message: Message) -> None:
