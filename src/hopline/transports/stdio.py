@@ -106,11 +106,11 @@ class StreamChannel:
                 return parse(line[:end])
             except ProtocolError as exc:
                 self.garbage_frames += 1
-                preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
                 answer = self._broken_answer(line[:end]) if self.recover_answers else None
-                if answer is not None:
-                    self._garbage.warn("%s: answered id %r with an error: its response is not JSON-RPC (%s): %r", self.name, answer.id, exc.message, preview)
+                if answer is not None:  # no preview: an answer's content is the client's, not the log's
+                    self._garbage.warn("%s: answered id %r with an error: its response is not JSON-RPC (%s)", self.name, answer.id, exc.message)
                     return answer
+                preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
                 self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
                 if self.garbage_frames % GARBAGE_YIELD == 0:
                     await asyncio.sleep(0)  # buffered garbage never monopolises the loop
