@@ -22,6 +22,7 @@ outside the JSON-RPC reserved band -32768..-32000 (reference/mcp-wire.md §2).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -111,6 +112,34 @@ def parse(data: bytes | str) -> Message:
         raise InvalidRequest("a JSON-RPC message must be a JSON object")
     check_envelope(body)
     return Message(body, data if isinstance(data, bytes) else None)
+
+
+# The id of an answer whose JSON is broken, where it can be read without trusting the rest:
+# the frame's first or last top-level member. A bounded, simple id only (ASCII, no escapes).
+_ID = rb'(-?[0-9]{1,16}|"[ !#-\[\]-~]{1,256}")'
+_HEAD_ID = re.compile(rb'\A\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID + rb'\s*,\s*"(?:result|error)"\s*:')
+_TAIL_ID = re.compile(rb'\A\s*\{\s*"(?:result|error)"\s*:.*,\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID + rb'\s*\}\s*\Z', re.S)
+
+
+def recover_answer_id(frame: bytes) -> Id | None:
+    """The id of a frame that :func:`parse` refused, if it is recognisably a response (result or
+    error, never a request) and its id can be read safely; else None.
+
+    For the one call a backend broke, so that it gets an answer at once instead of waiting for its
+    timeout (issue 13). Invalid UTF-8 is decoded with U+FFFD and the frame parsed again, reading
+    only ``id``; malformed JSON yields an id only from the strict head form
+    ``{"jsonrpc":"2.0","id":…,"result"|"error":`` or the tail form ``…,"jsonrpc":"2.0","id":…}``.
+    Whatever it returns only addresses an error answer to a request in flight on the backend's own
+    connection (the backend could have sent that error itself); nothing of the frame is forwarded.
+    """
+    try:
+        body = orjson.loads(frame.decode("utf-8", "replace"))
+    except orjson.JSONDecodeError:
+        match = _HEAD_ID.match(frame) or _TAIL_ID.match(frame)
+        return None if match is None else orjson.loads(match.group(1))
+    if not isinstance(body, dict) or body.get("jsonrpc") != JSONRPC or "method" in body or ("result" not in body and "error" not in body):
+        return None
+    return _echoable(body.get("id"))
 
 
 def check_envelope(body: dict[str, Any]) -> None:
@@ -285,6 +314,16 @@ class PeerError(HoplineError):
 
     code = -31003
     http_status = 502
+
+
+def malformed_answer_error(backend: str) -> PeerError:
+    """The -31003 error for a request whose response arrived but could not be read."""
+    text = f"{backend}: backend sent invalid UTF-8 / malformed JSON in its answer to this request"
+    return PeerError(text, data={"backend": backend, "reason": "malformed_answer"})
+
+
+def malformed_answer(backend: str, msg_id: Id) -> Message:
+    return malformed_answer_error(backend).to_response(msg_id)
 
 
 def error_from_response(body: dict[str, Any]) -> dict[str, Any] | None:

@@ -95,6 +95,18 @@ def test_check_never_echoes_secrets(tmp_path):
     assert "https://user:***@h/mcp?key=***&x=***" in proc.stdout
 
 
+def test_check_shows_what_a_stdio_child_inherits_by_name_only(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("backends:\n  a: {command: run, env: {T: '${TOKEN}'}, inherit_env: ['AWS_*', HTTPS_PROXY]}\n"
+                   "  b: {command: run}\n  c: {command: run, inherit_env: true}\n")
+    proc = hopline("check", str(cfg), env={"TOKEN": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert "    environment: the safe list + inherit_env AWS_*, HTTPS_PROXY + env T" in out
+    assert "    environment: the safe list" in out and "    environment: all of hopline's" in out
+    assert SECRET not in proc.stdout
+
+
 def test_check_lists_problems_and_exits_1(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("mod: forward\nbackends:\n  a: {url: 'ftp://${TOKEN}'}\n  b.c: {command: x}\n")

@@ -66,6 +66,8 @@ BAD = [
     ("backends:\n  a: {command: x, transport: sse}\n", "backends.a.transport", "applies to `url` backends only"),
     ("backends:\n  a: {url: 'http://h/', args: [x]}\n", "backends.a.args", "applies to `command` backends only"),
     ("backends:\n  a: {url: 'http://h/', env: {A: b}}\n", "backends.a.env", "applies to `command` backends only"),
+    ("backends:\n  a: {url: 'http://h/', inherit_env: [AWS_*]}\n", "backends.a.inherit_env", "applies to `command` backends only"),
+    ("backends:\n  a: {command: x, inherit_env: ['']}\n", "backends.a.inherit_env", "a list of variable names or glob patterns"),
     ("backends:\n  a: {url: 'http://h/', transport: websocket}\n", "backends.a.transport", "'auto', 'streamable-http' or 'sse'"),
     ("backends:\n  a: {command: ''}\n", "backends.a.command", "at least 1 character"),
     ("backends:\n  a: {command: x, timeout: 0}\n", "backends.a.timeout", "greater than 0"),

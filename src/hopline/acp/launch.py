@@ -3,8 +3,9 @@
 :class:`Launcher` is the conductor's spawner (``Component → Channel``):
 
 - a command component is spawned with stdin/stdout piped (its stderr goes to
-  ours, prefixed with its name), in its ``cwd``, with the conductor's
-  environment plus the chain's and the component's ``env``;
+  ours, prefixed with its name), in its ``cwd``, with all of the conductor's
+  environment (not the safe list MCP backends get: see :func:`spawn_stdio`) plus the
+  chain's and the component's ``env``;
 - a built-in (``Component.builtin``) runs as a task in this process behind an
   in-memory channel pair (:class:`InProcess`): ``gateway`` is
   :func:`hopline.acp.gateway.serve` over one :class:`~hopline.modes.gateway.Gateway`
@@ -41,7 +42,10 @@ async def spawn_stdio(component: Component, env: dict[str, str] | None = None) -
     from hopline.transports.stdio import StdioChild
 
     merged = {**(env or {}), **component.env}
-    return await StdioChild.spawn(component.argv, name=component.name, env=merged or None, cwd=component.cwd)
+    # All of the conductor's environment, deliberately (unlike MCP backends, which get the safe
+    # list): the editor starts the conductor in the user's environment to run the user's agent,
+    # which needs the user's credentials exactly as if the editor had started it directly.
+    return await StdioChild.spawn(component.argv, name=component.name, env=merged, inherit=True, cwd=component.cwd)
 
 
 class InProcess:

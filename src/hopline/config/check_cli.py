@@ -97,6 +97,8 @@ def explain(config: GatewayConfig) -> list[str]:
     for bid, backend in config.backends.items():
         lines.append(f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}")
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
+        if backend.command is not None:
+            lines.append(f"    environment: {_environment(backend)}")
     lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
@@ -154,6 +156,17 @@ def _extras(config: GatewayConfig, backend: BackendConfig) -> str:
     if backend.timeout is not None:
         extras.append(f"timeout {backend.timeout:g}s")
     return "; " + "; ".join(extras) if extras else ""
+
+
+def _environment(backend: BackendConfig) -> str:
+    """What a stdio child inherits (names only: values may be secrets)."""
+    inherit = backend.inherit_env
+    words = ["all of hopline's" if inherit is True else "the safe list"]
+    if inherit and inherit is not True:
+        words.append("inherit_env " + ", ".join(inherit))
+    if backend.env:
+        words.append("env " + ", ".join(backend.env))
+    return " + ".join(words)
 
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:

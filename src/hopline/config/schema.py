@@ -46,6 +46,9 @@ class BackendConfig(_Section):
     args: list[str] = Field(default_factory=list, description="Arguments for `command`.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for `command` (use ${VAR} for secrets).")
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
+    inherit_env: bool | list[str] = Field(
+        default_factory=list, description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, TERM, "
+        "LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), or true for everything. `env` wins over both.")
     url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
     transport: Literal["auto", "streamable-http", "sse"] = Field("auto", description="HTTP transport of `url`; auto tries Streamable HTTP, then legacy SSE.")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to `url`, or to the API of an `openapi` backend (use ${VAR} for tokens).")
@@ -85,6 +88,13 @@ class BackendConfig(_Section):
                 raise ValueError("must be an http:// or https:// URL with a host (and a valid port, if any)")
         return url
 
+    @field_validator("inherit_env", mode="before")
+    @classmethod
+    def _names_or_patterns(cls, value: Any) -> Any:
+        if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+            raise ValueError("must be true, false, or a list of variable names or glob patterns (non-empty strings)")
+        return value
+
     @field_validator("headers")
     @classmethod
     def _http_headers(cls, headers: dict[str, str]) -> dict[str, str]:
@@ -108,6 +118,7 @@ class BackendConfig(_Section):
         else:
             has = {"command": "a `command`", "url": "a `url`", "openapi": "an `openapi`"}[kinds[0]]
             owners = {"headers": ("url", "openapi"), "transport": ("url",), "args": ("command",), "env": ("command",), "cwd": ("command",),
+                      "inherit_env": ("command",),
                       "base_url": ("openapi",), "operations": ("openapi",)}
             for key, owner in owners.items():
                 if kinds[0] not in owner and getattr(self, key) not in ({}, [], None, "auto"):

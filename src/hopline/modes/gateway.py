@@ -105,7 +105,7 @@ class Gateway:
         if not spec.enabled:
             return
         if spec.command is not None:
-            target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd)
+            target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd, spec.inherit_env)
             self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
         elif spec.openapi is not None:  # Conversion mode (§5.7): the API's operations as an in-process MCP server
             from hopline.conversion.server import OpenApiBackends

@@ -35,6 +35,9 @@ class StdioTarget:
     argv: list[str]
     env: dict[str, str] | None = None
     cwd: str | None = None
+    # More of hopline's environment for the child than the safe list (transports/stdio.py
+    # child_environment): names or fnmatch patterns, or True for everything.
+    inherit_env: bool | list[str] | tuple[str, ...] = ()
 
 
 @dataclass
@@ -89,7 +92,7 @@ class StdioBackends:
         self.target = target
         self.shared = shared
         self.name = name or target.argv[0]
-        self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, cwd=target.cwd, name=self.name)
+        self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
         self._pool = _SharedPerEra(self._spawn, self.name)
 
     async def open_session(self, era: Era) -> Channel:

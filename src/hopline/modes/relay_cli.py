@@ -33,6 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="header sent to a remote target on every request (repeatable)")
     p.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for a stdio target (repeatable)")
     p.add_argument("--cwd", help="working directory for a stdio target")
+    p.add_argument("--inherit-env", action="append", default=[], metavar="NAME", help="pass this variable of hopline's environment to a stdio target "
+                   "(a name or glob such as 'AWS_*'; '*' for all; repeatable); by default a child gets only PATH, HOME, USER, locale and the like")
     p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS", help="answer a request the backend has not answered with a timeout error (default: 300)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, metavar="BYTES", help="largest request body accepted; larger gets 413 (default: 4 MiB)")
     p.add_argument("--max-sessions", type=int, default=1000, help="sessions held at once; more get 503 (default: 1000)")
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         spec = StdioTarget(target, _parse_env(args.env), args.cwd)
     else:
         spec = StdioTarget([sys.executable, "-m", "hopline.demo"], _parse_env(args.env), args.cwd)
+    if isinstance(spec, StdioTarget):  # the built-in demo is hopline itself: it imports what we import
+        spec.inherit_env = [*args.inherit_env, *([] if target else ["PYTHONPATH"])]
     if args.stdio:
         return relay_serve.serve_stdio(spec, args)  # type: ignore[arg-type]
     return relay_serve.serve_http(spec, args)

@@ -4,16 +4,19 @@ Messages a backend sends (over POST responses, SSE streams, the GET stream) are
 ``put`` here in arrival order; ``receive`` hands them out and, once ``finish``
 was called and the queue is drained, raises :class:`ChannelClosed` with the
 reason. The bound makes a backend that floods us wait (backpressure) instead of
-growing memory without limit.
+growing memory without limit. Frames that are not JSON-RPC are counted in
+``garbage_frames`` and logged rate-limited (:meth:`dropped`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 from hopline.jsonrpc import Message
 from hopline.transports.base import ChannelClosed
+from hopline.transports.garbage import RateLimitedLog
 
 _EOF = object()
 
@@ -25,6 +28,13 @@ class Inbound:
         self._inbox: asyncio.Queue = asyncio.Queue(max_queue)
         self._closed = False
         self._reason = "closed"
+        self.garbage_frames = 0
+        self._garbage = RateLimitedLog(logging.getLogger("hopline.http_upstream"))
+
+    def dropped(self, fmt: str, *args: object) -> None:
+        """Count a frame that is not JSON-RPC and say so (rate-limited)."""
+        self.garbage_frames += 1
+        self._garbage.warn(fmt, *args)
 
     async def put(self, message: Message) -> None:
         await self._inbox.put(message)

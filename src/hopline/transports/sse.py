@@ -37,10 +37,14 @@ class SSEParser:
     """Incremental parser: feed bytes, get complete events.
 
     ``max_event`` bounds the bytes buffered for one event, so a peer that never
-    ends an event cannot exhaust memory.
+    ends an event cannot exhaust memory. ``data`` lines are decoded with ``errors``:
+    "replace" (U+FFFD) as WHATWG says; the HTTP upstreams pass "surrogateescape", so that
+    ``event.data.encode("utf-8", "surrogateescape")`` gives back the bytes as sent and a
+    backend's invalid UTF-8 is refused as such instead of forwarded altered. Other fields
+    are always decoded with "replace".
     """
 
-    def __init__(self, max_event: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_event: int = 16 * 1024 * 1024, errors: str = "replace") -> None:
         self._buf = b""
         self._data: list[str] = []
         self._size = 0
@@ -48,6 +52,7 @@ class SSEParser:
         self._id: str | None = None
         self._retry: int | None = None
         self.max_event = max_event
+        self._errors = errors
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[Event]:
@@ -65,7 +70,7 @@ class SSEParser:
                 self._buf = rest[2:]
             else:
                 self._buf = rest[1:]
-            ev = self._line(line.decode("utf-8", "replace"))
+            ev = self._line(line.decode("utf-8", self._errors if line.startswith(b"data") else "replace"))
             if ev is not None:
                 events.append(ev)
 

@@ -26,7 +26,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, parse
+from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, malformed_answer, parse, recover_answer_id
 from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
@@ -137,16 +137,24 @@ class SseUpstream(Inbound):
                 if resp.status_code != 200 or not ctype.startswith("text/event-stream"):
                     reason = f"SSE connect refused: HTTP {resp.status_code} {ctype}".rstrip()
                     return
-                parser = SSEParser()
+                parser = SSEParser(errors="surrogateescape")  # invalid UTF-8 is refused, not altered
                 async for chunk in resp.aiter_bytes():
                     for event in parser.feed(chunk):
                         if event.event == "endpoint":
                             self._on_endpoint(event.data, ready)
                         elif event.event == "message" and event.data:
+                            frame = event.data.encode("utf-8", "surrogateescape")
                             try:
-                                await self.put(parse(event.data.encode()))
+                                message = parse(frame)
                             except ProtocolError as exc:
-                                log.warning("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
+                                # A broken answer whose id can be read: that request fails now (-31003).
+                                msg_id = recover_answer_id(frame)
+                                self.dropped("%s: %s an SSE event that is not JSON-RPC: %s", self.name,
+                                             "dropped" if msg_id is None else f"answered id {msg_id!r} with an error for", exc.message)
+                                if msg_id is None:
+                                    continue
+                                message = malformed_answer(self.name, msg_id)
+                            await self.put(message)
         except ChannelClosed as exc:
             reason = exc.reason
         except (httpx.HTTPError, ValueError) as exc:
@@ -158,6 +166,8 @@ class SseUpstream(Inbound):
                 self._finish(reason)
 
     def _on_endpoint(self, data: str, ready: asyncio.Future[str]) -> None:
+        if not data.isascii():  # a URL; invalid UTF-8 arrives here as surrogates (see SSEParser)
+            data = data.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         endpoint = urljoin(self.url, data.strip())
         if _origin(endpoint) != _origin(self.url):
             raise ChannelClosed(f"refused endpoint {endpoint!r}: not the origin of {self.url!r}")

@@ -1,6 +1,8 @@
 """stdio framing (newline-delimited JSON), a backend child process, and our own stdio.
 
-- :class:`StdioChild` spawns a backend, speaks to it over stdin/stdout, passes its
+- :class:`StdioChild` spawns a backend with a clean environment (:func:`child_environment`:
+  a short safe list, what the backend's ``inherit_env`` names, its own ``env``), speaks to
+  it over stdin/stdout, passes its
   stderr through to ours (prefixed) so it never enters the protocol stream, and
   shuts it down gracefully: close stdin → SIGTERM → SIGKILL, always reaped. On
   Linux the child also gets PDEATHSIG, so a hopline killed with SIGKILL leaves no
@@ -8,53 +10,43 @@
 - :class:`StreamChannel` is the framing over any asyncio reader/writer pair; it
   serves our own stdin/stdout (:func:`open_own_stdio_halves`) as a client-facing listener.
 
-A line that is not a JSON-RPC message is dropped and logged (rate-limited); a line
-longer than ``max_frame`` closes the channel with a clear reason, because the
-stream cannot be resynchronised safely inside an unbounded line.
+A line that is not a JSON-RPC message is dropped, counted (``garbage_frames``) and
+logged (rate-limited: at most 5 lines per 10 s); a flood of them costs one line of
+buffer at a time and yields to the event loop every ``GARBAGE_YIELD`` lines. From a
+backend (:class:`StdioChild`), a broken *answer* whose id can still be read safely
+(:func:`~hopline.jsonrpc.recover_answer_id`: invalid UTF-8, malformed JSON) becomes a
+-31003 error response for that id, so its call fails at once instead of waiting for
+its timeout (issue 13). A line longer than ``max_frame`` closes the channel with a
+clear reason, because the stream cannot be resynchronised safely inside an unbounded line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import logging
 import os
 import signal
 import stat
 import sys
-import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from hopline.jsonrpc import Message, ProtocolError, parse
+from hopline.jsonrpc import Message, ProtocolError, malformed_answer, parse, recover_answer_id
 from hopline.transports.base import ChannelClosed
+from hopline.transports.garbage import RateLimitedLog
 
 log = logging.getLogger("hopline.stdio")
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
-
-
-class _RateLimitedLog:
-    """At most ``burst`` warnings per ``period`` seconds, then a count of the rest."""
-
-    def __init__(self, burst: int = 5, period: float = 10.0) -> None:
-        self.burst, self.period = burst, period
-        self.window_start, self.count, self.suppressed = 0.0, 0, 0
-
-    def warn(self, fmt: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self.window_start > self.period:
-            if self.suppressed:
-                log.warning("... %d similar messages suppressed", self.suppressed)
-            self.window_start, self.count, self.suppressed = now, 0, 0
-        if self.count < self.burst:
-            self.count += 1
-            log.warning(fmt, *args)
-        else:
-            self.suppressed += 1
+GARBAGE_YIELD = 64  # garbage lines in a row read before yielding to the event loop
 
 
 class StreamChannel:
     """Newline-delimited JSON-RPC over an asyncio StreamReader/StreamWriter."""
+
+    #: Answer a broken response frame with a -31003 error for its id (the peer is a backend).
+    recover_answers = False
 
     def __init__(
         self,
@@ -69,7 +61,7 @@ class StreamChannel:
         self._max_frame = max_frame
         self._closed = False
         self._close_reason = "closed"
-        self._garbage = _RateLimitedLog()
+        self._garbage = RateLimitedLog(log)
         self.name = name
         self.garbage_frames = 0
 
@@ -114,8 +106,18 @@ class StreamChannel:
                 return parse(line[:end])
             except ProtocolError as exc:
                 self.garbage_frames += 1
+                answer = self._broken_answer(line[:end]) if self.recover_answers else None
+                if answer is not None:  # no preview: an answer's content is the client's, not the log's
+                    self._garbage.warn("%s: answered id %r with an error: its response is not JSON-RPC (%s)", self.name, answer.id, exc.message)
+                    return answer
                 preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
                 self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
+                if self.garbage_frames % GARBAGE_YIELD == 0:
+                    await asyncio.sleep(0)  # buffered garbage never monopolises the loop
+
+    def _broken_answer(self, frame: bytes) -> Message | None:
+        msg_id = recover_answer_id(frame)
+        return None if msg_id is None else malformed_answer(self.name, msg_id)
 
     def _eof_reason(self) -> str:
         return "end of stream"
@@ -132,6 +134,45 @@ class StreamChannel:
         return f"<{type(self).__name__} {self.name} closed={self._closed}>"
 
 
+# What a child inherits from hopline's environment without being asked: the MCP Python SDK's
+# list (mcp.client.stdio.DEFAULT_INHERITED_ENV_VARS), plus locale, time zone, temp and XDG base
+# directories and CA bundle paths: settings and paths, never credentials. npx and uvx need no more
+# (their caches are found through HOME / XDG_CACHE_HOME; a TLS-inspecting network needs the CA
+# paths). Deliberately not: proxies (*_PROXY may carry user:password), npm_config_* and UV_* (may
+# carry registry tokens), PYTHONPATH / NODE_PATH. ``inherit_env`` opts in to more.
+SAFE_ENV: tuple[str, ...] = (
+    ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
+     "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE")
+    if sys.platform == "win32"
+    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
+          "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+) + ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE")
+
+
+def child_environment(env: Mapping[str, str] | None, inherit: bool | Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a stdio child starts with (DESIGN §7: children get a clean environment).
+
+    :data:`SAFE_ENV` taken from ``environ`` (default ``os.environ``; a value starting with ``()``,
+    an exported shell function, is skipped as the SDK does), plus the variables ``inherit`` names
+    (names or ``fnmatch`` patterns such as ``AWS_*``; ``True``: everything), plus ``env``, which
+    wins. So one backend's secrets, interpolated into hopline's environment, reach no other backend.
+    """
+    source = os.environ if environ is None else environ
+    if inherit is True:
+        out = dict(source)
+    else:
+        out = {name: value for name, value in source.items() if _matches(name, SAFE_ENV) and not value.startswith("()")}
+        if inherit:
+            out.update((name, value) for name, value in source.items() if _matches(name, inherit))
+    if env:
+        out.update(env)
+    return out
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(name == p or (("*" in p or "?" in p or "[" in p) and fnmatch.fnmatch(name, p)) for p in patterns)
+
+
 def _set_pdeathsig() -> None:  # runs in the child between fork and exec
     try:
         import ctypes
@@ -145,6 +186,8 @@ def _set_pdeathsig() -> None:  # runs in the child between fork and exec
 class StdioChild(StreamChannel):
     """A backend server process spoken to over its stdin/stdout."""
 
+    recover_answers = True
+
     def __init__(self, process: asyncio.subprocess.Process, *, name: str, max_frame: int) -> None:
         assert process.stdout is not None and process.stdin is not None
         super().__init__(process.stdout, process.stdin, name=name, max_frame=max_frame)
@@ -157,14 +200,16 @@ class StdioChild(StreamChannel):
         argv: Sequence[str],
         *,
         env: dict[str, str] | None = None,
+        inherit: bool | Sequence[str] = (),
         cwd: str | None = None,
         name: str | None = None,
         max_frame: int = DEFAULT_MAX_FRAME,
         stderr_prefix: bool = True,
     ) -> StdioChild:
+        """Start ``argv`` with :func:`child_environment` (``env``, ``inherit``) in ``cwd``."""
         if not argv:
             raise ValueError("no command given for the stdio backend")
-        full_env = None if env is None else {**os.environ, **env}
+        full_env = child_environment(env, inherit)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv,

@@ -42,7 +42,8 @@ import httpx
 
 from hopline.transports.h1client import lean_or_httpx
 from hopline.binding import Era, era_of_message
-from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, parse
+from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, malformed_answer, malformed_answer_error
+from hopline.jsonrpc import parse, recover_answer_id
 from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
@@ -185,7 +186,12 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             if msg.body["method"] == "initialize" and not flight.modern:
                 self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
             if ctype.startswith("application/json") and status != 202:
-                await self._deliver(parse(await resp.aread()))  # a body for another id falls through to the end
+                try:
+                    answer = parse(await resp.aread())
+                except ProtocolError as exc:  # the body is this request's answer, however broken
+                    self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg.id, exc.message)
+                    return await self._fail(flight, malformed_answer_error(self.name))
+                await self._deliver(answer)  # a body for another id falls through to the end
             elif not ctype.startswith("text/event-stream") or status == 202:
                 return await self._fail(flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}"))
             else:
@@ -210,7 +216,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     async def _pump(self, resp: httpx.Response, flight: _Flight | None) -> tuple[str | None, int | None]:
         """Deliver the messages of one SSE response; returns its last event id and retry."""
-        parser, retry = SSEParser(), None
+        parser, retry = SSEParser(errors="surrogateescape"), None
         loop = asyncio.get_running_loop()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(None) as deadline:
@@ -219,17 +225,30 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                         retry = event.retry if event.retry is not None else retry
                         if event.event != "message" or not event.data:
                             continue  # the priming event (id, no data), or another type
+                        frame = event.data.encode("utf-8", "surrogateescape")
                         try:
-                            message = parse(event.data.encode())
+                            message = parse(frame)
                         except ProtocolError as exc:
-                            log.warning("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
-                            continue
+                            broken = self._malformed(frame, exc)
+                            if broken is None:
+                                continue
+                            message = broken
                         await self._deliver(message)
                         # Our answer: read on only briefly. The server's end of stream keeps the
                         # connection reusable; one that never ends the stream cannot hold us.
                         if flight is not None and message.id == flight.message.id and message.is_response():
                             deadline.reschedule(loop.time() + 1.0)
         return parser.last_event_id, retry
+
+    def _malformed(self, frame: bytes, exc: ProtocolError) -> Message | None:
+        """A -31003 answer for the request in flight whose SSE answer is broken (invalid UTF-8,
+        malformed JSON), if its id can be read safely; else None (the event is dropped)."""
+        msg_id = recover_answer_id(frame)
+        if msg_id is not None and msg_id in self._flights:
+            self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg_id, exc.message)
+            return malformed_answer(self.name, msg_id)
+        self.dropped("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
+        return None
 
     async def _deliver(self, message: Message) -> None:
         if "method" not in message.body and isinstance(message.id, (str, int)):

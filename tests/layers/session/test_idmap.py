@@ -58,3 +58,10 @@ def test_forget_owner_returns_its_outstanding_ids():
     b1, _ = m.outbound("B", 1)
     assert sorted(m.forget_owner("A")) == sorted([a1, a2])
     assert list(m.by_backend_id) == [b1]
+
+
+def test_backend_ids_are_random_integers_in_the_javascript_safe_range():
+    m = IdMap()
+    ids = [m.outbound("A", n, "tok")[0] for n in range(200)]
+    assert all(type(i) is int and 0 < i < 2**53 for i in ids) and len(set(ids)) == 200
+    assert len({y - x for x, y in zip(ids, ids[1:])}) > 1  # not a counter: the next id cannot be guessed

@@ -143,3 +143,20 @@ async def test_unattributable_server_request_is_refused_not_guessed():
     assert refusal.id == "s1" and "error" in refusal.body
     assert a.inbox.empty() and b.inbox.empty() and mux.unattributed == 1
     await mux.aclose()
+
+
+async def test_backend_ids_are_unguessable_and_an_answer_to_an_id_not_in_flight_is_dropped_and_counted():
+    ours, theirs = memory_pair()
+    mux = Multiplexer(ours)
+    a, b = mux.view(), mux.view()
+    await a.send(j.request(1, "tools/call", {"who": "a"}))
+    await b.send(j.request(1, "tools/call", {"who": "b"}))
+    sent_a, sent_b = await asyncio.wait_for(theirs.receive(), 2), await asyncio.wait_for(theirs.receive(), 2)
+    assert all(type(m.id) is int and 0 < m.id < 2**53 for m in (sent_a, sent_b))
+    await theirs.send(j.result(sent_a.id + 1, {"for": "a, addressed to the next id"}))  # b's, were ids sequential
+    await theirs.send(j.result(sent_b.id, {"for": "b"}))
+    await theirs.send(j.result(sent_a.id, {"for": "a"}))
+    assert (await asyncio.wait_for(b.receive(), 2)).body["result"] == {"for": "b"}
+    assert (await asyncio.wait_for(a.receive(), 2)).body["result"] == {"for": "a"}
+    assert mux.stray_answers == 1 and a.inbox.empty() and b.inbox.empty()
+    await mux.aclose()

@@ -113,3 +113,24 @@ async def test_errors_in_handlers_become_json_rpc_errors_without_tracebacks():
     assert answer.body["error"]["code"] == -32603
     assert "secret internals" not in answer.body["error"]["message"]
     await end.aclose()
+
+
+async def test_ids_toward_a_backend_are_unguessable_and_answers_to_other_ids_are_dropped_and_counted():
+    ours, theirs = memory_pair()
+    peer = RpcPeer(ours, name="b")
+    first = asyncio.create_task(peer.call("tools/call", {"n": 1}, on_progress=lambda m: None))
+    second = asyncio.create_task(peer.call("tools/call", {"n": 2}))
+    a, b = await asyncio.wait_for(theirs.receive(), 2), await asyncio.wait_for(theirs.receive(), 2)
+    for req in (a, b):
+        assert type(req.id) is int and 0 < req.id < 2**53  # JSON integers a JavaScript backend reads exactly
+    assert str(a.id) in a.meta["progressToken"]  # the progress token is as unguessable as the id
+    # A misbehaving backend answers the id after the one it was given: a neighbour's, were ids sequential.
+    await theirs.send(j.result(a.id + 1, {"stolen": True}))
+    await theirs.send(j.result(b.id, {"n": 2}))
+    await theirs.send(j.result(a.id, {"n": 1}))
+    assert (await asyncio.wait_for(second, 2)).body["result"] == {"n": 2}
+    assert (await asyncio.wait_for(first, 2)).body["result"] == {"n": 1}
+    assert peer.stray_answers == 1
+    ids = [peer.next_id() for _ in range(100)]
+    assert len({y - x for x, y in zip(ids, ids[1:])}) > 1  # not a counter
+    await peer.aclose()

@@ -2,10 +2,11 @@
 
 Clients choose their own JSON-RPC ids and progress tokens, so two clients on one
 shared backend connection collide (test-battery F9, BAD-09). :class:`IdMap` gives
-every forwarded request a fresh integer id toward the backend and remembers
+every forwarded request a fresh unguessable integer id toward the backend
+(:func:`~hopline.layers.session.wireids.fresh_id`, below 2**53) and remembers
 ``backend id → (owner, original id)``, restoring the original value *and JSON
 type* on the way back (reference/mcp-wire.md §9). Progress tokens get the same
-treatment. Server→client requests get fresh ids toward their client, and the
+treatment (``hl-<backend id>``). Server→client requests get fresh ids toward their client, and the
 client's answer is mapped back to the backend's id.
 
 Pure data: no I/O, no event loop; the async shell is ``mux.py``.
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable
 
 from hopline.jsonrpc import Id
+from hopline.layers.session.wireids import fresh_id
 
 
 @dataclass(slots=True)
@@ -31,7 +33,7 @@ class Outstanding:
 class IdMap:
     """Both directions of id translation for one shared backend connection."""
 
-    _next: itertools.count = field(default_factory=lambda: itertools.count(1))
+    _next: itertools.count = field(default_factory=lambda: itertools.count(1))  # our ids toward clients
     # client → backend requests
     by_backend_id: dict[int, Outstanding] = field(default_factory=dict)
     by_client: dict[tuple[Hashable, Id], int] = field(default_factory=dict)
@@ -42,7 +44,9 @@ class IdMap:
 
     def outbound(self, owner: Hashable, client_id: Id, progress_token: Any = None) -> tuple[int, str | None]:
         """Register a client request; returns its backend id and rewritten token."""
-        backend_id = next(self._next)
+        backend_id = fresh_id()
+        while backend_id in self.by_backend_id:
+            backend_id = fresh_id()
         self.by_backend_id[backend_id] = Outstanding(owner, client_id, progress_token)
         self.by_client[(owner, client_id)] = backend_id
         token = None

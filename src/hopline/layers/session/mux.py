@@ -52,6 +52,7 @@ class Multiplexer:
         self.views: set[MuxView] = set()
         self.share_handshake = share_handshake
         self.unattributed = 0
+        self.stray_answers = 0  # answers to backend ids not in flight on this connection: dropped
         self.closed_reason: str | None = None
         self._init_result: asyncio.Future[dict[str, Any]] | None = None
         self._init_backend_id: int | None = None
@@ -144,6 +145,7 @@ class Multiplexer:
             backend_id = body.get("id")
             entry = self.ids.answered(backend_id)
             if entry is None:
+                self.stray_answers += 1
                 log.debug("%s: dropped a response for unknown id %r", self.name, backend_id)
                 return
             if backend_id == self._init_backend_id and self._init_result is not None and not self._init_result.done():

@@ -1,7 +1,9 @@
 """Request/response over one channel: the gateway's side of a backend session.
 
-:class:`RpcPeer` sends requests with ids it mints (integers, never a client's),
-awaits their responses on futures, and hands everything the peer sends on its
+:class:`RpcPeer` sends requests with ids it mints (random integers below 2**53,
+never a client's: :mod:`~hopline.layers.session.wireids`), awaits their responses
+on futures (an answer to an id not in flight is dropped and counted in
+``stray_answers``), and hands everything the peer sends on its
 own initiative to the owner: server→client requests to ``on_request`` (whose
 answer goes back under the peer's id), notifications to ``on_notification``.
 Progress notifications are matched by the token the gateway minted for the
@@ -16,11 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
+from hopline.layers.session.wireids import fresh_id
 from hopline.transports.base import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.rpc")
@@ -38,14 +40,18 @@ class RpcPeer:
         self.on_notification = on_notification
         self.on_closed = on_closed
         self.closed_reason: str | None = None
-        self._ids = itertools.count(1)
+        self.stray_answers = 0  # answers to ids not in flight here: dropped
         self._waiting: dict[int, asyncio.Future[Message]] = {}
         self._progress: dict[str, Callable[[Message], None]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
 
     def next_id(self) -> int:
-        return next(self._ids)
+        """A fresh unguessable id, not in flight on this peer."""
+        msg_id = fresh_id()
+        while msg_id in self._waiting:
+            msg_id = fresh_id()
+        return msg_id
 
     async def call(
         self,
@@ -131,6 +137,7 @@ class RpcPeer:
             if future is not None and not future.done():
                 future.set_result(message)
             else:
+                self.stray_answers += 1
                 log.debug("%s: dropped a response for unknown id %r", self.name, body.get("id"))
             return
         if "id" in body:
