@@ -86,7 +86,7 @@ class Gateway:
         self.catalogs.clear()
         self.visible_cache.clear()
         old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
-        if old is not None and old.calls:
+        if old is not None and (old.calls or old.tools.modes or old.endpoints):
             self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)

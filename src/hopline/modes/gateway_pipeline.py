@@ -43,5 +43,7 @@ def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = Non
 
 
 async def release(pipeline: Pipeline) -> None:
-    """What a replaced pipeline holds (Redis connections) is let go on reload."""
+    """What a replaced pipeline holds (Redis connections, Code mode's sandbox workers) is
+    let go on reload and at shutdown."""
     await policy.aclose(pipeline.calls)
+    await toolmodes.aclose(pipeline.tools, *pipeline.endpoints.values())
