@@ -199,3 +199,33 @@ async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
         looping.cancel()
         await asyncio.gather(looping, return_exceptions=True)
     assert (await sandbox.run("1", {}, LIMITS, pool)).error == "RuntimeError: sandbox unavailable: the sandbox is shutting down"
+
+
+async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
+    from hopline.config.schema import GatewayConfig
+    from hopline.modes.gateway import Gateway
+    from hopline.modes.gateway_session import GatewaySession
+    from tests.layers.capability.toolhosts import GatewayClient
+
+    def conf(max_workers: int) -> GatewayConfig:
+        tools = {"mode": "code", "code": {"max_workers": max_workers, "idle_timeout": 60}}
+        return GatewayConfig.model_validate({"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "tools": tools})
+
+    gateway = Gateway(conf(2))
+    session = GatewaySession(gateway, stateful=True)
+    gateway.sessions.add(session)
+    client = GatewayClient(session)
+    with Sampler() as sampled:
+        try:
+            old = gateway.pipeline.tools.modes["code"].workers
+            assert (await client.call("run_code", {"code": "1 + 1"}))["result"]["structuredContent"]["result"] == 2
+            await eventually(lambda: old.live == 1 and len(sampled.now()) == 1)  # its spare
+            await gateway.reload(conf(3))
+            new = gateway.pipeline.tools.modes["code"].workers
+            assert new is not old and new.max_workers == 3
+            await eventually(lambda: old.closed and old.live == 0 and not sampled.now())  # the old spare is reaped
+            assert (await client.call("run_code", {"code": "2 + 2"}))["result"]["structuredContent"]["result"] == 4
+        finally:
+            await session.end.aclose()
+            await gateway.aclose()
+        assert new.live == 0 and await gone(sampled.seen)
