@@ -253,7 +253,7 @@ class Gateway:
                 task.cancel()
         for session in list(self.sessions):
             await session.end.aclose()
-        await release(self.pipeline)
+        await release(self.pipeline, grace=0)  # runs still in flight are stopped
         await self.backend_listens.aclose()
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)

@@ -213,8 +213,11 @@ class SandboxPool:
                 await self._until(lambda: not self._busy and not self._starting)
         except TimeoutError:
             for worker in self._busy:
-                log.warning("sandbox worker %s still running at shutdown; killing it", worker.pid)
+                log.info("sandbox worker %s still running as its pool closes; killing it", worker.pid)
                 worker.kill()
+            with contextlib.suppress(TimeoutError):  # the killed runs unwind and hand their workers back
+                async with asyncio.timeout(CLOSE_BOUND):
+                    await self._until(lambda: not self._busy and not self._starting)
         await self._until(lambda: not self._tasks)
 
     # -- internals ------------------------------------------------------------------------------

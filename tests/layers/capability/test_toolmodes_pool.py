@@ -196,8 +196,8 @@ async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
             await eventually(lambda: pool.stats()["busy"] == 1 and len(sampled.now()) == 2)  # a run in flight, and the spare
         assert pool.live == 0 and pool.closed
         assert await gone(sampled.seen)
-        looping.cancel()
-        await asyncio.gather(looping, return_exceptions=True)
+        stopped = await asyncio.wait_for(looping, 5)  # stopped, not left to run out its 10 s
+        assert failed(stopped["result"]) == "RuntimeError: sandbox worker stopped: the sandbox is shutting down"
     assert (await sandbox.run("1", {}, LIMITS, pool)).error == "RuntimeError: sandbox unavailable: the sandbox is shutting down"
 
 
@@ -229,3 +229,12 @@ async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
             await session.end.aclose()
             await gateway.aclose()
         assert new.live == 0 and await gone(sampled.seen)
+
+
+async def test_a_worker_that_cannot_start_is_a_clear_error_and_is_not_retried_in_a_loop():
+    pool = sandbox.pool(LIMITS, binary_path="/nonexistent/monty")
+    outcome = await sandbox.run("1", {}, LIMITS, pool)
+    assert outcome.error.startswith("RuntimeError: sandbox unavailable: a sandbox worker could not start: ") and "/nonexistent/monty" in outcome.error
+    await eventually(lambda: pool.live == 0)
+    assert pool.stats() == {"idle": 0, "busy": 0, "starting": 0, "retiring": 0, "waiting": 0}
+    await pool.aclose()

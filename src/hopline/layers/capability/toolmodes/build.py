@@ -55,13 +55,15 @@ def _modes(tools: ToolsConfig, used: set[str], delimiter: str) -> dict[str, Tool
     return out
 
 
-async def aclose(*plans: ToolPlan) -> None:
-    """Reap what the plans' modes hold (each mode once): their sandbox workers."""
+async def aclose(*plans: ToolPlan, grace: float | None = None) -> None:
+    """Reap what the plans' modes hold (each mode once): their sandbox workers. Runs in
+    flight get ``grace`` seconds (``None``: up to their own time limit, as on a reload;
+    ``0`` at shutdown)."""
     seen: dict[int, ToolMode] = {id(m): m for plan in plans for m in plan.modes.values()}
     for mode in seen.values():
         close = getattr(mode, "aclose", None)
         if close is not None:
-            await close()
+            await close(grace)
 
 
 def _encoder(ranker: str, model_dir: str | None) -> Any:

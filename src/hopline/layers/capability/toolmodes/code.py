@@ -140,8 +140,9 @@ class CodeMode:
         self.cache = cache or IndexCache()
         self.workers = workers if workers is not None else sandbox.pool(limits)
 
-    async def aclose(self) -> None:
-        await self.workers.aclose()
+    async def aclose(self, grace: float | None = None) -> None:
+        """Reap the sandbox workers; runs in flight get ``grace`` seconds, then are killed."""
+        await self.workers.aclose(grace)
 
     def __repr__(self) -> str:
         return f"<CodeMode {self.limits}>"

@@ -78,11 +78,14 @@ class Outcome:
 class Workers(Protocol):
     """Where runs get a worker: :class:`~hopline.transports.sandbox_pool.SandboxPool`."""
 
+    closed: bool  # after aclose: no run gets a worker any more
+
     def session(self) -> AbstractAsyncContextManager[Any]:
         """A Monty session checked out with :func:`checkout_options`, in a worker of its own
         for one run; raises :class:`PoolError` when none can be had within the bounds."""
 
-    async def aclose(self) -> None: ...
+    async def aclose(self, grace: float | None = None) -> None:
+        """Reap every worker; runs in flight get ``grace`` seconds (``None``: the pool's default)."""
 
 
 def checkout_options(limits: Limits) -> dict[str, Any]:
@@ -150,7 +153,7 @@ async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits, 
     except TimeoutError:
         return state.outcome(False, printed, started, error=f"TimeoutError: run_code exceeded its {limits.timeout:g} s wall-clock limit")
     except monty.MontyCrashedError as exc:
-        reason = "stopped by the watchdog" if exc.timed_out else f"crashed: {exc}"
+        reason = "stopped by the watchdog" if exc.timed_out else "stopped: the sandbox is shutting down" if workers.closed else f"crashed: {exc}"
         return state.outcome(False, printed, started, error=f"RuntimeError: sandbox worker {reason}")
     except (monty.MontyRuntimeError, monty.MontySyntaxError) as exc:
         return state.outcome(False, printed, started, error=exc.display("traceback").strip())
