@@ -4,10 +4,11 @@ A run borrows one worker (:meth:`SandboxPool.session`: a Monty session checked o
 ready), and the worker is killed when the run ends, however it ends. **One run per
 worker**: nothing of one caller's run (interpreter heap, allocator state, anything a
 Monty bug might let survive a session) can reach another caller's. Reusing a worker's
-process for a fresh session would save about 1 ms per run (``bench/code_pool.py``), but
-Monty promises no isolation between sessions of one process (it has a knob to recycle
-workers, ``max_checkouts_per_worker``, which we set to 1), and 1 ms is small next to the
-tool calls a run makes. What keeps latency low instead is a **pre-started spare**: the
+process for a fresh session would save about 2 ms per run (``bench/code_pool.py``: ~3 ms
+a run with a spare, ~1 ms reused, ~5–6 ms starting a process per run), but Monty
+promises no isolation between sessions of one process (it has a knob to recycle workers,
+``max_checkouts_per_worker``, which we set to 1), and 2 ms is small next to the tool
+calls a run makes. What keeps latency low instead is a **pre-started spare**: the
 pool starts ``spares`` workers ahead of demand (each a process with its session already
 checked out), so a run normally starts at once while the next spare starts beside it.
 
