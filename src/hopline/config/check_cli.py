@@ -134,6 +134,10 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
         lines.append(f"  {base}{path}: {endpoint.mode}")
         for name, group in endpoint.groups.items():
             lines.append(f"    group {name}: {group.mode} for {', '.join(group.backends)}")
+    if "code" in tools.all_modes():
+        c = tools.code
+        lines.append(f"  code sandbox: up to {c.max_workers} workers, {c.spares} spare, unused ones reaped after {c.idle_timeout:g}s; "
+                     f"queue {c.queue} runs, each waiting up to {c.queue_wait:g}s; a run: {c.timeout:g}s, {c.memory // 2**20} MiB, {c.max_calls} tool calls")
     return lines
 
 

@@ -14,6 +14,7 @@ error rather than silently ignored.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,22 @@ class CodeConfig(Section):
     output: int = Field(64 * KiB, ge=1 * KiB, description="Bytes of printed output, and of the JSON result, a run may produce.")
     max_calls: int = Field(100, ge=1, description="Tool calls one run may make.")
     max_code: int = Field(64 * KiB, ge=1, description="Bytes of source a run may submit.")
+    max_workers: int = Field(
+        default_factory=lambda: max(1, min(4, os.cpu_count() or 1)),
+        ge=1,
+        le=64,
+        description="Sandbox worker processes alive at once (default: the CPU count, at most 4).",
+    )
+    spares: int = Field(1, ge=0, le=64, description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process start.")
+    queue: int = Field(32, ge=0, le=10_000, description="Runs that may wait for a worker when all are busy; past it run_code answers a busy error at once.")
+    queue_wait: float = Field(10.0, gt=0, le=300, description="Seconds a run may wait for a worker before it is answered with a busy error.")
+    idle_timeout: float = Field(60.0, gt=0, le=86_400, description="Seconds an unused worker (a spare) is kept before it is reaped.")
+
+    @model_validator(mode="after")
+    def _spares_fit(self) -> CodeConfig:
+        if self.spares > self.max_workers:
+            raise_problems([(("spares",), f"is more than max_workers ({self.max_workers})")])
+        return self
 
 
 class ToolGroup(Section):

@@ -86,7 +86,7 @@ class Gateway:
         self.catalogs.clear()
         self.visible_cache.clear()
         old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
-        if old is not None and old.calls:
+        if old is not None and (old.calls or old.tools.modes or old.endpoints):
             self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
@@ -253,7 +253,7 @@ class Gateway:
                 task.cancel()
         for session in list(self.sessions):
             await session.end.aclose()
-        await release(self.pipeline)
+        await release(self.pipeline, grace=0)  # runs still in flight are stopped
         await self.backend_listens.aclose()
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)

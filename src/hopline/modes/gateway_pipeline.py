@@ -42,6 +42,9 @@ def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = Non
     return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints, layers=layers_for(config))
 
 
-async def release(pipeline: Pipeline) -> None:
-    """What a replaced pipeline holds (Redis connections) is let go on reload."""
+async def release(pipeline: Pipeline, *, grace: float | None = None) -> None:
+    """What a replaced pipeline holds (Redis connections, Code mode's sandbox workers) is
+    let go on reload and at shutdown; Code runs in flight get ``grace`` seconds (``None``:
+    their own time limit)."""
     await policy.aclose(pipeline.calls)
+    await toolmodes.aclose(pipeline.tools, *pipeline.endpoints.values(), grace=grace)

@@ -55,7 +55,11 @@ def host() -> FakeHost:
 
 
 async def run(code: str, limits: Limits = FAST, on: FakeHost | None = None) -> dict:
-    return await CodeMode(limits=limits).call(on or host(), "run_code", {"code": code})
+    mode = CodeMode(limits=limits)
+    try:
+        return await mode.call(on or host(), "run_code", {"code": code})
+    finally:
+        await mode.aclose()  # its spare worker too
 
 
 def ok(result: dict):
@@ -262,5 +266,7 @@ async def test_sandbox_run_reports_calls_and_elapsed_time():
     async def double(x):
         return 2 * x
 
-    outcome = await sandbox.run("double(2) + double(3)", {"double": double}, FAST)
+    workers = sandbox.pool(FAST)
+    outcome = await sandbox.run("double(2) + double(3)", {"double": double}, FAST, workers)
+    await workers.aclose()
     assert outcome.ok and outcome.value == 10 and outcome.calls == 2 and 0 < outcome.elapsed < 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pydantic import ValidationError
 
@@ -100,3 +102,36 @@ def test_bad_groups_and_endpoints_are_errors(tools, message):
     with pytest.raises(ValidationError) as error:
         config(**tools)
     assert message in str(error.value)
+
+
+def test_code_mode_sandbox_pool_defaults_and_settings_reach_the_pool():
+    pool = build(config(mode="code")).workers
+    assert (pool.max_workers, pool.spares, pool.queue, pool.queue_wait, pool.idle_timeout) == (max(1, min(4, os.cpu_count() or 1)), 1, 32, 10.0, 60.0)
+    assert pool.request_timeout == 8.0 and pool.checkout["limits"]["max_memory"] == 64 * 1024 * 1024
+    code = {"max_workers": 3, "spares": 0, "queue": 5, "queue_wait": 1.5, "idle_timeout": 2, "timeout": 2}
+    tuned = build(config(mode="code", code=code)).workers
+    assert (tuned.max_workers, tuned.spares, tuned.queue, tuned.queue_wait, tuned.idle_timeout, tuned.request_timeout) == (3, 0, 5, 1.5, 2.0, 3.0)
+    assert tuned.live == 0  # nothing is spawned before a run needs it
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ({"max_workers": 2, "spares": 3}, "spares: is more than max_workers (2)"),
+        ({"max_workers": 0}, "max_workers"),
+        ({"queue": -1}, "queue"),
+        ({"idle_timeout": 0}, "idle_timeout"),
+    ],
+)
+def test_bad_sandbox_pool_settings_are_errors(code, message):
+    with pytest.raises(ValidationError) as error:
+        config(mode="code", code=code)
+    assert message in str(error.value)
+
+
+def test_hopline_check_shows_the_sandbox_pool():
+    from hopline.config.check_cli import explain
+
+    lines = explain(config(mode="code", code={"max_workers": 2, "queue": 5, "idle_timeout": 30}))
+    assert "  code sandbox: up to 2 workers, 1 spare, unused ones reaped after 30s; queue 5 runs, each waiting up to 10s; a run: 7s, 64 MiB, 100 tool calls" in lines
+    assert not any("code sandbox" in line for line in explain(config(mode="search")))

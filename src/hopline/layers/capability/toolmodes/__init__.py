@@ -7,16 +7,16 @@ apply unchanged. Standard mode is the absence of a mode. Each endpoint has a
 :class:`~hopline.layers.pipeline.ToolPlan`: a mode per backend (groups), one default.
 
 - ``search.py`` — ``get_tool`` + ``invoke_tool`` (agentgateway-compatible wire shape)
-- ``code.py`` — ``run_code`` over ``sandbox.py`` (Monty in a worker process)
+- ``code.py`` — ``run_code`` over ``sandbox.py`` (Monty in a worker process from a bounded pool)
 - ``index.py`` — the BM25 index, one per catalogue version, shared by sessions
 - ``embed.py`` — optional MiniLM embeddings for a hybrid ranking (NumPy only)
 - ``build.py`` — configuration → a :class:`~hopline.layers.pipeline.ToolPlan` per endpoint
 """
 
-from hopline.layers.capability.toolmodes.build import build, plans
+from hopline.layers.capability.toolmodes.build import aclose, build, plans
 from hopline.layers.capability.toolmodes.code import RUN_CODE, CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache, ToolIndex
 from hopline.layers.capability.toolmodes.sandbox import Limits, Outcome
 from hopline.layers.capability.toolmodes.search import GET_TOOL, INVOKE_TOOL, SearchMode
 
-__all__ = ["GET_TOOL", "INVOKE_TOOL", "RUN_CODE", "CodeMode", "IndexCache", "Limits", "Outcome", "SearchMode", "ToolIndex", "build", "plans"]
+__all__ = ["GET_TOOL", "INVOKE_TOOL", "RUN_CODE", "CodeMode", "IndexCache", "Limits", "Outcome", "SearchMode", "ToolIndex", "aclose", "build", "plans"]

@@ -1,6 +1,8 @@
 """Build the configured tool modes: one Search and one Code object per gateway (with one
-index cache), shared by every session, endpoint and group that uses them, and a
-:class:`ToolPlan` per endpoint. ``standard`` is no mode at all: the catalogue is listed."""
+index cache, and for Code one bounded sandbox worker pool), shared by every session,
+endpoint and group that uses them, and a :class:`ToolPlan` per endpoint. ``standard`` is
+no mode at all: the catalogue is listed. :func:`aclose` lets go of what the modes hold
+(the sandbox workers) when their pipeline is replaced or the gateway stops."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 from hopline.config.tools import EndpointTools, ToolsConfig
 from hopline.layers.capability.toolmodes.code import CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache
-from hopline.layers.capability.toolmodes.sandbox import Limits
+from hopline.layers.capability.toolmodes.sandbox import Limits, pool
 from hopline.layers.capability.toolmodes.search import SearchMode
 from hopline.layers.pipeline import ToolMode, ToolPlan
 
@@ -48,8 +50,20 @@ def _modes(tools: ToolsConfig, used: set[str], delimiter: str) -> dict[str, Tool
     if "code" in used:
         code = tools.code
         limits = Limits(timeout=code.timeout, memory=code.memory, output=code.output, max_calls=code.max_calls, max_code=code.max_code)
-        out["code"] = CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
+        workers = pool(limits, max_workers=code.max_workers, spares=code.spares, queue=code.queue, queue_wait=code.queue_wait, idle_timeout=code.idle_timeout)
+        out["code"] = CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache, workers=workers)
     return out
+
+
+async def aclose(*plans: ToolPlan, grace: float | None = None) -> None:
+    """Reap what the plans' modes hold (each mode once): their sandbox workers. Runs in
+    flight get ``grace`` seconds (``None``: up to their own time limit, as on a reload;
+    ``0`` at shutdown)."""
+    seen: dict[int, ToolMode] = {id(m): m for plan in plans for m in plan.modes.values()}
+    for mode in seen.values():
+        close = getattr(mode, "aclose", None)
+        if close is not None:
+            await close(grace)
 
 
 def _encoder(ranker: str, model_dir: str | None) -> Any:

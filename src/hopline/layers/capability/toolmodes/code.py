@@ -16,7 +16,10 @@ processes, wall-clock/memory/output limits) with four functions:
 Every ``call_tool`` is ``host.call_tool``: one ``tools/call`` through the whole
 pipeline (policy, resilience, audit) for this caller. The answer is
 ``{"result": <last expression>, "output": <printed>}`` as structured content and
-JSON text, or ``isError`` with the error, traceback and output.
+JSON text, or ``isError`` with the error, traceback and output. A run that finds
+every sandbox worker busy and the queue full, or waits past the queue's bound, gets
+``isError`` at once too (``RuntimeError: sandbox busy: …; try again shortly``), like
+every other failure of a run.
 """
 
 from __future__ import annotations
@@ -116,15 +119,30 @@ class _Api:
 
 
 class CodeMode:
-    """``tools/list`` → ``run_code``; one instance serves every session."""
+    """``tools/list`` → ``run_code``; one instance serves every session, and its
+    ``workers`` (the gateway's sandbox pool, checked out for ``limits``; by default a
+    pool with default bounds) serve every run. :meth:`aclose` reaps them."""
 
     name = "code"
 
-    def __init__(self, *, limits: sandbox.Limits = sandbox.Limits(), top_k: int = 5, max_top_k: int = 20, cache: IndexCache | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        limits: sandbox.Limits = sandbox.Limits(),
+        top_k: int = 5,
+        max_top_k: int = 20,
+        cache: IndexCache | None = None,
+        workers: sandbox.Workers | None = None,
+    ) -> None:
         self.limits = limits
         self.top_k = top_k
         self.max_top_k = max(max_top_k, top_k)
         self.cache = cache or IndexCache()
+        self.workers = workers if workers is not None else sandbox.pool(limits)
+
+    async def aclose(self, grace: float | None = None) -> None:
+        """Reap the sandbox workers; runs in flight get ``grace`` seconds, then are killed."""
+        await self.workers.aclose(grace)
 
     def __repr__(self) -> str:
         return f"<CodeMode {self.limits}>"
@@ -140,7 +158,7 @@ class CodeMode:
         if not isinstance(code, str):
             return {"content": [{"type": "text", "text": "run_code: 'code' must be a string"}], "isError": True}
         api = _Api(host, self.cache, self.top_k, self.max_top_k)
-        outcome = await sandbox.run(code, api.functions(), self.limits)
+        outcome = await sandbox.run(code, api.functions(), self.limits, self.workers)
         if outcome.ok:
             return structured(outcome.as_json())
         text = outcome.error or "error"

@@ -1,24 +1,30 @@
 """The sandbox Code mode runs model-written code in: Monty, in a worker process.
 
 In: a Python snippet, the host functions it may call (by name, each an ``async``
-callable), and :class:`Limits`. Out: an :class:`Outcome` — the value of the snippet's
-last expression (JSON-able), what it printed, or the error that stopped it.
+callable), :class:`Limits`, and the :class:`Workers` to run it in. Out: an
+:class:`Outcome` — the value of the snippet's last expression (JSON-able), what it
+printed, or the error that stopped it.
 
 Why this is a sandbox and not ``exec``:
 
 - The code is never run by CPython. ``pydantic-monty`` is a Python interpreter written
-  in Rust, and this module drives it in a separate ``monty`` worker process (a fresh
-  one per run: nothing of one caller's run survives into another's).
+  in Rust, and it runs in a separate ``monty`` worker process, a fresh one per run:
+  nothing of one caller's run survives into another's. The processes belong to a
+  bounded pool (:class:`hopline.transports.sandbox_pool.SandboxPool`, built by the
+  composition root: this module spawns nothing) that keeps a spare started, so a
+  run rarely waits for a process start.
 - The interpreter has no file system, network, subprocess or environment of its own:
   ``socket``/``subprocess`` do not exist, and every file or OS call (``open``,
   ``os.listdir``, ``pathlib``…) suspends the worker and asks this host, which
   refuses all of them. No directory is mounted.
 - The only way out is a call to one of ``functions``: each is awaited here, in the
   gateway, and for Code mode each is one trip through the normal pipeline.
-- Limits: wall-clock ``timeout`` over the whole run (host calls included) enforced
-  here, execution time and heap (``max_memory``) enforced inside the worker, a
-  parent-side watchdog that kills a worker which stops answering, a cap on printed
-  output and on the size of the result, a cap on host calls, and on code size.
+- Limits: wall-clock ``timeout`` over the whole run (host calls included; the wait for
+  a worker is the pool's ``queue_wait``, not part of it) enforced here, execution time
+  and heap (``max_memory``) enforced inside the worker, a parent-side watchdog that
+  kills a worker which stops answering, a cap on printed output and on the size of
+  the result, a cap on host calls, and on code size. The worker is reaped when the
+  run ends, whatever ended it.
 
 Host functions answer synchronously in the sandbox (``x = call_tool(...)``);
 ``await call_tool(...)`` works as well. A host function signals an exception to the
@@ -32,10 +38,13 @@ import base64
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
+
+from hopline.transports.sandbox_pool import PoolError
 
 HostFunction = Callable[..., Awaitable[Any]]
 MiB = 1024 * 1024
@@ -66,6 +75,42 @@ class Outcome:
         return data
 
 
+class Workers(Protocol):
+    """Where runs get a worker: :class:`~hopline.transports.sandbox_pool.SandboxPool`."""
+
+    closed: bool  # after aclose: no run gets a worker any more
+
+    def session(self) -> AbstractAsyncContextManager[Any]:
+        """A Monty session checked out with :func:`checkout_options`, in a worker of its own
+        for one run; raises :class:`PoolError` when none can be had within the bounds."""
+
+    async def aclose(self, grace: float | None = None) -> None:
+        """Reap every worker; runs in flight get ``grace`` seconds (``None``: the pool's default)."""
+
+
+def checkout_options(limits: Limits) -> dict[str, Any]:
+    """How a worker's session is checked out for runs under ``limits``."""
+    return {
+        "script_name": "run_code.py",
+        "limits": {
+            "max_feed_duration_secs": limits.timeout,
+            "max_memory": limits.memory,
+            "max_suspensions": max(1000, 2 * limits.max_calls + 100),
+            "max_total_sleep_secs": limits.timeout,
+        },
+        "os_policy": {"sleep": "system", "sleep_system_max": limits.timeout},
+    }
+
+
+def pool(limits: Limits, **bounds: Any) -> Workers:
+    """A worker pool for runs under ``limits``; ``bounds`` are :class:`SandboxPool`'s
+    (``max_workers``, ``spares``, ``queue``, ``queue_wait``, ``idle_timeout``). It spawns
+    nothing until a run needs a worker."""
+    from hopline.transports.sandbox_pool import SandboxPool
+
+    return SandboxPool(request_timeout=limits.timeout + 1.0, checkout=checkout_options(limits), **bounds)
+
+
 class SandboxError(Exception):
     """Raised by a host function: becomes ``exc_type(message)`` inside the sandbox."""
 
@@ -87,8 +132,10 @@ def to_json(value: Any) -> bytes:
     return orjson.dumps(value, default=_jsonable, option=orjson.OPT_NON_STR_KEYS)
 
 
-async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits = Limits()) -> Outcome:
-    """Run ``code`` in a fresh Monty worker; never raises for anything the code does."""
+async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits, workers: Workers) -> Outcome:
+    """Run ``code`` in a fresh Monty worker from ``workers`` (checked out with
+    :func:`checkout_options` of the same ``limits``); never raises for anything the code
+    does, nor when no worker is free (that is an error :class:`Outcome` at once)."""
     started = time.monotonic()
     if len(code.encode()) > limits.max_code:
         return Outcome(False, error=f"ValueError: code is {len(code.encode())} bytes; the limit is {limits.max_code}")
@@ -97,12 +144,16 @@ async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits =
     printed = monty.CollectString(max_bytes=limits.output)
     state = _Run(functions, limits)
     try:
-        async with asyncio.timeout(limits.timeout):
-            value = await state.drive(monty, code, printed)
+        async with workers.session() as session:
+            async with asyncio.timeout(limits.timeout):
+                value = await state.drive(monty, session, code, printed)
+    except PoolError as exc:
+        what = "sandbox busy" if exc.busy else "sandbox unavailable"
+        return state.outcome(False, printed, started, error=f"RuntimeError: {what}: {exc}" + ("; try again shortly" if exc.busy else ""))
     except TimeoutError:
         return state.outcome(False, printed, started, error=f"TimeoutError: run_code exceeded its {limits.timeout:g} s wall-clock limit")
     except monty.MontyCrashedError as exc:
-        reason = "stopped by the watchdog" if exc.timed_out else f"crashed: {exc}"
+        reason = "stopped by the watchdog" if exc.timed_out else "stopped: the sandbox is shutting down" if workers.closed else f"crashed: {exc}"
         return state.outcome(False, printed, started, error=f"RuntimeError: sandbox worker {reason}")
     except (monty.MontyRuntimeError, monty.MontySyntaxError) as exc:
         return state.outcome(False, printed, started, error=exc.display("traceback").strip())
@@ -122,35 +173,26 @@ class _Run:
         self.limits = limits
         self.calls = 0
 
-    async def drive(self, monty: Any, code: str, printed: Any) -> Any:
-        limits = self.limits
-        pool = monty.AsyncMonty(min_processes=1, max_processes=1, request_timeout=limits.timeout + 1.0, max_checkouts_per_worker=1)
-        resource_limits = {
-            "max_feed_duration_secs": limits.timeout,
-            "max_memory": limits.memory,
-            "max_suspensions": max(1000, 2 * limits.max_calls + 100),
-            "max_total_sleep_secs": limits.timeout,
-        }
-        os_policy = {"sleep": "system", "sleep_system_max": limits.timeout}
-        async with pool, pool.checkout(script_name="run_code.py", limits=resource_limits, os_policy=os_policy) as session:
-            snapshot = await session.feed_start(code, print_callback=printed)
-            settled: dict[int, dict[str, Any]] = {}
-            while not isinstance(snapshot, monty.MontyComplete):
-                if isinstance(snapshot, monty.AsyncFunctionSnapshot):
-                    if snapshot.is_os_function:
-                        snapshot = await snapshot.resume_not_handled()  # no file system, no environment
-                        continue
-                    result = await self.host_call(str(snapshot.function_name), snapshot.args, snapshot.kwargs)
-                    if snapshot.allow_eager_await:  # `await f(...)`: hand over a future, settle it at once
-                        settled[snapshot.call_id] = result
-                        snapshot = await snapshot.resume({"future": ...})
-                    else:
-                        snapshot = await snapshot.resume(result)
-                elif isinstance(snapshot, monty.AsyncFutureSnapshot):
-                    snapshot = await snapshot.resume({i: settled.pop(i, {"exc_type": "RuntimeError", "message": "unknown call"}) for i in snapshot.pending_call_ids})
-                else:  # a name the code never defined
-                    snapshot = await snapshot.resume()
-            return snapshot.output
+    async def drive(self, monty: Any, session: Any, code: str, printed: Any) -> Any:
+        snapshot = await session.feed_start(code, print_callback=printed)
+        settled: dict[int, dict[str, Any]] = {}
+        while not isinstance(snapshot, monty.MontyComplete):
+            if isinstance(snapshot, monty.AsyncFunctionSnapshot):
+                if snapshot.is_os_function:
+                    snapshot = await snapshot.resume_not_handled()  # no file system, no environment
+                    continue
+                result = await self.host_call(str(snapshot.function_name), snapshot.args, snapshot.kwargs)
+                if snapshot.allow_eager_await:  # `await f(...)`: hand over a future, settle it at once
+                    settled[snapshot.call_id] = result
+                    snapshot = await snapshot.resume({"future": ...})
+                else:
+                    snapshot = await snapshot.resume(result)
+            elif isinstance(snapshot, monty.AsyncFutureSnapshot):
+                unknown = {"exc_type": "RuntimeError", "message": "unknown call"}
+                snapshot = await snapshot.resume({i: settled.pop(i, unknown) for i in snapshot.pending_call_ids})
+            else:  # a name the code never defined
+                snapshot = await snapshot.resume()
+        return snapshot.output
 
     async def host_call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         function = self.functions.get(name)
