@@ -21,7 +21,7 @@ import logging
 import sys
 from typing import Any, Awaitable, Callable, Coroutine
 
-from hopline.transports.front_door import DoorCounters, DoorLimits, FrontDoor
+from hopline.transports.door_limits import DoorCounters, DoorLimits
 
 log = logging.getLogger("hopline.runtime")
 FD_RESERVE = 256  # descriptors kept for backends, children, logs and the admin listener
@@ -47,6 +47,8 @@ async def serve_http(
     counters: DoorCounters | None = None,
 ) -> None:
     import uvicorn
+
+    from hopline.transports.front_door import FrontDoor
 
     door = FrontDoor(_fit_fd_limit(limits or DoorLimits()), counters)
     config = uvicorn.Config(
@@ -81,6 +83,8 @@ async def serve_admin(
     """A second, quiet HTTP server in this loop (the admin listener) until ``stop`` is
     set. It installs no signal handlers: the main server owns SIGINT/SIGTERM."""
     import uvicorn
+
+    from hopline.transports.front_door import FrontDoor
 
     door = FrontDoor(limits or DoorLimits(), counters)
     config = uvicorn.Config(app, host=host, port=port, http=door.protocol(), ws="none", timeout_keep_alive=door.limits.idle_timeout, loop="none",

@@ -43,11 +43,14 @@ between requests), hence this module.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from hopline.transports.door_limits import DoorCounters, DoorLimits
+
+__all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
 
 log = logging.getLogger("hopline.front_door")
 
@@ -56,34 +59,6 @@ LINGER_BYTES = 1024 * 1024  # ... or this much of it, whichever comes first
 RETRY_AFTER = b"2"  # seconds, in the 503 over a connection cap
 
 IDLE, HEAD, BODY, BUSY, CLOSING = range(5)
-
-
-@dataclass(frozen=True)
-class DoorLimits:
-    """The bounds of one listener (see the module docstring); the defaults suit a production gateway."""
-
-    max_connections: int = 4096
-    max_connections_per_source: int = 256
-    idle_timeout: float = 15.0
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-    max_header_bytes: int = 64 * 1024
-    max_headers: int = 100
-    max_url_bytes: int = 8 * 1024
-
-
-class DoorCounters:
-    """What the front door did, per reason (cheap attributes; ``open`` is the current count)."""
-
-    __slots__ = ("open", "accepted", "over_total", "over_source", "idle_reaped", "header_timeout", "body_timeout",
-                 "header_too_large", "too_many_headers", "url_too_long")
-
-    def __init__(self) -> None:
-        for name in self.__slots__:
-            setattr(self, name, 0)
-
-    def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__slots__}
 
 
 class FrontDoor:
