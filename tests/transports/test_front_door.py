@@ -215,3 +215,37 @@ async def test_an_sse_stream_outlives_every_deadline(server):
         events += chunk.count(b"data: ")
     assert counters.header_timeout == counters.body_timeout == 0 and counters.idle_reaped == 1
     writer.close()
+
+
+# -- the configuration reaches every listener of `hopline serve` -----------------------------------
+def write_config(tmp_path, config: dict) -> str:
+    import yaml
+
+    path = tmp_path / "door.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+async def silent_socket_is_reaped(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    reader, _ = await asyncio.wait_for(asyncio.open_connection(parts.hostname, parts.port), BOUND)
+    return await until_eof(reader) == b""
+
+
+async def test_listen_limits_reach_the_gateway_and_admin_listeners(tmp_path, hopline_serve):
+    limits = {"idle_timeout": 0.3, "max_headers": 5}
+    gw = hopline_serve(write_config(tmp_path, {"listen": {"limits": limits}, "backends": {"demo": {"command": "python", "args": ["-m", "hopline.demo"]}}}),
+                       "--admin-port", "0")
+    admin = gw.wait_line(r"admin endpoint at (http://\S+)/metrics").group(1)
+    assert await silent_socket_is_reaped(gw.url) and await silent_socket_is_reaped(admin)
+    reader, writer = await connect(int(gw.base.rsplit(":", 1)[1]))
+    writer.write(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n" + b"".join(b"x-%d: 1\r\n" % i for i in range(10)) + b"\r\n")
+    assert (await until_eof(reader)).startswith(b"HTTP/1.1 431 ")
+
+
+async def test_listen_limits_reach_the_transparent_listener(tmp_path, hopline_serve):
+    config = {"mode": "transparent", "listen": {"limits": {"idle_timeout": 0.3}}, "transparent": {"destinations": {"example.test": "http://127.0.0.1:9"}}}
+    proc = hopline_serve(write_config(tmp_path, config))
+    assert await silent_socket_is_reaped(proc.url)
