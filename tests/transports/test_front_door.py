@@ -249,3 +249,14 @@ async def test_listen_limits_reach_the_transparent_listener(tmp_path, hopline_se
     config = {"mode": "transparent", "listen": {"limits": {"idle_timeout": 0.3}}, "transparent": {"destinations": {"example.test": "http://127.0.0.1:9"}}}
     proc = hopline_serve(write_config(tmp_path, config))
     assert await silent_socket_is_reaped(proc.url)
+
+
+async def test_pipelined_requests_whose_heads_together_exceed_the_limit_are_each_served(server):
+    port, counters = await server()  # max_header_bytes 8 KiB; each head below is about 5 KiB
+    reader, writer = await connect(port)
+    one = b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\nx-pad: " + b"p" * 5000 + b"\r\n\r\n"
+    writer.write(one * 3)
+    for _ in range(3):
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND)
+        assert head.startswith(b"HTTP/1.1 200 ") and await asyncio.wait_for(reader.readexactly(2), BOUND) == b"ok"
+    assert counters.header_too_large == 0

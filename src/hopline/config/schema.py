@@ -162,9 +162,11 @@ class ListenLimits(_Section):
     clients (transports/front_door.py). Only reading a request is timed: responses such as SSE
     streams may last as long as they like."""
 
-    max_connections: int = Field(4096, ge=1, description="Open connections at once; more get 503 with Retry-After at once (lowered to the open-file limit if it is lower).")
-    max_connections_per_source: int = Field(256, ge=1, description="Open connections at once from one client address (503 above); behind a proxy or NAT all clients may share one.")
-    idle_timeout: float = Field(15.0, gt=0, description="Seconds a connection may stay open without beginning a request (new or keep-alive); then it is closed.")
+    max_connections: int = Field(4096, ge=1, description="Open connections at once; more get 503 with Retry-After at once "
+                                 "(lowered to what the open-file limit allows).")
+    max_connections_per_source: int = Field(256, ge=1, description="Open connections at once from one client address (503 above); "
+                                            "behind a proxy or NAT all clients may share one.")
+    idle_timeout: float = Field(15.0, gt=0, description="Seconds a connection may stay open without beginning a request (new or keep-alive).")
     header_timeout: float = Field(10.0, gt=0, description="Seconds from a request's first byte until its request line and headers are complete (408 after).")
     body_timeout: float = Field(30.0, gt=0, description="Seconds from the end of the headers until the whole body has arrived (408 after).")
     max_header_bytes: int = Field(64 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 above).")

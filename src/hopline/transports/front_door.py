@@ -22,10 +22,12 @@ bounds (:class:`DoorLimits`, all configuration):
   one read (≤ 256 KiB) more before it is counted.
 
 Only *reading the request* is deadlined: once a request is read, its response may last as
-long as it likes (SSE streams, GET listen streams). A refusal is written only when no other
-response is in progress on the connection, then the write side is shut and what the client
-still sends is discarded for at most :data:`LINGER` seconds / :data:`LINGER_BYTES` bytes (so
-the client can read the answer instead of a reset), then the socket is closed.
+long as it likes (SSE streams, GET listen streams). A 408/414/431 is written only when no
+other response is in progress on the connection, then the write side is shut and what the
+client still sends is discarded for at most :data:`LINGER` seconds / :data:`LINGER_BYTES`
+bytes (so the client can read the answer instead of a reset), then the socket is closed; the
+connection keeps its place under the caps meanwhile. A connection over a cap holds no place,
+so it gets its 503 and is closed at once.
 
 Cost: one ``loop.call_later`` timer per connection, moved lazily (a later deadline just
 updates a number; the timer re-arms itself when it fires early), plus a few integer updates
@@ -42,7 +44,6 @@ between requests), hence this module.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import httptools
@@ -52,7 +53,6 @@ from hopline.transports.door_limits import DoorCounters, DoorLimits
 
 __all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
 
-log = logging.getLogger("hopline.front_door")
 
 LINGER = 1.0  # seconds a refused connection drains the client's input before it is closed
 LINGER_BYTES = 1024 * 1024  # ... or this much of it, whichever comes first
@@ -136,8 +136,10 @@ class FrontDoorProtocol(HttpToolsProtocol):
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
         source = self.client[0] if self.client else ""
-        if self.door.admit(source) is not None:
-            self._refuse(BUSY_503)
+        if self.door.admit(source) is not None:  # not counted, so it must not linger: answer and close at once
+            self._phase = CLOSING
+            transport.write(BUSY_503)
+            transport.close()
             return
         self._source = source
         self._arm(self._limits.idle_timeout)
