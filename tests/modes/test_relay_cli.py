@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from hopline.cli import build_parser
-from tests.conftest import PY, start
+from tests.conftest import PY, ROOT
 from tests.peers import start_sdk_http, stop
 
 SECRET = "S3CRET-d00r"
@@ -79,11 +79,10 @@ async def test_a_dead_upstream_leaks_no_secret(hopline_relay, path):
 
 def test_relay_stdio_to_a_dead_upstream_logs_no_secret():
     url = f"http://user:{SECRET}@127.0.0.1:{dead_port()}/mcp?token={SECRET}"
-    proc = start([PY, "-m", "hopline", "relay", "--stdio", url, "-H", f"Authorization: Bearer {SECRET}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    out, _ = proc.popen.communicate(orjson.dumps(INIT) + b"\n", timeout=BOUND)
-    proc.popen.wait(BOUND)
-    assert b"-31001" in out and SECRET.encode() not in out
-    assert proc.stderr and not any(SECRET in line for line in proc.stderr)
+    argv = [PY, "-m", "hopline", "relay", "--stdio", url, "-H", f"Authorization: Bearer {SECRET}"]
+    done = subprocess.run(argv, input=orjson.dumps(INIT) + b"\n", capture_output=True, timeout=BOUND, cwd=ROOT)
+    assert b"-31001" in done.stdout and SECRET.encode() not in done.stdout
+    assert b"backend unreachable" in done.stderr and SECRET.encode() not in done.stderr
 
 
 async def until_eof(reader: asyncio.StreamReader) -> bytes:
