@@ -255,3 +255,14 @@ async def test_pipelined_requests_whose_heads_together_exceed_the_limit_are_each
         head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND)
         assert head.startswith(b"HTTP/1.1 200 ") and await asyncio.wait_for(reader.readexactly(2), BOUND) == b"ok"
     assert counters.header_too_large == 0
+
+
+def test_max_connections_is_lowered_to_what_the_open_file_limit_allows():
+    import subprocess
+    import sys
+
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))\n"
+            "from hopline.runtime import _fit_fd_limit; from hopline.transports.door_limits import DoorLimits\n"
+            "print(_fit_fd_limit(DoorLimits()).max_connections, _fit_fd_limit(DoorLimits(max_connections=500)).max_connections)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=BOUND)
+    assert done.stdout.split() == ["768", "500"] and "does not fit the open-file limit 1024" in done.stderr
