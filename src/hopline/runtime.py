@@ -4,14 +4,27 @@
 announces the bound address on stderr once listening (so ``--port 0`` is usable
 by scripts and tests), then awaits ``on_shutdown`` so every session and backend
 child is closed and reaped before the process exits.
+
+Both listeners serve through the front door (transports/front_door.py): connection caps,
+request-read deadlines and head-size limits given as :class:`DoorLimits`. The process's
+open-file limit is raised toward its hard limit so ``max_connections`` fit; where they
+cannot, the cap is lowered to what fits (with a warning) so the excess is refused with a
+503 instead of failing at accept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import sys
 from typing import Any, Awaitable, Callable, Coroutine
+
+from hopline.transports.door_limits import DoorCounters, DoorLimits
+
+log = logging.getLogger("hopline.runtime")
+FD_RESERVE = 256  # descriptors kept for backends, children, logs and the admin listener
 
 
 def run(main: Coroutine[Any, Any, int]) -> int:
@@ -30,14 +43,21 @@ async def serve_http(
     on_ready: Callable[[str, int], None],
     on_shutdown: Callable[[], Awaitable[None]],
     graceful: float = 5.0,
+    limits: DoorLimits | None = None,
+    counters: DoorCounters | None = None,
 ) -> None:
     import uvicorn
 
+    from hopline.transports.front_door import FrontDoor
+
+    door = FrontDoor(_fit_fd_limit(limits or DoorLimits()), counters)
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
-        http="httptools",
+        http=door.protocol(),
+        ws="none",
+        timeout_keep_alive=door.limits.idle_timeout,  # the front door's idle timer replaces uvicorn's
         loop="none",
         lifespan="off",
         access_log=False,
@@ -46,7 +66,6 @@ async def serve_http(
         proxy_headers=False,  # hopline reads no X-Forwarded-*; skip the middleware on the hot path
         server_header=False,
         date_header=False,
-        h11_max_incomplete_event_size=64 * 1024,
     )
     server = uvicorn.Server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))
@@ -57,12 +76,19 @@ async def serve_http(
         await on_shutdown()
 
 
-async def serve_admin(app: Any, *, host: str, port: int, on_ready: Callable[[str, int], None], stop: asyncio.Event) -> None:
+async def serve_admin(
+    app: Any, *, host: str, port: int, on_ready: Callable[[str, int], None], stop: asyncio.Event,
+    limits: DoorLimits | None = None, counters: DoorCounters | None = None,
+) -> None:  # fmt: skip
     """A second, quiet HTTP server in this loop (the admin listener) until ``stop`` is
     set. It installs no signal handlers: the main server owns SIGINT/SIGTERM."""
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, http="httptools", loop="none", lifespan="off", access_log=False, log_level="warning", server_header=False, date_header=False)
+    from hopline.transports.front_door import FrontDoor
+
+    door = FrontDoor(limits or DoorLimits(), counters)
+    config = uvicorn.Config(app, host=host, port=port, http=door.protocol(), ws="none", timeout_keep_alive=door.limits.idle_timeout, loop="none",
+                            lifespan="off", access_log=False, log_level="warning", server_header=False, date_header=False)
     server = uvicorn.Server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))
     serving = asyncio.create_task(server._serve())  # _serve: serve() minus the signal capture
@@ -73,6 +99,28 @@ async def serve_admin(app: Any, *, host: str, port: int, on_ready: Callable[[str
         watcher.cancel()
         with contextlib.suppress(Exception):
             await serving
+
+
+def _fit_fd_limit(limits: DoorLimits) -> DoorLimits:
+    """Raise the soft open-file limit so ``max_connections`` (plus a reserve) fit, or lower the cap to what fits."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return limits
+    want = limits.max_connections + FD_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+            soft = new
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < want:
+        fit = max(1, soft - FD_RESERVE)
+        log.warning("max_connections %d does not fit the open-file limit %d; serving at most %d connections", limits.max_connections, soft, fit)
+        return dataclasses.replace(limits, max_connections=fit, max_connections_per_source=min(limits.max_connections_per_source, fit))
+    return limits
 
 
 async def _announce(server: Any, on_ready: Callable[[str, int], None]) -> None:

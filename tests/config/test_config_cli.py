@@ -133,3 +133,14 @@ def test_check_unreadable_or_unparseable_exits_1(tmp_path, content):
 def test_check_without_a_file_is_a_usage_error():
     proc = hopline("check")
     assert proc.returncode == 2 and "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_check_shows_the_front_door_limits(tmp_path):
+    out = hopline("check", "examples/gateway.yaml").stdout.splitlines()
+    assert "limits: 4096 connections (256 per source); idle 15s, header 10s, body 30s; head at most 65536 bytes, 100 fields, target 8192 bytes" in out
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("listen:\n  limits: {max_connections: 50, max_connections_per_source: 5, header_timeout: 2.5}\nbackends:\n  a: {command: x}\n")
+    assert "limits: 50 connections (5 per source); idle 15s, header 2.5s, body 30s" in hopline("check", str(cfg)).stdout
+    cfg.write_text("listen:\n  limits: {max_header_bytes: 10, header_timout: 1}\nbackends:\n  a: {command: x}\n")
+    proc = hopline("check", str(cfg))
+    assert proc.returncode == 1 and "max_header_bytes" in proc.stderr and "header_timout" in proc.stderr

@@ -188,6 +188,23 @@ async def test_the_admin_app_answers_only_what_it_serves_to_loopback_hosts(path,
     assert (await scrape(obs, path, host)).status_code == status
 
 
+@pytest.mark.parametrize("origin,status", [("http://evil.example", 403), ("null", 403), ("http://127.evil.example", 403), ("http://localhost:3000", 200),
+                                           ("http://[::1]:8", 200), (None, 200)])
+async def test_the_admin_app_refuses_a_foreign_origin(origin, status):
+    obs = build(config(metrics={"port": 0}), registry=CollectorRegistry())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=obs.admin_app), base_url="http://127.0.0.1:9") as http:
+        r = await http.get("/metrics", headers={} if origin is None else {"origin": origin})
+    assert r.status_code == status
+
+
+async def test_the_admin_app_refuses_duplicated_origins_and_a_host_that_only_starts_with_127():
+    obs = build(config(metrics={"port": 0}), registry=CollectorRegistry())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=obs.admin_app), base_url="http://127.0.0.1:9") as http:
+        twice = await http.get("/metrics", headers=[("origin", "http://localhost"), ("origin", "http://localhost")])
+        rebound = await http.get("/metrics", headers={"host": "127.evil.example"})
+    assert twice.status_code == 403 and rebound.status_code == 403
+
+
 async def test_readiness_follows_the_gateway_while_liveness_stays_up():
     obs = build(config(metrics={"port": 0}), registry=CollectorRegistry())
     assert (await scrape(obs, "/readyz")).status_code == 200

@@ -79,6 +79,7 @@ def explain(config: GatewayConfig) -> list[str]:
     lines = [
         f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
         f"listen: http://{host}:{listen.port}{'' if config.mode == 'transparent' else listen.path}",
+        _limits(config),
     ]
     if config.mode == "transparent" and config.transparent is not None:
         t = config.transparent
@@ -121,6 +122,14 @@ def _transparent_headers(t: TransparentConfig) -> list[str]:
                   "read_body": f"read from the body's JSON-RPC envelope (at most {t.max_method_body} bytes)"}[t.unknown_method]
         lines.append(f"  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is {stance} (unknown_method: {t.unknown_method})")
     return lines
+
+
+def _limits(config: GatewayConfig) -> str:
+    """The front door's bounds (every HTTP listener), as they will apply."""
+    lim = config.listen.limits
+    return (f"limits: {lim.max_connections} connections ({lim.max_connections_per_source} per source); idle {lim.idle_timeout:g}s, "
+            f"header {lim.header_timeout:g}s, body {lim.body_timeout:g}s; head at most {lim.max_header_bytes} bytes, {lim.max_headers} fields, "
+            f"target {lim.max_url_bytes} bytes")
 
 
 def _tool_modes(config: GatewayConfig, base: str) -> list[str]:

@@ -170,6 +170,23 @@ class RoutingConfig(_Section):
         return self
 
 
+class ListenLimits(_Section):
+    """Bounds of every HTTP listener (MCP, admin, transparent) against slow, idle and oversized
+    clients (transports/front_door.py). Only reading a request is timed: responses such as SSE
+    streams may last as long as they like."""
+
+    max_connections: int = Field(4096, ge=1, description="Open connections at once; more get 503 with Retry-After at once "
+                                 "(lowered to what the open-file limit allows).")
+    max_connections_per_source: int = Field(256, ge=1, description="Open connections at once from one client address (503 above); "
+                                            "behind a proxy or NAT all clients may share one.")
+    idle_timeout: float = Field(15.0, gt=0, description="Seconds a connection may stay open without beginning a request (new or keep-alive).")
+    header_timeout: float = Field(10.0, gt=0, description="Seconds from a request's first byte until its request line and headers are complete (408 after).")
+    body_timeout: float = Field(30.0, gt=0, description="Seconds from the end of the headers until the whole body has arrived (408 after).")
+    max_header_bytes: int = Field(64 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 above).")
+    max_headers: int = Field(100, ge=1, description="Most header fields in one request (431 above).")
+    max_url_bytes: int = Field(8 * 1024, ge=256, description="Longest request target (path and query) in bytes (414 above).")
+
+
 class ListenConfig(_Section):
     """Where the gateway listens for clients (Streamable HTTP)."""
 
@@ -183,6 +200,7 @@ class ListenConfig(_Section):
     request_timeout: float = Field(300.0, gt=0)
     session_ttl: float = Field(1800.0, gt=0, description="Idle seconds before a client session expires.")
     max_sessions: int = Field(1000, ge=1)
+    limits: ListenLimits = Field(default_factory=ListenLimits, description="Connection caps, request-read deadlines and head-size limits (all listeners).")
 
 
 def _backend_id(backend_id: str, info: ValidationInfo) -> str:

@@ -21,6 +21,7 @@ from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.base import Channel
+from hopline.transports.door_limits import DoorLimits
 from hopline.transports.http_session import SessionTable
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
@@ -71,7 +72,8 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     def ready(host: str, port: int) -> None:
         runtime.announce(f"hopline serve: admin endpoint at http://{host}:{port}{path} (Prometheus)")
 
-    return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop))
+    limits = DoorLimits(**gateway.config.listen.limits.model_dump())  # the same front-door bounds as the MCP listener
+    return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
 
 
 def _check_specs(config: GatewayConfig, source: str) -> None:
@@ -147,7 +149,8 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             if auth is not None:
                 await auth.aclose()
 
-        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown)
+        limits = DoorLimits(**listen.limits.model_dump())
+        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown, limits=limits)
         return 0
 
     return runtime.run(main())

@@ -1,14 +1,26 @@
-"""``hopline relay``: arguments → a Relay composition → serve until a signal."""
+"""``hopline relay``: arguments → a Relay composition → serve until a signal.
+
+The target is a URL (options may come before or after it), or a command after ``--``
+(everything after ``--`` is the command's, options included), or nothing (the demo
+server). Header values given with ``-H`` and a URL's userinfo and query are secrets:
+they are never printed (the startup line names headers only, errors name the URL as
+``scheme://host:port/path``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+
+from hopline.transports.door_limits import DoorLimits
 
 DESCRIPTION_EPILOG = """\
 targets:
-  -- CMD ARGS...        a stdio MCP server to spawn (one child per client session unless --shared)
-  URL                   a remote Streamable HTTP server (…/mcp) or legacy SSE server (…/sse)
+  -- CMD ARGS...        a stdio MCP server to spawn (one child per client session unless --shared);
+                        everything after -- belongs to the command
+  URL                   a remote Streamable HTTP server (…/mcp) or legacy SSE server (…/sse);
+                        options may come before or after it
   (nothing)             the built-in demo server (`hopline demo-server`)
 
 examples:
@@ -43,7 +55,42 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN", help="extra allowed Origin (loopback origins are always allowed)")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="extra allowed Host header value (DNS-rebinding protection)")
     p.add_argument("--no-host-check", action="store_true", help="disable the Host check that is on by default when bound to loopback")
-    p.add_argument("target", nargs=argparse.REMAINDER, help="-- CMD ARGS..., or URL")
+    door = p.add_argument_group("front door (bounds of the HTTP listener)")
+    d = DoorLimits()
+    door.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N", help=f"open connections at once; more get 503 (default: {d.max_connections})")
+    door.add_argument("--max-connections-per-source", type=int, default=d.max_connections_per_source, metavar="N",
+                      help=f"open connections at once from one client address (default: {d.max_connections_per_source})")
+    door.add_argument("--idle-timeout", type=float, default=d.idle_timeout, metavar="SECONDS",
+                      help=f"close a connection that begins no request for this long, new or keep-alive (default: {d.idle_timeout:g})")
+    door.add_argument("--header-timeout", type=float, default=d.header_timeout, metavar="SECONDS",
+                      help=f"a request's line and headers must arrive within this (408 after; default: {d.header_timeout:g})")
+    door.add_argument("--body-timeout", type=float, default=d.body_timeout, metavar="SECONDS",
+                      help=f"a request's body must arrive within this after its headers (408 after; default: {d.body_timeout:g})")
+    door.add_argument("--max-header-bytes", type=int, default=d.max_header_bytes, metavar="BYTES",
+                      help=f"largest request head, request line and headers (431 above; default: {d.max_header_bytes})")
+    door.add_argument("--max-headers", type=int, default=d.max_headers, metavar="N", help=f"most header fields in a request (431 above; default: {d.max_headers})")
+    door.add_argument("--max-url-bytes", type=int, default=d.max_url_bytes, metavar="BYTES", help=f"longest request target (414 above; default: {d.max_url_bytes})")
+    p.add_argument("target", nargs="*", metavar="URL | -- CMD ARGS", help="a remote server's URL, or -- and the command of a stdio server")
+
+
+def door_limits(args: argparse.Namespace) -> DoorLimits:
+    """The front door's bounds from the flags (each must be positive)."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(DoorLimits)}
+    bad = [name for name, v in values.items() if v <= 0]
+    if bad:
+        raise SystemExit(f"hopline relay: --{bad[0].replace('_', '-')} must be positive")
+    return DoorLimits(**values)
+
+
+def describe(spec: object) -> str:
+    """The target as the startup line shows it: a command, or the URL without userinfo or query plus header names."""
+    from hopline.modes.relay import StdioTarget
+    from hopline.transports.http_util import public_url
+
+    if isinstance(spec, StdioTarget):
+        return repr(" ".join(spec.argv))
+    names = f" with header{'s' if len(spec.headers) != 1 else ''} {', '.join(spec.headers)}" if spec.headers else ""  # type: ignore[attr-defined]
+    return repr(public_url(spec.url)) + names  # type: ignore[attr-defined]
 
 
 def _parse_headers(values: list[str]) -> dict[str, str]:
@@ -73,13 +120,18 @@ def _parse_env(values: list[str]) -> dict[str, str] | None:
 def run(args: argparse.Namespace) -> int:
     from hopline.modes import relay_serve
     from hopline.modes.relay import RemoteTarget, StdioTarget
+    from hopline.transports.http_util import public_url
 
     target = list(args.target)
     if target and target[0] == "--":
         target = target[1:]
     headers = _parse_headers(args.header)
-    if len(target) == 1 and target[0].startswith(("http://", "https://")):
-        spec: StdioTarget | RemoteTarget = RemoteTarget(target[0], args.transport, headers)
+    args.limits = door_limits(args)
+    if target and target[0].startswith(("http://", "https://")):
+        if len(target) > 1:
+            print("hopline relay: a URL target takes no arguments (put options before or after it; a command goes after --)", file=sys.stderr)
+            return 2
+        spec: StdioTarget | RemoteTarget = RemoteTarget(target[0], args.transport, headers, name=public_url(target[0]))
     elif args.stdio:
         print("hopline relay --stdio needs a URL target: hopline relay --stdio https://host/mcp", file=sys.stderr)
         return 2

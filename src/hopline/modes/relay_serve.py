@@ -8,6 +8,7 @@ import logging
 from hopline import runtime
 from hopline.declaration import Deployment, declare
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget, serve_own_stdio
+from hopline.modes.relay_cli import describe
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.http_session import SessionTable
@@ -45,15 +46,14 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> in
         def ready(host: str, port: int) -> None:
             base = f"http://{host}:{port}"
             endpoints.update(mcp=base + args.mcp_path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
-            what = " ".join(spec.argv) if isinstance(spec, StdioTarget) else spec.url
-            runtime.announce(f"hopline relay: serving {what!r} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            runtime.announce(f"hopline relay: serving {describe(spec)} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)")
 
         async def shutdown() -> None:
             await sessions.close_all()
             await app.sse.sessions.close_all() if app.sse else None
             await backends.aclose()
 
-        await runtime.serve_http(app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown)
+        await runtime.serve_http(app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown, limits=args.limits)
         return 0
 
     return runtime.run(main())
@@ -71,7 +71,7 @@ def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
             try:
                 backend = await backends.open_session(Era.HANDSHAKE)  # the era is decided per message
             except ChannelClosed as exc:
-                log.error("cannot reach %s: %s", spec.url, exc.reason)
+                log.error("cannot reach %s: %s", hu.public_url(spec.url), exc.reason)
                 return 1
             reason = await serve_own_stdio(backend, drain=args.request_timeout)
             log.info("relay ended: %s", reason)

@@ -265,7 +265,10 @@ def serve(config: Any) -> int:
             deployment.endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
             runtime.announce(f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)")
 
-        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose)
+        from hopline.transports.door_limits import DoorLimits
+
+        limits = DoorLimits(**listen.limits.model_dump())
+        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose, limits=limits)
         return 0
 
     return runtime.run(main())

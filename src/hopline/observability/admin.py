@@ -8,11 +8,15 @@ Served on its own port (``observability.metrics.port`` or ``hopline serve
 --admin-port``), never on the client-facing listener, so a client cannot reach it
 and a scraper needs no MCP session. Read-only; no secret is ever in a metric.
 When bound to a loopback address it answers only requests whose ``Host`` is a
-loopback name (DNS-rebinding protection, as for the MCP listener, BAD-17).
+loopback name (DNS-rebinding protection, as for the MCP listener, BAD-17). A present
+``Origin`` must be a loopback origin, as on the MCP listener (403 otherwise, ``null``
+and duplicates included): a web page elsewhere cannot read the metrics through a
+visitor's browser. Scrapers send no ``Origin``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Awaitable, Callable
 
 from prometheus_client import CollectorRegistry
@@ -35,8 +39,10 @@ class AdminApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
-        if self.check_host and _host(scope) not in LOOPBACK and not _host(scope).startswith("127."):
+        if self.check_host and not _loopback(_host(scope)):
             return await _answer(send, 403, b"forbidden host\n")
+        if not _origin_ok(scope):
+            return await _answer(send, 403, b"forbidden origin\n")
         if scope["method"] != "GET":
             return await _answer(send, 405, b"method not allowed\n", extra=[(b"allow", b"GET")])
         if scope["path"] == self.path:
@@ -47,6 +53,30 @@ class AdminApp:
             ok = self.ready() if self.ready is not None else True
             return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"degraded\n")
         await _answer(send, 404, b"not found\n")
+
+
+def _origin_ok(scope: Scope) -> bool:
+    """No ``Origin``, or exactly one whose host is a loopback name (the MCP listener's rule, http_util.SecurityPolicy)."""
+    origins = [value for name, value in scope.get("headers") or () if name == b"origin"]
+    if not origins:
+        return True
+    if len(origins) > 1:
+        return False
+    scheme, sep, hostport = origins[0].decode("latin-1").partition("://")
+    if not sep or scheme not in ("http", "https") or "/" in hostport:
+        return False
+    return _loopback(hostport[: hostport.find("]") + 1] if hostport.startswith("[") else hostport.partition(":")[0])
+
+
+def _loopback(host: str) -> bool:
+    """``localhost``, ``[::1]`` or an address in 127.0.0.0/8 (not a name that merely starts with ``127.``)."""
+    host = host.lower()
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _host(scope: Scope) -> str:

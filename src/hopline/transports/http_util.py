@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -92,6 +93,19 @@ class SecurityPolicy:
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def public_url(url: str) -> str:
+    """``url`` as it may appear in a log line or an error: ``scheme://host[:port]/path``, without
+    userinfo, query or fragment (each may hold a secret, such as ``?token=…``)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<invalid URL>"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "<invalid URL>"
 
 
 def split_host(hostport: str) -> str | None:

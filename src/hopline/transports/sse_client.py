@@ -31,6 +31,7 @@ from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
 from hopline.transports.header_codec import clean_headers
+from hopline.transports.http_util import public_url
 
 log = logging.getLogger("hopline.sse_upstream")
 
@@ -54,7 +55,7 @@ class SseUpstream(Inbound):
         max_queue: int = 1024,
     ) -> None:
         self.url = url
-        self.name = name or url
+        self.name = name or public_url(url)  # never the URL's userinfo or query: names reach errors and logs
         self.endpoint: str | None = None
         self._own_client = client is None
         self._client = client if client is not None else httpx.AsyncClient(follow_redirects=False)
@@ -170,7 +171,7 @@ class SseUpstream(Inbound):
             data = data.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         endpoint = urljoin(self.url, data.strip())
         if _origin(endpoint) != _origin(self.url):
-            raise ChannelClosed(f"refused endpoint {endpoint!r}: not the origin of {self.url!r}")
+            raise ChannelClosed(f"refused endpoint {public_url(endpoint)!r}: not the origin of {public_url(self.url)!r}")
         if not ready.done():
             ready.set_result(endpoint)
 

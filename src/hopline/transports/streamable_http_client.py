@@ -47,6 +47,7 @@ from hopline.jsonrpc import parse, recover_answer_id
 from hopline.transports.base import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
+from hopline.transports.http_util import public_url
 from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone
 
@@ -69,8 +70,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         reinitialize_on_404: bool = False, get_stream: bool = True, max_queue: int = 1024,
     ) -> None:  # fmt: skip
         if not url.startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        self.url, self.name = url, name or url
+            raise ValueError(f"not an http(s) URL: {public_url(url)!r}")
+        self.url, self.name = url, name or public_url(url)  # never the URL's userinfo or query: names reach errors and logs
         self._own_client = client is None
         self._client = client if client is not None else lean_or_httpx(url)
         self._timeout = httpx.Timeout(timeout, read=read_timeout)  # streams may idle for long

@@ -1,0 +1,299 @@
+"""The HTTP front door: uvicorn's httptools protocol with deadlines, size caps and connection caps.
+
+Every HTTP listener hopline runs (the MCP listener with legacy SSE, the admin listener, the
+transparent listener) serves connections through :class:`FrontDoorProtocol`, which keeps these
+bounds (:class:`DoorLimits`, all configuration):
+
+- **open connections**, in total and per source address: over a cap a new connection gets a
+  minimal ``503`` with ``Retry-After`` at once and is closed;
+- **idle time**: a connection that has not begun a request (a new one that sends nothing, a
+  keep-alive one between requests) is closed after ``idle_timeout``;
+- **header time**: a request head (request line and headers) must be complete within
+  ``header_timeout`` of its first byte, else ``408`` and close (slow-loris);
+- **body time**: the body must be complete within ``body_timeout`` of the head, else ``408``
+  and close; time during which hopline itself is not reading (the app has not taken what it
+  was given: uvicorn paused the socket) does not count against the client;
+- **head size**: more than ``max_header_bytes`` of head, more than ``max_headers`` header fields
+  (``431``) or a request target over ``max_url_bytes`` (``414``). The head bytes are counted as
+  they arrive and the parser is never fed past the limit, so an oversized header costs the
+  limit's worth of parsing and no more (httptools grows a partial header by bytes
+  concatenation, quadratic in its length: uvicorn's ``h11_max_incomplete_event_size`` does not
+  apply to it). A request pipelined behind another in the same read may be parsed for up to
+  one read (≤ 256 KiB) more before it is counted.
+
+Only *reading the request* is deadlined: once a request is read, its response may last as
+long as it likes (SSE streams, GET listen streams). A 408/414/431 is written only when no
+other response is in progress on the connection, then the write side is shut and what the
+client still sends is discarded for at most :data:`LINGER` seconds / :data:`LINGER_BYTES`
+bytes (so the client can read the answer instead of a reset), then the socket is closed; the
+connection keeps its place under the caps meanwhile. A connection over a cap holds no place,
+so it gets its 503 and is closed at once.
+
+Cost: one ``loop.call_later`` timer per connection, moved lazily (a later deadline just
+updates a number; the timer re-arms itself when it fires early), plus a few integer updates
+per read. Refusals are counted per reason in :class:`DoorCounters` (plain attributes, for
+``/metrics``).
+
+This subclasses uvicorn internals (``HttpToolsProtocol``: its parser callbacks, ``cycle``,
+``flow``, ``_unset_keepalive_if_required``, ``timeout_keep_alive_task``), tested with uvicorn
+0.54 and httptools 0.9; pyproject.toml pins uvicorn to that range. uvicorn has no hook for
+per-connection admission, head accounting or request-read deadlines (``limit_concurrency``
+answers 503 only after the head is read, and ``timeout_keep_alive`` covers only the time
+between requests), hence this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from hopline.transports.door_limits import DoorCounters, DoorLimits
+
+__all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
+
+
+LINGER = 1.0  # seconds a refused connection drains the client's input before it is closed
+LINGER_BYTES = 1024 * 1024  # ... or this much of it, whichever comes first
+RETRY_AFTER = b"2"  # seconds, in the 503 over a connection cap
+
+IDLE, HEAD, BODY, BUSY, CLOSING = range(5)
+
+
+class FrontDoor:
+    """State shared by every connection of one listener: its limits, counters, and open connections per source."""
+
+    def __init__(self, limits: DoorLimits | None = None, counters: DoorCounters | None = None) -> None:
+        self.limits = limits or DoorLimits()
+        self.counters = counters or DoorCounters()
+        self.by_source: dict[str, int] = {}
+
+    def admit(self, source: str) -> str | None:
+        """Count a new connection in, or say why not ("over_total", "over_source")."""
+        c, lim = self.counters, self.limits
+        if c.open >= lim.max_connections:
+            c.over_total += 1
+            return "over_total"
+        n = self.by_source.get(source, 0)
+        if n >= lim.max_connections_per_source:
+            c.over_source += 1
+            return "over_source"
+        self.by_source[source] = n + 1
+        c.open += 1
+        c.accepted += 1
+        return None
+
+    def release(self, source: str) -> None:
+        self.counters.open -= 1
+        n = self.by_source.get(source, 1) - 1
+        if n > 0:
+            self.by_source[source] = n
+        else:
+            self.by_source.pop(source, None)
+
+    def protocol(self) -> type[FrontDoorProtocol]:
+        """The protocol class to give uvicorn (``Config(http=...)``) for this listener."""
+        return type("FrontDoorProtocol", (FrontDoorProtocol,), {"door": self})
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing; the refusal is in ``_refusal``."""
+
+
+def _answer(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: " + str(len(body)).encode()
+            + b"\r\nconnection: close\r\n" + extra + b"\r\n" + body)
+
+
+BUSY_503 = _answer(b"503 Service Unavailable", b"too many connections\n", b"retry-after: " + RETRY_AFTER + b"\r\n")
+TIMEOUT_408 = _answer(b"408 Request Timeout", b"request not received in time\n")
+HEAD_431 = _answer(b"431 Request Header Fields Too Large", b"request header too large\n")
+COUNT_431 = _answer(b"431 Request Header Fields Too Large", b"too many header fields\n")
+URL_414 = _answer(b"414 URI Too Long", b"request target too long\n")
+
+
+class FrontDoorProtocol(HttpToolsProtocol):
+    """One connection (see the module docstring). ``door`` is set on the per-listener subclass."""
+
+    door: FrontDoor
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._limits = self.door.limits
+        self._phase = IDLE
+        self._deadline: float | None = None
+        self._timer: Any = None
+        self._timer_at = 0.0
+        self._head = 0  # head bytes fed since the last head was complete
+        self._heads = 0  # heads completed on this connection
+        self._url = self._fields = 0  # of the head being read
+        self._refusal = b""
+        self._drained = 0
+        self._source: str | None = None
+
+    # -- the connection -----------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        source = self.client[0] if self.client else ""
+        if self.door.admit(source) is not None:  # not counted, so it must not linger: answer and close at once
+            self._phase = CLOSING
+            transport.write(BUSY_503)
+            transport.close()
+            return
+        self._source = source
+        self._arm(self._limits.idle_timeout)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._deadline = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._source is not None:
+            self.door.release(self._source)
+            self._source = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._phase == CLOSING:
+            self._drained += len(data)
+            if self._drained > LINGER_BYTES:
+                self.transport.close()
+            return
+        self._unset_keepalive_if_required()
+        if self._phase != BODY:  # head bytes (of this request or the next): fed up to the limit only
+            room = self._limits.max_header_bytes - self._head
+            if len(data) > room:
+                heads = self._heads
+                self._head += room
+                self._feed(data[:room])
+                if self._phase == CLOSING:
+                    return
+                if self._heads == heads:  # the limit is reached and the head is still not complete
+                    self.door.counters.header_too_large += 1
+                    self._refuse(HEAD_431)
+                    return
+                self.data_received(data[room:])
+                return
+            self._head += len(data)
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # hopline serves no upgrades (ws="none"): the request is served as plain HTTP
+        except httptools.HttpParserError:
+            if self._refusal:
+                self._refuse(self._refusal)
+            elif self._phase != CLOSING:
+                self._phase = CLOSING
+                self.send_400_response("Invalid HTTP request received.")
+
+    # -- parser callbacks -------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._url = self._fields = 0
+        self._phase = HEAD
+        self._arm(self._limits.header_timeout)
+
+    def on_url(self, url: bytes) -> None:
+        self._url += len(url)
+        if self._url > self._limits.max_url_bytes:
+            self.door.counters.url_too_long += 1
+            self._refusal = URL_414
+            raise _Refused
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields += 1
+        if self._fields > self._limits.max_headers:
+            self.door.counters.too_many_headers += 1
+            self._refusal = COUNT_431
+            raise _Refused
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._heads += 1
+        self._head = 0
+        self._phase = BODY
+        self._arm(self._limits.body_timeout)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        if self.cycle is not None and self.cycle.response_complete:  # answered before its body was read (a 413)
+            self._phase = IDLE
+            self._arm(self._limits.idle_timeout)
+        else:
+            self._phase = BUSY  # the response may take as long as it likes
+            self._deadline = None
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        idle = self.timeout_keep_alive_task is not None  # uvicorn armed its keep-alive timer: nothing is pipelined
+        self._unset_keepalive_if_required()  # ours replaces it
+        if idle and self._phase == BUSY:
+            self._phase = IDLE
+            self._arm(self._limits.idle_timeout)
+
+    # -- deadlines ------------------------------------------------------------------
+    def _arm(self, seconds: float) -> None:
+        at = self.loop.time() + seconds
+        self._deadline = at
+        if self._timer is None or self._timer_at > at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_at = self.loop.call_at(at, self._expire), at
+
+    def _expire(self) -> None:
+        self._timer = None
+        at = self._deadline
+        if at is None or self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if now < at:
+            self._timer, self._timer_at = self.loop.call_at(at, self._expire), at
+            return
+        phase, counters = self._phase, self.door.counters
+        if phase == CLOSING:
+            self.transport.close()
+        elif phase == IDLE:
+            counters.idle_reaped += 1
+            self.transport.close()
+        elif phase == HEAD:
+            counters.header_timeout += 1
+            self._refuse(TIMEOUT_408)
+        elif phase == BODY:
+            if self.flow.read_paused:  # hopline is not reading: not the client's delay
+                self._arm(self._limits.body_timeout)
+                return
+            counters.body_timeout += 1
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                started = cycle.response_started
+                cycle.disconnected = True  # the app's receive() sees http.disconnect, its send() is dropped
+                cycle.message_event.set()
+                if started:
+                    self.transport.close()
+                    return
+            self._refuse(TIMEOUT_408, force=True)
+
+    def _refuse(self, answer: bytes, force: bool = False) -> None:
+        """Answer (when no other response is in progress), shut the write side, drain a little, close."""
+        self._phase = CLOSING
+        self._refusal = b""
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if not (force or self.cycle is None or self.cycle.response_complete):
+            transport.close()  # another response is on the wire: no answer of ours can follow it
+            return
+        transport.write(answer)
+        self.flow.resume_reading()
+        try:
+            transport.write_eof()
+        except (NotImplementedError, RuntimeError, OSError):  # a TLS transport cannot half-close
+            transport.close()
+            return
+        self._arm(LINGER)
