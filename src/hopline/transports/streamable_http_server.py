@@ -26,6 +26,14 @@ A response is held until the backend's answer arrives and sent as plain JSON; if
 the backend sends something first (progress, sampling, logs) the response turns
 into an SSE stream. A request the backend does not answer within
 ``request_timeout`` gets a timeout error and the backend a cancellation.
+
+Bounds (admission.py, http_session.py): an ``initialize`` that creates a session holds
+an admission slot until its answer is written, and is refused at once with 503 and
+``Retry-After`` past ``max_pending``/``max_sessions``; it is answered within
+``handshake_timeout`` (a timeout error otherwise, the half-made session closed); a
+client that leaves before the answer frees its slot and its session. A stream whose
+buffer overflows is cut off: its writer ends the response (a last error event if the
+socket takes it within ``CUT_GRACE`` seconds, else the connection is dropped).
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed, Source
 from hopline.transports.header_codec import decode_header_value
+from hopline.transports.admission import Slot, StreamOverflow
 from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
 from hopline.transports.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
@@ -66,6 +75,7 @@ log = logging.getLogger("hopline.http")
 KNOWN_VERSIONS = frozenset(HANDSHAKE_VERSIONS + MODERN_VERSIONS)
 MODERN_STATUS = {-32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32600: 400, -32700: 400}
 SESSION_HEADER = "mcp-session-id"
+CUT_GRACE = 1.0  # seconds a cut-off stream's last event may take to leave
 
 
 @dataclass
@@ -133,21 +143,15 @@ class StreamableHttpListener:
     async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
-            if self.sessions.is_full():
-                await hu.send_empty(send, 503, {"retry-after": "5"})
-                return
-            try:
-                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
-            except ChannelClosed as exc:
-                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
-            session.protocol_version = message.params.get("protocolVersion")
-        else:
-            if session_id is None:
-                raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
-            found = self.sessions.get(session_id, _owner(principal))
-            if found is None:
-                raise SessionNotFound("Session not found", request_id=message.id)
-            session = found
+            with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
+                await self._initialize(receive, send, message, principal, slot)
+            return
+        if session_id is None:
+            raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
+        found = self.sessions.get(session_id, _owner(principal))
+        if found is None:
+            raise SessionNotFound("Session not found", request_id=message.id)
+        session = found
         if not message.is_request():
             try:
                 await session.send(message)
@@ -163,6 +167,61 @@ class StreamableHttpListener:
             raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
         extra = {SESSION_HEADER: session.id}
         await self._respond(receive, send, sink, message, extra, session=session, sink=sink)
+
+    async def _initialize(self, receive: hu.Receive, send: hu.Send, message: Message, principal: Principal | None, slot: Slot) -> None:
+        """Create a session and answer its ``initialize`` within the handshake deadline.
+        If the client leaves first, or the answer is not a result, the session is closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(self.sessions.handshake_timeout, self.options.request_timeout)
+        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        session: ClientSession | None = None
+        answer: Message | None = None
+        try:
+            session = await self._create(watcher, principal, message)
+            if session is None:
+                return
+            session.protocol_version = message.params.get("protocolVersion")
+            sink = session.open_post(message)
+            try:
+                await session.send(message)
+            except ChannelClosed as exc:
+                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+            answer = await self._respond(
+                receive, send, sink, message, {SESSION_HEADER: session.id}, session=session, sink=sink, timeout=deadline - loop.time(), watcher=watcher
+            )
+        finally:
+            watcher.cancel()
+            slot.release()
+            if session is not None and (answer is None or "result" not in answer.body):
+                counters = self.sessions.admission
+                if answer is None:
+                    counters.abandoned += 1
+                elif answer.body.get("error", {}).get("code") == BackendTimeout.code:
+                    counters.handshake_timeouts += 1
+                await session.close("initialize did not succeed" if answer is not None else "the client left during initialize")
+
+    async def _create(self, watcher: asyncio.Future, principal: Principal | None, message: Message) -> ClientSession | None:
+        """A new session, or None if the client left (``watcher`` done) while it was made."""
+        loop = asyncio.get_running_loop()
+
+        def left(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the guard has expired already
+                guard.reschedule(loop.time())
+
+        try:
+            async with asyncio.timeout(None) as guard:
+                watcher.add_done_callback(left)
+                try:
+                    return await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
+                finally:
+                    watcher.remove_done_callback(left)
+        except ChannelClosed as exc:
+            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+        except TimeoutError:
+            if not watcher.done():
+                raise
+            self.sessions.admission.abandoned += 1
+            return None
 
     # -- the modern era and stateless exchanges -----------------------------------
     async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
@@ -204,68 +263,95 @@ class StreamableHttpListener:
         modern: bool = False,
         session: ClientSession | None = None,
         sink: Sink | None = None,
-    ) -> None:
+        timeout: float | None = None,
+        watcher: asyncio.Future | None = None,
+    ) -> Message | None:
         """Wait for the backend's answer to ``request`` and write it: JSON, or SSE if
-        other messages come first. Waits park on a future, not a task (inbox.py).
+        other messages come first; return the answer written (None if none was).
+        Waits park on a future, not a task (inbox.py).
 
         Modern exchanges watch for the client leaving (that is their cancellation);
         handshake-era writers do not, because there a disconnect is not a cancel and
-        the stream stays resumable."""
+        the stream stays resumable. A caller passing its own ``watcher`` handles the
+        client leaving itself. A session sink's writer runs under a guard its sink
+        expires on overflow (http_session.py), even while ``send`` is blocked."""
         loop = asyncio.get_running_loop()
-        # A listen stream is open-ended by design; everything else has a deadline.
-        deadline = loop.time() + (self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9)
-        watcher = None
-        if modern or sink is None:
+        if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
+            timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
+        deadline = loop.time() + timeout
+        caller_watches = watcher is not None
+        own_watcher = not caller_watches and (modern or sink is None)
+        if own_watcher:
             watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        if watcher is not None:
             watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
         generation = sink.generation if sink is not None else 0
         streaming = False
+        answer: Message | None = None
         try:
-            while True:
-                if sink is not None and sink.generation != generation:
-                    return  # the client resumed this stream on another response
-                remaining = deadline - loop.time()
+            async with asyncio.timeout(None) if sink is not None else contextlib.nullcontext() as guard:
+                if sink is not None:
+                    sink.guard = guard
                 try:
-                    message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
-                except TimeoutError:
-                    if loop.time() < deadline:
-                        await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                        continue
-                    message = await self._timed_out(request, session, sink)
-                except HandedOver:
-                    return
-                except Interrupted:
-                    self._client_gone(session, sink)
-                    return
-                if sink is not None and sink.generation != generation:
-                    sink.inbox.push_front(message)  # the stream was resumed elsewhere
-                    return
-                final = message.is_response()
-                if final and not streaming:
-                    status = _modern_status(message) if modern else 200
-                    await hu.send_json(send, status, message.encode(), headers)
-                    break
-                if not streaming:
-                    await hu.start_sse(send, headers)
-                    streaming = True
-                data = message.encode()
-                event_id = session.record(sink, data) if session is not None and sink is not None else None
-                await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
-                if final:
-                    break
+                    while True:
+                        if sink is not None and sink.generation != generation:
+                            return None  # the client resumed this stream on another response
+                        remaining = deadline - loop.time()
+                        try:
+                            message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
+                        except TimeoutError:
+                            if loop.time() < deadline:
+                                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                                continue
+                            message = await self._timed_out(request, session, sink, timeout)
+                        except HandedOver:
+                            return None
+                        except Interrupted:
+                            if not caller_watches:
+                                self._client_gone(session, sink)
+                            return None
+                        if sink is not None and sink.generation != generation:
+                            sink.give_back(message)  # the stream was resumed elsewhere
+                            return None
+                        final = message.is_response()
+                        if final and not streaming:
+                            status = _modern_status(message) if modern else 200
+                            await hu.send_json(send, status, message.encode(), headers)
+                            answer = message
+                            break
+                        if not streaming:
+                            await hu.start_sse(send, headers)
+                            streaming = True
+                        data = message.encode()
+                        event_id = session.record(sink, data) if session is not None and sink is not None else None
+                        await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
+                        if final:
+                            answer = message
+                            break
+                finally:
+                    if sink is not None:
+                        sink.guard = None
             if session is not None and sink is not None:
                 session.finish_post(sink)
+            return answer
         except ChannelClosed as exc:
             err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
             if streaming:
                 await send({"type": "http.response.body", "body": encode_event(err.to_response(request.id).encode()), "more_body": False})
             else:
                 await hu.send_error(send, err, request.id, headers, status=200)
+            return None
+        except (StreamOverflow, TimeoutError):
+            if sink is None or not sink.overflowed:
+                raise
+            err = UnavailableError("response stream closed: the client did not read it; the request was cancelled", reason="stream_overflow")
+            await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
+            return None
         finally:
-            if watcher is not None:
+            if own_watcher and watcher is not None:
                 watcher.cancel()
 
-    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None) -> Message:
+    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float) -> Message:
         cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
         if session is not None:
             with contextlib.suppress(ChannelClosed):
@@ -273,7 +359,10 @@ class StreamableHttpListener:
             if sink is not None:
                 session.finish_post(sink)
         # a stateless exchange is cancelled by closing its channel (done by the caller)
-        return BackendTimeout(f"the backend did not answer within {self.options.request_timeout:g} s").to_response(request.id)
+        if request.method == "initialize":  # ``seconds`` is what was left of the handshake's time
+            seconds = min(self.sessions.handshake_timeout, self.options.request_timeout)
+        what = "initialize" if request.method == "initialize" else "the request"
+        return BackendTimeout(f"the backend did not answer {what} within {seconds:g} s").to_response(request.id)
 
     def _client_gone(self, session: ClientSession | None, sink: Sink | None) -> None:
         if session is not None and sink is not None:
@@ -308,26 +397,35 @@ class StreamableHttpListener:
         watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
         generation = sink.generation
         try:
-            while sink.generation == generation:
+            async with asyncio.timeout(None) as guard:
+                sink.guard = guard
                 try:
-                    message = await sink.receive(self.options.keepalive)
-                except TimeoutError:
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                except (Interrupted, HandedOver):
-                    break
-                if sink.generation != generation:
-                    sink.inbox.push_front(message)
-                    return
-                if is_end(message):
-                    break
-                final = not standalone and message.is_response()
-                data = message.encode()
-                await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
-                if final:
-                    session.finish_post(sink)
-                    return
+                    while sink.generation == generation:
+                        try:
+                            message = await sink.receive(self.options.keepalive)
+                        except TimeoutError:
+                            await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                            continue
+                        except (Interrupted, HandedOver):
+                            break
+                        if sink.generation != generation:
+                            sink.give_back(message)
+                            return
+                        if is_end(message):
+                            break
+                        final = not standalone and message.is_response()
+                        data = message.encode()
+                        await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
+                        if final:
+                            session.finish_post(sink)
+                            return
+                finally:
+                    sink.guard = None
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except (StreamOverflow, TimeoutError):
+            if not sink.overflowed:
+                raise
+            await _last_words(send, None, True, None)
         finally:
             watcher.cancel()
             if sink.generation == generation:
@@ -349,6 +447,21 @@ class StreamableHttpListener:
         if session is None:
             raise SessionNotFound("Session not found")
         return session
+
+
+async def _last_words(send: hu.Send, error: bytes | None, streaming: bool, headers: dict[str, str] | None) -> None:
+    """End a cut-off response: a last error (event) if the client's socket takes it within
+    CUT_GRACE seconds; otherwise return unfinished, and the server drops the connection."""
+    try:
+        async with asyncio.timeout(CUT_GRACE):
+            if not streaming:
+                await hu.send_json(send, 200, error or b"", headers)
+            elif error is not None:
+                await send({"type": "http.response.body", "body": encode_event(error), "more_body": False})
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except TimeoutError:
+        log.debug("a cut-off stream's client did not take its last event; dropping the connection")
 
 
 def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
