@@ -121,3 +121,10 @@ def test_check_unreadable_or_unparseable_exits_1(tmp_path, content):
 def test_check_without_a_file_is_a_usage_error():
     proc = hopline("check")
     assert proc.returncode == 2 and "usage:" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_check_shows_the_listener_bounds(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("listen: {max_pending_sessions: 8, handshake_timeout: 5, stream_buffer_messages: 50, stream_buffer_bytes: 65536}\nbackends: {a: {command: x}}\n")
+    out = hopline("check", str(cfg)).stdout.splitlines()
+    assert "  sessions: at most 1000, 8 being created at once (503 past either), handshake within 5 s; stream buffer 50 messages / 65536 bytes" in out
