@@ -171,7 +171,7 @@ class ListenConfig(_Section):
     session_ttl: float = Field(1800.0, gt=0, description="Idle seconds before a client session expires.")
     max_sessions: int = Field(1000, ge=1, description="Client sessions held at once (each table: /mcp, /sse, each tools.endpoints path); more get 503.")
     max_pending_sessions: int = Field(
-        64, ge=1, description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once."
+        16, ge=1, description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once."
     )
     handshake_timeout: float = Field(
         20.0, gt=0, description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error."

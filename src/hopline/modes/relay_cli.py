@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS", help="answer a request the backend has not answered with a timeout error (default: 300)")
     p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, metavar="BYTES", help="largest request body accepted; larger gets 413 (default: 4 MiB)")
     p.add_argument("--max-sessions", type=int, default=1000, help="sessions held at once; more get 503 (default: 1000)")
-    p.add_argument("--max-pending-sessions", type=int, default=64, metavar="N", help="session creations in flight at once; more get 503 at once (default: 64)")
+    p.add_argument("--max-pending-sessions", type=int, default=16, metavar="N", help="session creations in flight at once; more get 503 at once (default: 16)")
     p.add_argument("--handshake-timeout", type=float, default=20.0, metavar="SECONDS", help="longest a session creation (backend start + initialize) may take (default: 20)")
     p.add_argument("--stream-buffer-messages", type=int, default=1000, metavar="N", help="unread messages per response stream before it is cut off (default: 1000)")
     p.add_argument("--stream-buffer-bytes", type=int, default=8 * 1024 * 1024, metavar="BYTES", help="unread bytes per response stream before it is cut off (default: 8 MiB)")

@@ -62,7 +62,7 @@ class Admission:
 
     __slots__ = ("max_pending", "pending", "shed_busy", "shed_full", "handshake_timeouts", "abandoned", "overflows", "dropped")
 
-    def __init__(self, max_pending: int = 64) -> None:
+    def __init__(self, max_pending: int = 16) -> None:
         self.max_pending = max_pending
         self.pending = 0
         self.shed_busy = 0  # refused: max_pending creations already in flight

@@ -273,7 +273,7 @@ class SessionTable:
         *,
         max_sessions: int = 10_000,
         idle_ttl: float = 1800.0,
-        max_pending: int = 64,
+        max_pending: int = 16,
         handshake_timeout: float = 20.0,
         stream_limits: StreamLimits = StreamLimits(),
         admission: Admission | None = None,
