@@ -210,7 +210,8 @@ def show(results: list[Result]) -> None:
     def s(x: float | None) -> str:
         return "-" if x is None else f"{x:.2f}"
 
-    print(f"{'target':<7} {'n':>5} {'answered':>8} {'shed':>5} {'failed':>6} {'first s':>8} {'last s':>7} {'healthz worst s':>15} {'healthz fails':>13} {'peak procs':>10} {'fresh s':>8}  fresh / failures")
+    head = f"{'target':<7} {'n':>5} {'answered':>8} {'shed':>5} {'failed':>6} {'first s':>8} {'last s':>7} "
+    print(head + f"{'healthz worst s':>15} {'healthz fails':>13} {'peak procs':>10} {'fresh s':>8}  fresh / failures")
     for r in results:
         print(
             f"{r.target:<7} {r.n:>5} {r.answered:>8} {r.shed:>5} {r.failed:>6} {s(r.first_answer_s):>8} {s(r.last_answer_s):>7} {r.healthz_worst_s:>15.2f} "
@@ -223,8 +224,10 @@ def main() -> int:
     p.add_argument("-n", type=int, default=500, help="concurrent initialize requests (default: 500)")
     p.add_argument("--targets", default="relay,serve", help="comma-separated: relay, serve (default: both)")
     p.add_argument("--client-timeout", type=float, default=30.0, metavar="S", help="a request unanswered this long counts as failed (default: 30)")
-    p.add_argument("--hopline-arg", action="append", default=[], metavar="ARG", help="extra argument for the hopline command (repeatable), e.g. --hopline-arg=--max-pending-sessions=16")
-    p.add_argument("--listen", action="append", default=[], metavar="KEY=JSON", help="serve: a listen: setting (repeatable), e.g. --listen max_pending_sessions=32")
+    p.add_argument("--hopline-arg", action="append", default=[], metavar="ARG",
+                   help="extra argument for the hopline command (repeatable), e.g. --hopline-arg=--max-pending-sessions=16")
+    p.add_argument("--listen", action="append", default=[], metavar="KEY=JSON",
+                   help="serve: a listen: setting (repeatable), e.g. --listen max_pending_sessions=32")
     p.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = p.parse_args()
     results = [asyncio.run(run_target(t.strip(), args)) for t in args.targets.split(",") if t.strip()]

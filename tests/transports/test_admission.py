@@ -153,3 +153,16 @@ async def test_max_sessions_sheds_the_third(hopline_relay):
         assert r.json()["error"]["data"]["limit"] == "max_sessions"
         await http.delete(relay.url, headers={"mcp-session-id": one.headers["mcp-session-id"]})
         assert_served(await initialize(http, relay.url, 4))
+
+
+async def test_max_sessions_sheds_a_legacy_sse_stream(hopline_relay):
+    relay = hopline_relay("--max-sessions", "1")
+    async with httpx.AsyncClient(timeout=30) as http:
+        async with http.stream("GET", relay.base + "/sse", headers={"accept": "text/event-stream"}) as first:
+            assert first.status_code == 200
+            async for line in first.aiter_lines():
+                if line.startswith("data:"):
+                    break  # the endpoint event: the session exists
+            r = await http.get(relay.base + "/sse", headers={"accept": "text/event-stream"})
+            assert r.status_code == 503 and r.headers["retry-after"].isdigit()
+            assert r.json()["error"]["data"] == {"backend": "", "reason": "overloaded", "limit": "max_sessions", "retryAfter": 5}

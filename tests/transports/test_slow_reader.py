@@ -27,7 +27,8 @@ from tests.conftest import PY, SERVERS
 from tests.peers import bounded
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+CLIENT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": CLIENT}
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 FAULT = [PY, str(SERVERS / "fault_server.py")]
 

@@ -176,8 +176,12 @@ class ListenConfig(_Section):
     handshake_timeout: float = Field(
         20.0, gt=0, description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error."
     )
-    stream_buffer_messages: int = Field(1000, ge=1, description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off.")
-    stream_buffer_bytes: int = Field(8 * MiB, ge=1024, description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off.")
+    stream_buffer_messages: int = Field(
+        1000, ge=1, description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off."
+    )
+    stream_buffer_bytes: int = Field(
+        8 * MiB, ge=1024, description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off."
+    )
 
 
 def _backend_id(backend_id: str, info: ValidationInfo) -> str:

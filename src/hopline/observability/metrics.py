@@ -163,7 +163,7 @@ class _ListenerCounters:
     def collect(self) -> Iterable[Any]:
         c = self.counts()
         yield GaugeMetricFamily("hopline_session_creations_pending", "Session creations in flight (handshakes not yet answered).", value=c["pending"])
-        refused = CounterMetricFamily("hopline_session_creations_refused", "Session creations refused at once with 503, by the limit reached.", labels=["limit"])
+        refused = CounterMetricFamily("hopline_session_creations_refused", "Session creations refused with 503, by the limit reached.", labels=["limit"])
         refused.add_metric(["max_pending_sessions"], c["shed_busy"])
         refused.add_metric(["max_sessions"], c["shed_full"])
         yield refused

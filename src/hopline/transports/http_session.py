@@ -154,7 +154,8 @@ class ClientSession:
         """Forget a sink that overflowed; the cancellation to send the backend, if any."""
         self.counters.overflows += 1
         limits = self.limits
-        log.warning("session %s: stream %d cut off: its client left over %d messages or %d bytes unread", self.id[:8], sink.stream_no, limits.messages, limits.bytes)
+        what = "session %s: stream %d cut off: its client left over %d messages or %d bytes unread"
+        log.warning(what, self.id[:8], sink.stream_no, limits.messages, limits.bytes)
         sink.attached = False
         if sink is self.get_sink:
             self.get_sink = None

@@ -150,8 +150,9 @@ class ResponseWriter:
     async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float) -> Message:
         cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
         if session is not None:
-            with contextlib.suppress(ChannelClosed):
-                await session.send(cancel)
+            if request.method != "initialize":  # never cancelled (MCP); its session is closed instead
+                with contextlib.suppress(ChannelClosed):
+                    await session.send(cancel)
             if sink is not None:
                 session.finish_post(sink)
         # a stateless exchange is cancelled by closing its channel (done by the caller)
