@@ -144,3 +144,10 @@ def test_check_shows_the_front_door_limits(tmp_path):
     cfg.write_text("listen:\n  limits: {max_header_bytes: 10, header_timout: 1}\nbackends:\n  a: {command: x}\n")
     proc = hopline("check", str(cfg))
     assert proc.returncode == 1 and "max_header_bytes" in proc.stderr and "header_timout" in proc.stderr
+
+
+def test_check_shows_the_listener_bounds(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("listen: {max_pending_sessions: 8, handshake_timeout: 5, stream_buffer_messages: 50, stream_buffer_bytes: 65536}\nbackends: {a: {command: x}}\n")
+    out = hopline("check", str(cfg)).stdout.splitlines()
+    assert "  sessions: at most 1000, 8 being created at once (503 past either), handshake within 5 s; stream buffer 50 messages / 65536 bytes" in out

@@ -21,6 +21,10 @@ normally. Its tools:
   gateway forwarded: trace context, hop entries).
 - ``stall()``: never answers; when cancelled, writes ``cancelled stall <id>`` to the
   events file (so a test can see the ``notifications/cancelled`` arrive).
+- ``flood(count=100000, bytes=1024)``: sends ``count`` ``notifications/progress`` (each
+  message text ``bytes`` long; progress token from the request, else ``"flood"``) as fast
+  as its stdout drains, then never answers; when cancelled, writes ``cancelled flood <id>``
+  to the events file (a slow-reader test's backend).
 - ``effect()`` / ``effect_idempotent()`` (annotated ``idempotentHint``) /
   ``effect_readonly()`` (annotated ``readOnlyHint``): write ``effect <name>`` to the
   events file, then exit with status 3 without answering: a side effect whose
@@ -135,6 +139,21 @@ async def _stall(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     raise AssertionError("unreachable")
 
 
+async def _flood(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    count = integer(args, "count", 100_000, 0, 10_000_000)
+    pad = "x" * integer(args, "bytes", 1024, 0, 1 << 24)
+    token = req.progress_token if req.progress_token is not None else "flood"
+    try:
+        for n in range(1, count + 1):
+            req.outbox.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": n, "message": pad}})
+            await req.outbox.drain()
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        _event(f"cancelled flood {req.id}")
+        raise
+    raise AssertionError("unreachable")
+
+
 def _effect(name: str):
     async def run(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
         _event(f"effect {name}")
@@ -158,6 +177,8 @@ CATALOG = Catalog().add(
     Tool("slow", "Answer after `ms` milliseconds.", {"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 500}}}, _slow),
     Tool("meta", "Answer with the request's _meta as JSON.", _NO_ARGS, _meta, annotations={"readOnlyHint": True}),
     Tool("stall", "Never answer; record the cancellation.", _NO_ARGS, _stall),
+    Tool("flood", "Send `count` progress notifications of `bytes` bytes, then never answer; record the cancellation.",
+         {"type": "object", "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}}, _flood),
     Tool("effect", "Record a side effect, then exit without answering.", _NO_ARGS, _effect("effect")),
     Tool("effect_idempotent", "Record a side effect, then exit without answering (idempotent).", _NO_ARGS, _effect("effect_idempotent"), annotations={"idempotentHint": True}),
     Tool("effect_readonly", "Record a read, then exit without answering (read-only).", _NO_ARGS, _effect("effect_readonly"), annotations={"readOnlyHint": True}),

@@ -80,6 +80,9 @@ def explain(config: GatewayConfig) -> list[str]:
         f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
         f"listen: http://{host}:{listen.port}{'' if config.mode == 'transparent' else listen.path}",
         _limits(config),
+        f"  sessions: at most {listen.max_sessions}, {listen.max_pending_sessions} being created at once (503 past either), "
+        f"handshake within {min(listen.handshake_timeout, listen.request_timeout):g} s; "
+        f"stream buffer {listen.stream_buffer_messages} messages / {listen.stream_buffer_bytes} bytes",
     ]
     if config.mode == "transparent" and config.transparent is not None:
         t = config.transparent

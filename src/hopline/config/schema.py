@@ -199,7 +199,19 @@ class ListenConfig(_Section):
     check_host: bool = Field(True, description="Reject requests whose Host header is not allowed (DNS rebinding).")
     request_timeout: float = Field(300.0, gt=0)
     session_ttl: float = Field(1800.0, gt=0, description="Idle seconds before a client session expires.")
-    max_sessions: int = Field(1000, ge=1)
+    max_sessions: int = Field(1000, ge=1, description="Client sessions held at once (each table: /mcp, /sse, each tools.endpoints path); more get 503.")
+    max_pending_sessions: int = Field(
+        16, ge=1, description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once."
+    )
+    handshake_timeout: float = Field(
+        20.0, gt=0, description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error."
+    )
+    stream_buffer_messages: int = Field(
+        1000, ge=1, description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off."
+    )
+    stream_buffer_bytes: int = Field(
+        8 * MiB, ge=1024, description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off."
+    )
     limits: ListenLimits = Field(default_factory=ListenLimits, description="Connection caps, request-read deadlines and head-size limits (all listeners).")
 
 

@@ -17,12 +17,12 @@ from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.modes.gateway import Gateway
+from hopline.modes.listen_bounds import session_table
 from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.base import Channel
 from hopline.transports.door_limits import DoorLimits
-from hopline.transports.http_session import SessionTable
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
 
@@ -99,10 +99,11 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         admin = _serve_admin(gateway, admin_stop)
         watch = asyncio.create_task(_watch(path, gateway))
         listen = config.listen
-        sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
-        sse_sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
+        sessions = session_table(listen)
+        sse_sessions = sessions.sibling()  # siblings share the admission slots and counters
+        gateway.observability.track_listener(sessions.admission.counts)
         # More endpoints (tools.endpoints): the same gateway, sessions of their own (an id is one endpoint's).
-        tables = {p: SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl) for p in config.tools.endpoints}
+        tables = {p: sessions.sibling() for p in config.tools.endpoints}
         options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
         deployment = for_config(config)
         federation = None

@@ -11,6 +11,7 @@ from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, Std
 from hopline.modes.relay_cli import describe
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
+from hopline.transports.admission import StreamLimits
 from hopline.transports.http_session import SessionTable
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
@@ -26,7 +27,10 @@ def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> 
 def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> int:
     async def main() -> int:
         backends = StdioBackends(spec, shared=args.shared) if isinstance(spec, StdioTarget) else RemoteBackends(spec, shared=args.shared)
-        sessions = SessionTable(max_sessions=args.max_sessions, idle_ttl=args.session_ttl)
+        sessions = SessionTable(
+            max_sessions=args.max_sessions, idle_ttl=args.session_ttl, max_pending=args.max_pending_sessions, handshake_timeout=args.handshake_timeout,
+            stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),
+        )  # fmt: skip
         options = ListenerOptions(max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http)
         endpoints: dict[str, str] = {}
         security = hu.SecurityPolicy(
@@ -37,7 +41,7 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> in
         )
         app = HoplineApp(
             StreamableHttpListener(backends, sessions, options),
-            sse=SseListener(backends, SessionTable(max_sessions=args.max_sessions, idle_ttl=args.session_ttl), max_body=args.max_body),
+            sse=SseListener(backends, sessions.sibling(), max_body=args.max_body),
             security=security,
             declaration=lambda: declare(_deployment(spec, endpoints)),
             mcp_path=args.mcp_path,

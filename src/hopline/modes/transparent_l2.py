@@ -36,8 +36,8 @@ import httpx
 from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
 from hopline.layers.pipeline import ANONYMOUS, Principal
+from hopline.modes.listen_bounds import session_table
 from hopline.transports import http_util as hu
-from hopline.transports.http_session import SessionTable
 from hopline.transports.streamable_http_server import (
     ListenerOptions,
     StreamableHttpListener,
@@ -105,7 +105,7 @@ class Endpoint:
         if hops is not None:
             hops.mode = "transparent"  # what this hop is, whatever composition it runs
         listen = config.listen
-        self.sessions = SessionTable(max_sessions=listen.max_sessions, idle_ttl=listen.session_ttl)
+        self.sessions = session_table(listen)
         self.listener = StreamableHttpListener(self, self.sessions, options)
 
     async def open_session(self, era: Era) -> Any:

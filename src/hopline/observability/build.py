@@ -46,6 +46,10 @@ class Observability:
         if self.metrics is not None:
             self.metrics.track_sessions(count)
 
+    def track_listener(self, counts: Callable[[], dict[str, int]]) -> None:
+        if self.metrics is not None:
+            self.metrics.track_listener(counts)
+
     def readiness(self, ready: Callable[[], bool]) -> None:
         """``/readyz`` answers 503 while ``ready()`` is false."""
         if self.admin_app is not None:

@@ -12,6 +12,11 @@ hopline_breaker_state                     enum       backend, hopline_breaker_st
 hopline_breaker_transitions_total         counter    backend, state
 hopline_sessions_open                     gauge      —
 hopline_list_fetches_total                counter    backend, method, kind
+hopline_session_creations_pending         gauge      —
+hopline_session_creations_refused_total   counter    limit (max_pending_sessions, max_sessions)
+hopline_session_creations_failed_total    counter    why (timeout, client_left)
+hopline_stream_overflows_total            counter    —
+hopline_buffer_drops_total                counter    —
 ========================================  =========  =================================
 
 Labels are bounded and never carry secrets: ``backend`` is an operator-assigned id;
@@ -28,6 +33,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hopline.jsonrpc import Message
 from hopline.layers.pipeline import Call, Next
@@ -128,6 +134,10 @@ class Metrics:
         """``hopline_sessions_open`` reads ``count()`` at every scrape."""
         self.sessions.set_function(lambda: float(count()))
 
+    def track_listener(self, counts: Callable[[], dict[str, int]]) -> None:
+        """The HTTP listener's admission and buffer counters (transports/admission.py), read at every scrape."""
+        self.registry.register(_ListenerCounters(counts))
+
     def watch(self, gates: Iterable[Any]) -> None:
         """Follow every gate that reports transitions (the breakers)."""
         for gate in gates:
@@ -142,3 +152,24 @@ class Metrics:
 
     def __repr__(self) -> str:
         return f"<Metrics series={len(self._children)}>"
+
+
+class _ListenerCounters:
+    """A collector over ``Admission.counts()``: plain integers kept by the listener."""
+
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterable[Any]:
+        c = self.counts()
+        yield GaugeMetricFamily("hopline_session_creations_pending", "Session creations in flight (handshakes not yet answered).", value=c["pending"])
+        refused = CounterMetricFamily("hopline_session_creations_refused", "Session creations refused with 503, by the limit reached.", labels=["limit"])
+        refused.add_metric(["max_pending_sessions"], c["shed_busy"])
+        refused.add_metric(["max_sessions"], c["shed_full"])
+        yield refused
+        failed = CounterMetricFamily("hopline_session_creations_failed", "Session creations that ended without a session.", labels=["why"])
+        failed.add_metric(["timeout"], c["handshake_timeouts"])
+        failed.add_metric(["client_left"], c["abandoned"])
+        yield failed
+        yield CounterMetricFamily("hopline_stream_overflows", "Response streams cut off because their client did not read them.", value=c["overflows"])
+        yield CounterMetricFamily("hopline_buffer_drops", "Backlog and resumability-log entries dropped at their bound.", value=c["dropped"])

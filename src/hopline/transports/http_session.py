@@ -22,6 +22,19 @@ Resumability (handshake era, 2025-11-25): each SSE event carries ``<stream>-<seq
 as its id and is kept in a bounded per-session event log; a GET with
 ``Last-Event-ID`` replays that stream after the id and continues it. A client
 disconnect is not a cancellation in this era, so a POST's sink survives it.
+
+Bounds (admission.py): each sink holds at most ``StreamLimits`` of unread messages; the
+backlog and the event log keep at most as many, oldest dropped. A sink that overflows
+(its client stopped reading, or left a stream nobody resumes) is *cut off*: its writer
+is woken (even from a ``send`` blocked on the client's full socket) and ends the
+response; a POST's request is cancelled at the backend (``notifications/cancelled``
+with the request's id as this session's backend channel knows it: the client's own)
+and its later progress notifications are dropped; a GET stream just ends (the client
+may open another); a legacy HTTP+SSE session, whose stream is the session, closes.
+
+Session creation is admitted by the table (:meth:`SessionTable.admit`, a shared
+:class:`~hopline.transports.admission.Admission`) and bounded in time
+(``handshake_timeout``): a backend that does not start is a clear error, never a hang.
 """
 
 from __future__ import annotations
@@ -34,60 +47,32 @@ import secrets
 import time
 from typing import Any, Awaitable, Callable
 
-from hopline.jsonrpc import Id, Message, UnavailableError
+from hopline.jsonrpc import Id, Message, UnavailableError, notification
+from hopline.transports.admission import Admission, BoundedLog, Overloaded, Slot, StreamLimits
 from hopline.transports.base import Channel, ChannelClosed
-from hopline.transports.inbox import Inbox
+from hopline.transports.sink import HandedOver, Sink
+
+__all__ = ["ClientSession", "HandedOver", "SessionTable", "Sink", "is_end"]
 
 log = logging.getLogger("hopline.http")
 
-EVENT_LOG_SIZE = 1024
-BACKLOG_SIZE = 1024
-
-
-class HandedOver(Exception):
-    """This stream's consumer was replaced (the client resumed it with Last-Event-ID)."""
-
-
-class Sink:
-    """The messages bound for one HTTP response stream.
-
-    ``generation`` changes when another HTTP response takes the stream over (a
-    resumption), so the previous writer knows to stop and give back what it took.
-    """
-
-    __slots__ = ("inbox", "stream_no", "seq", "request_id", "attached", "generation")
-
-    def __init__(self, stream_no: int, request_id: Id | None = None) -> None:
-        self.inbox: Inbox[Message] = Inbox()
-        self.stream_no = stream_no
-        self.seq = 0
-        self.request_id = request_id
-        self.attached = True
-        self.generation = 0
-
-    def put(self, message: Message) -> None:
-        self.inbox.put_nowait(message)
-
-    async def receive(self, timeout: float | None = None) -> Message:
-        return await self.inbox.get(timeout)
-
-    def interrupt(self, exc: BaseException) -> None:
-        self.inbox.interrupt(exc)
-
-    def take_over(self) -> None:
-        self.generation += 1
-        self.attached = True
-        self.inbox.interrupt_waiter(HandedOver())
-
-    def next_event_id(self) -> str:
-        self.seq += 1
-        return f"{self.stream_no}-{self.seq}"
+CUT_TOKENS = 64  # progress tokens of cut-off requests remembered, to drop what the backend still sends
 
 
 class ClientSession:
     """A client's handshake-era session: its backend channel and its open streams."""
 
-    def __init__(self, session_id: str, backend: Channel, *, on_close: Callable[[ClientSession], None], stream_all: bool = False, owner: Any = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        backend: Channel,
+        *,
+        on_close: Callable[[ClientSession], None],
+        stream_all: bool = False,
+        owner: Any = None,
+        limits: StreamLimits = StreamLimits(),
+        counters: Admission | None = None,
+    ) -> None:
         self.id = session_id
         self.owner = owner  # the creating principal's key; nobody else may use this session
         self.stream_all = stream_all  # legacy HTTP+SSE: everything, responses included, on the GET stream
@@ -97,8 +82,11 @@ class ClientSession:
         self.progress: dict[Any, Id] = {}
         self.get_sink: Sink | None = None
         self.streams: dict[int, Sink] = {}  # detached POST streams awaiting resumption
-        self.events: collections.deque[tuple[int, int, bytes]] = collections.deque(maxlen=EVENT_LOG_SIZE)
-        self.backlog: collections.deque[Message] = collections.deque(maxlen=BACKLOG_SIZE)
+        self.limits = limits
+        self.counters = counters if counters is not None else Admission()
+        self.events: BoundedLog[tuple[int, int, bytes]] = BoundedLog(limits, self.counters)
+        self.backlog: BoundedLog[Message] = BoundedLog(limits, self.counters)
+        self.cut_tokens: collections.deque[Any] = collections.deque(maxlen=CUT_TOKENS)
         self.closed_reason: str | None = None
         self.last_active = time.monotonic()
         self._stream_counter = 0
@@ -112,7 +100,7 @@ class ClientSession:
     def open_post(self, message: Message) -> Sink:
         self.last_active = time.monotonic()
         self._stream_counter += 1
-        sink = Sink(self._stream_counter, message.id)
+        sink = Sink(self._stream_counter, message.id, self.limits)
         self.posts[message.id] = sink
         token = message.meta.get("progressToken")
         if token is not None:
@@ -141,10 +129,12 @@ class ClientSession:
             self.get_sink.take_over()
             return self.get_sink
         self._stream_counter += 1
-        sink = Sink(self._stream_counter)
+        sink = Sink(self._stream_counter, None, self.limits)
         self.get_sink = sink
         while self.backlog:
-            sink.put(self.backlog.popleft())
+            if sink.put(self.backlog.popleft()):
+                self.cut(sink)
+                break
         return sink
 
     def close_get(self, sink: Sink) -> None:
@@ -152,12 +142,29 @@ class ClientSession:
         if self.get_sink is sink:
             self.get_sink = None
             while not sink.inbox.empty():  # undelivered: keep for the next GET
-                self.backlog.append(sink.inbox.get_nowait())
+                message = sink.inbox.get_nowait()
+                self.backlog.append(message, len(message.encode()))
 
     def record(self, sink: Sink, data: bytes) -> str:
         event_id = sink.next_event_id()
-        self.events.append((sink.stream_no, sink.seq, data))
+        self.events.append((sink.stream_no, sink.seq, data), len(data))
         return event_id
+
+    def cut(self, sink: Sink) -> Message | None:
+        """Forget a sink that overflowed; the cancellation to send the backend, if any."""
+        self.counters.overflows += 1
+        limits = self.limits
+        what = "session %s: stream %d cut off: its client left over %d messages or %d bytes unread"
+        log.warning(what, self.id[:8], sink.stream_no, limits.messages, limits.bytes)
+        sink.attached = False
+        if sink is self.get_sink:
+            self.get_sink = None
+            return None
+        if sink.request_id is None:
+            return None
+        self.cut_tokens.extend(t for t, rid in self.progress.items() if rid == sink.request_id)
+        self.finish_post(sink)
+        return notification("notifications/cancelled", {"requestId": sink.request_id, "reason": "the client did not read its response stream"})
 
     def replay(self, last_event_id: str) -> tuple[list[tuple[str, bytes]], Sink | None] | None:
         """Events after ``last_event_id`` and the sink to continue with, or None if unknown."""
@@ -182,9 +189,12 @@ class ClientSession:
         if "method" not in body:
             return self.posts.pop(body.get("id"), None)  # type: ignore[arg-type]
         if body["method"] == "notifications/progress":
-            rid = self.progress.get(message.params.get("progressToken"))
+            token = message.params.get("progressToken")
+            rid = self.progress.get(token)
             if rid is not None and rid in self.posts:
                 return self.posts[rid]
+            if self.cut_tokens and token in self.cut_tokens:
+                return _DISCARD
         if len(self.posts) == 1:
             return next(iter(self.posts.values()))
         if self.get_sink is not None:
@@ -200,11 +210,17 @@ class ClientSession:
                 message = await self.backend.receive()
                 sink = self.route(message)
                 if sink is not None:
-                    sink.put(message)
+                    if sink.put(message):
+                        cancel = self.cut(sink)
+                        if self.stream_all:
+                            reason = "SSE stream cut off: the client did not read it"
+                            break
+                        if cancel is not None:
+                            await self.backend.send(cancel)
                 elif message.is_response():
                     log.debug("session %s: dropped a response for unknown id %r", self.id[:8], message.id)
                 else:
-                    self.backlog.append(message)
+                    self.backlog.append(message, len(message.encode()))
         except ChannelClosed as exc:
             reason = exc.reason
         except Exception as exc:  # a bug: close the session, never the process
@@ -235,6 +251,9 @@ class ClientSession:
 
 # Sentinel put on a GET sink when the session ends.
 _END = Message({"jsonrpc": "2.0", "method": "$/hopline/end"})
+# Where route() sends what nobody must receive (progress of a cut-off request).
+_DISCARD = Sink(0)
+_DISCARD.overflowed = True
 
 
 def is_end(message: Message) -> bool:
@@ -242,19 +261,56 @@ def is_end(message: Message) -> bool:
 
 
 class SessionTable:
-    """Live sessions by id, with an idle TTL and a hard cap (test-battery LOAD-03, BAD-16).
+    """Live sessions by id, with an idle TTL and a hard cap (test-battery LOAD-03, BAD-16),
+    the admission of new ones and the bounds their streams keep (module docstring).
 
     Lookup of an unknown id allocates nothing. Ids are 128 random bits in hex.
+    ``sibling()`` is another table (another endpoint's) with the same bounds, sharing
+    this one's admission slots and counters.
     """
 
-    def __init__(self, *, max_sessions: int = 10_000, idle_ttl: float = 1800.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_sessions: int = 10_000,
+        idle_ttl: float = 1800.0,
+        max_pending: int = 16,
+        handshake_timeout: float = 20.0,
+        stream_limits: StreamLimits = StreamLimits(),
+        admission: Admission | None = None,
+    ) -> None:
         self.sessions: dict[str, ClientSession] = {}
         self.max_sessions = max_sessions
         self.idle_ttl = idle_ttl
+        self.handshake_timeout = handshake_timeout
+        self.stream_limits = stream_limits
+        self.admission = admission if admission is not None else Admission(max_pending)
+        self.pending = 0  # this table's creations in flight (they count against max_sessions)
         self._sweeper: asyncio.Task | None = None
 
+    def sibling(self) -> SessionTable:
+        return SessionTable(
+            max_sessions=self.max_sessions,
+            idle_ttl=self.idle_ttl,
+            handshake_timeout=self.handshake_timeout,
+            stream_limits=self.stream_limits,
+            admission=self.admission,
+        )
+
     def is_full(self) -> bool:
-        return len(self.sessions) >= self.max_sessions
+        return len(self.sessions) + self.pending >= self.max_sessions
+
+    def admit(self, request_id: Id | None = None) -> Slot:
+        """A slot for one session creation (``with table.admit(id):``), or Overloaded at once."""
+        admission = self.admission
+        if self.is_full():
+            admission.shed_full += 1
+            raise Overloaded(f"too many sessions (at most {self.max_sessions}); retry later", retry_after=5, limit="max_sessions", request_id=request_id)
+        if admission.pending >= admission.max_pending:
+            admission.shed_busy += 1
+            message = f"too many sessions being created at once (at most {admission.max_pending}); retry shortly"
+            raise Overloaded(message, retry_after=1, limit="max_pending_sessions", request_id=request_id)
+        return Slot(admission, self)
 
     def get(self, session_id: str, owner: Any = None) -> ClientSession | None:
         """The live session ``session_id`` if ``owner`` created it; None otherwise, so that
@@ -263,8 +319,16 @@ class SessionTable:
         return session if session is not None and session.owner == owner else None
 
     async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None) -> ClientSession:
-        backend = await open_backend()
-        session = ClientSession(secrets.token_hex(16), backend, on_close=self._forget, stream_all=stream_all, owner=owner)
+        """A new session on a new backend channel; ChannelClosed if that does not open
+        within ``handshake_timeout`` seconds."""
+        try:
+            async with asyncio.timeout(self.handshake_timeout):
+                backend = await open_backend()
+        except TimeoutError:
+            self.admission.handshake_timeouts += 1
+            raise ChannelClosed(f"the backend did not start within {self.handshake_timeout:g} s") from None
+        sid = secrets.token_hex(16)
+        session = ClientSession(sid, backend, on_close=self._forget, stream_all=stream_all, owner=owner, limits=self.stream_limits, counters=self.admission)
         self.sessions[session.id] = session
         session.start()
         self._ensure_sweeper()

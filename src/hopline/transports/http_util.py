@@ -169,8 +169,10 @@ async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str
 
 
 async def send_error(send: Send, error: HoplineError, msg_id: Id | None = None, headers: dict[str, str] | None = None, status: int | None = None) -> None:
+    """The error as a JSON-RPC error body, with its status and any headers it carries (``Retry-After``)."""
     body = error_response(msg_id if msg_id is not None else error.request_id, error).encode()
-    await send_json(send, status or error.http_status, body, headers)
+    own = getattr(error, "http_headers", None)
+    await send_json(send, status or error.http_status, body, {**own, **(headers or {})} if own else headers)
 
 
 async def send_empty(send: Send, status: int, headers: dict[str, str] | None = None) -> None:

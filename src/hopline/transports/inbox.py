@@ -52,6 +52,10 @@ class Inbox(Generic[T]):
     def get_nowait(self) -> T:
         return self._items.popleft()
 
+    def clear(self) -> None:
+        """Drop every queued item (a consumer that will never read them)."""
+        self._items.clear()
+
     def empty(self) -> bool:
         return not self._items
 

@@ -9,11 +9,17 @@ session: when it closes, the backend session ends.
 The caller's principal (authentication ran before, in transports/app.py; None without
 it) owns the session the stream opens: a POST naming that session from anyone else
 is answered like one naming an unknown session.
+
+Bounds (admission.py): opening the stream holds an admission slot until the session
+exists (503 with ``Retry-After`` past ``max_pending``/``max_sessions``, a 502 error if
+the backend does not start within ``handshake_timeout``); a stream whose buffer
+overflows (its client does not read) is cut off, and with it the session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from urllib.parse import parse_qs
 
 from hopline.binding import Era
@@ -21,9 +27,13 @@ from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, Sessio
 from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed
+from hopline.transports.admission import StreamOverflow
 from hopline.transports.http_session import SessionTable, is_end
 from hopline.transports.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
+
+
+CUT_GRACE = 1.0  # seconds a cut-off stream's end may take to leave
 
 
 class SseListener:
@@ -42,12 +52,13 @@ class SseListener:
         if accept is not None and "text/event-stream" not in accept and "*/*" not in accept:
             await hu.send_error(send, NotAcceptable("Accept must include text/event-stream"))
             return
-        if self.sessions.is_full():
-            await hu.send_empty(send, 503, {"retry-after": "5"})
-            return
         try:
-            owner = None if principal is None else principal.key
-            session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True, owner=owner)
+            with self.sessions.admit():
+                owner = None if principal is None else principal.key
+                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True, owner=owner)
+        except HoplineError as exc:  # Overloaded: 503 with Retry-After
+            await hu.send_error(send, exc)
+            return
         except ChannelClosed as exc:
             await hu.send_error(send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502)
             return
@@ -59,18 +70,29 @@ class SseListener:
         watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
         try:
-            while True:
+            async with asyncio.timeout(None) as guard:
+                sink.guard = guard  # expired by the sink when it overflows, even while send blocks
                 try:
-                    message = await sink.receive(self.keepalive)
-                except TimeoutError:
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                except Interrupted:
-                    break
-                if is_end(message):
+                    while True:
+                        try:
+                            message = await sink.receive(self.keepalive)
+                        except TimeoutError:
+                            await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                            continue
+                        except Interrupted:
+                            break
+                        if is_end(message):
+                            await send({"type": "http.response.body", "body": b"", "more_body": False})
+                            break
+                        await send({"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True})
+                finally:
+                    sink.guard = None
+        except (StreamOverflow, TimeoutError):
+            if not sink.overflowed:
+                raise
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CUT_GRACE):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-                    break
-                await send({"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True})
         finally:
             watcher.cancel()
             await session.close("SSE stream closed")

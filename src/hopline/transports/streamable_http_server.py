@@ -26,6 +26,14 @@ A response is held until the backend's answer arrives and sent as plain JSON; if
 the backend sends something first (progress, sampling, logs) the response turns
 into an SSE stream. A request the backend does not answer within
 ``request_timeout`` gets a timeout error and the backend a cancellation.
+
+Bounds (admission.py, http_session.py): an ``initialize`` that creates a session holds
+an admission slot until its answer is written, and is refused at once with 503 and
+``Retry-After`` past ``max_pending``/``max_sessions``; it is answered within
+``handshake_timeout`` (a timeout error otherwise, the half-made session closed); a
+client that leaves before the answer frees its slot and its session. A stream whose
+buffer overflows is cut off: its writer ends the response (a last error event if the
+socket takes it within a second, else the connection is dropped: streamable_http_writer.py).
 """
 
 from __future__ import annotations
@@ -50,22 +58,19 @@ from hopline.jsonrpc import (
     SessionRequired,
     UnavailableError,
     UnsupportedProtocolVersion,
-    notification,
     parse,
 )
 from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
-from hopline.transports.base import Backends, ChannelClosed, Source
+from hopline.transports.admission import Slot
+from hopline.transports.base import Backends, ChannelClosed
 from hopline.transports.header_codec import decode_header_value
-from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
-from hopline.transports.inbox import Interrupted
-from hopline.transports.sse import KEEPALIVE, encode_event
+from hopline.transports.http_session import ClientSession, SessionTable
+from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
 
 log = logging.getLogger("hopline.http")
 
 KNOWN_VERSIONS = frozenset(HANDSHAKE_VERSIONS + MODERN_VERSIONS)
-MODERN_STATUS = {-32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32600: 400, -32700: 400}
-SESSION_HEADER = "mcp-session-id"
 
 
 @dataclass
@@ -76,7 +81,7 @@ class ListenerOptions:
     keepalive: float = 15.0
 
 
-class StreamableHttpListener:
+class StreamableHttpListener(ResponseWriter):
     """ASGI handler for one MCP endpoint (mount it at ``/mcp``)."""
 
     def __init__(self, backends: Backends, sessions: SessionTable, options: ListenerOptions | None = None) -> None:
@@ -133,21 +138,15 @@ class StreamableHttpListener:
     async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
-            if self.sessions.is_full():
-                await hu.send_empty(send, 503, {"retry-after": "5"})
-                return
-            try:
-                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
-            except ChannelClosed as exc:
-                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
-            session.protocol_version = message.params.get("protocolVersion")
-        else:
-            if session_id is None:
-                raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
-            found = self.sessions.get(session_id, _owner(principal))
-            if found is None:
-                raise SessionNotFound("Session not found", request_id=message.id)
-            session = found
+            with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
+                await self._initialize(receive, send, message, principal, slot)
+            return
+        if session_id is None:
+            raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
+        found = self.sessions.get(session_id, _owner(principal))
+        if found is None:
+            raise SessionNotFound("Session not found", request_id=message.id)
+        session = found
         if not message.is_request():
             try:
                 await session.send(message)
@@ -163,6 +162,61 @@ class StreamableHttpListener:
             raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
         extra = {SESSION_HEADER: session.id}
         await self._respond(receive, send, sink, message, extra, session=session, sink=sink)
+
+    async def _initialize(self, receive: hu.Receive, send: hu.Send, message: Message, principal: Principal | None, slot: Slot) -> None:
+        """Create a session and answer its ``initialize`` within the handshake deadline.
+        If the client leaves first, or the answer is not a result, the session is closed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(self.sessions.handshake_timeout, self.options.request_timeout)
+        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        session: ClientSession | None = None
+        answer: Message | None = None
+        try:
+            session = await self._create(watcher, principal, message)
+            if session is None:
+                return
+            session.protocol_version = message.params.get("protocolVersion")
+            sink = session.open_post(message)
+            try:
+                await session.send(message)
+            except ChannelClosed as exc:
+                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+            answer = await self._respond(
+                receive, send, sink, message, {SESSION_HEADER: session.id}, session=session, sink=sink, timeout=deadline - loop.time(), watcher=watcher
+            )
+        finally:
+            watcher.cancel()
+            slot.release()
+            if session is not None and (answer is None or "result" not in answer.body):
+                counters = self.sessions.admission
+                if answer is None:
+                    counters.abandoned += 1
+                elif answer.body.get("error", {}).get("code") == BackendTimeout.code:
+                    counters.handshake_timeouts += 1
+                await session.close("initialize did not succeed" if answer is not None else "the client left during initialize")
+
+    async def _create(self, watcher: asyncio.Future, principal: Principal | None, message: Message) -> ClientSession | None:
+        """A new session, or None if the client left (``watcher`` done) while it was made."""
+        loop = asyncio.get_running_loop()
+
+        def left(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the guard has expired already
+                guard.reschedule(loop.time())
+
+        try:
+            async with asyncio.timeout(None) as guard:
+                watcher.add_done_callback(left)
+                try:
+                    return await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
+                finally:
+                    watcher.remove_done_callback(left)
+        except ChannelClosed as exc:
+            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+        except TimeoutError:
+            if not watcher.done():
+                raise
+            self.sessions.admission.abandoned += 1
+            return None
 
     # -- the modern era and stateless exchanges -----------------------------------
     async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
@@ -192,150 +246,7 @@ class StreamableHttpListener:
         finally:
             await channel.aclose()
 
-    # -- writing one response -------------------------------------------------------
-    async def _respond(
-        self,
-        receive: hu.Receive,
-        send: hu.Send,
-        source: Source,
-        request: Message,
-        headers: dict[str, str] | None,
-        *,
-        modern: bool = False,
-        session: ClientSession | None = None,
-        sink: Sink | None = None,
-    ) -> None:
-        """Wait for the backend's answer to ``request`` and write it: JSON, or SSE if
-        other messages come first. Waits park on a future, not a task (inbox.py).
-
-        Modern exchanges watch for the client leaving (that is their cancellation);
-        handshake-era writers do not, because there a disconnect is not a cancel and
-        the stream stays resumable."""
-        loop = asyncio.get_running_loop()
-        # A listen stream is open-ended by design; everything else has a deadline.
-        deadline = loop.time() + (self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9)
-        watcher = None
-        if modern or sink is None:
-            watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
-            watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
-        generation = sink.generation if sink is not None else 0
-        streaming = False
-        try:
-            while True:
-                if sink is not None and sink.generation != generation:
-                    return  # the client resumed this stream on another response
-                remaining = deadline - loop.time()
-                try:
-                    message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
-                except TimeoutError:
-                    if loop.time() < deadline:
-                        await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                        continue
-                    message = await self._timed_out(request, session, sink)
-                except HandedOver:
-                    return
-                except Interrupted:
-                    self._client_gone(session, sink)
-                    return
-                if sink is not None and sink.generation != generation:
-                    sink.inbox.push_front(message)  # the stream was resumed elsewhere
-                    return
-                final = message.is_response()
-                if final and not streaming:
-                    status = _modern_status(message) if modern else 200
-                    await hu.send_json(send, status, message.encode(), headers)
-                    break
-                if not streaming:
-                    await hu.start_sse(send, headers)
-                    streaming = True
-                data = message.encode()
-                event_id = session.record(sink, data) if session is not None and sink is not None else None
-                await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
-                if final:
-                    break
-            if session is not None and sink is not None:
-                session.finish_post(sink)
-        except ChannelClosed as exc:
-            err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
-            if streaming:
-                await send({"type": "http.response.body", "body": encode_event(err.to_response(request.id).encode()), "more_body": False})
-            else:
-                await hu.send_error(send, err, request.id, headers, status=200)
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-
-    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None) -> Message:
-        cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
-        if session is not None:
-            with contextlib.suppress(ChannelClosed):
-                await session.send(cancel)
-            if sink is not None:
-                session.finish_post(sink)
-        # a stateless exchange is cancelled by closing its channel (done by the caller)
-        return BackendTimeout(f"the backend did not answer within {self.options.request_timeout:g} s").to_response(request.id)
-
-    def _client_gone(self, session: ClientSession | None, sink: Sink | None) -> None:
-        if session is not None and sink is not None:
-            # Handshake era: a disconnect is not a cancellation; keep the stream for
-            # resumption with Last-Event-ID. Modern exchanges are cancelled by the
-            # caller closing the exchange channel.
-            sink.attached = False
-            session.streams[sink.stream_no] = sink
-            while len(session.streams) > 256:
-                session.streams.pop(next(iter(session.streams)))
-
-    # -- GET / DELETE (handshake era) -------------------------------------------------
-    async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
-        session = self._session_for(headers, principal)
-        if "text/event-stream" not in (headers.get(b"accept") or ""):
-            raise NotAcceptable("GET requires Accept: text/event-stream")
-        replayed: list[tuple[str, bytes]] = []
-        last = headers.get(b"last-event-id")
-        sink: Sink | None = None
-        standalone = True
-        if last is not None:
-            found = session.replay(last)
-            if found is not None:
-                replayed, sink = found
-                standalone = sink is None
-        if sink is None:
-            sink = session.open_get()
-        await hu.start_sse(send, {SESSION_HEADER: session.id})
-        for event_id, data in replayed:
-            await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": True})
-        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
-        watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
-        generation = sink.generation
-        try:
-            while sink.generation == generation:
-                try:
-                    message = await sink.receive(self.options.keepalive)
-                except TimeoutError:
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                except (Interrupted, HandedOver):
-                    break
-                if sink.generation != generation:
-                    sink.inbox.push_front(message)
-                    return
-                if is_end(message):
-                    break
-                final = not standalone and message.is_response()
-                data = message.encode()
-                await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
-                if final:
-                    session.finish_post(sink)
-                    return
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
-        finally:
-            watcher.cancel()
-            if sink.generation == generation:
-                if standalone:
-                    session.close_get(sink)
-                elif sink.request_id in session.posts:
-                    self._client_gone(session, sink)
-
+    # -- DELETE (handshake era) ---------------------------------------------------------
     async def _delete(self, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
         session = self._session_for(headers, principal)
         await session.close("client ended the session (DELETE)")
@@ -354,11 +265,6 @@ class StreamableHttpListener:
 def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
     """What a session is bound to: the principal's key (None without authentication)."""
     return None if principal is None else principal.key
-
-
-def _modern_status(message: Message) -> int:
-    err = message.body.get("error")
-    return MODERN_STATUS.get(err.get("code"), 200) if isinstance(err, dict) else 200
 
 
 def _check_modern_headers(headers: hu.Headers, message: Message) -> None:

@@ -1,0 +1,255 @@
+"""How the Streamable HTTP listener writes a response: one answer as JSON or an SSE
+stream, and the handshake era's standalone GET stream with ``Last-Event-ID`` resumption.
+
+A mixin of :class:`~hopline.transports.streamable_http_server.StreamableHttpListener`,
+kept apart so the listener's routing reads on its own (and each stays one sitting).
+
+Every wait parks on a future, not a task (inbox.py). A session sink's writer runs under
+an ``asyncio.timeout`` guard that the sink expires when its buffer overflows
+(http_session.py), because a client that does not read blocks ``send`` itself; the cut
+stream then ends with a last error event if the client's socket takes it within
+``CUT_GRACE`` seconds, else the writer returns unfinished and the server drops the
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from hopline.jsonrpc import BackendTimeout, Message, NotAcceptable, UnavailableError, notification
+from hopline.layers.pipeline import Principal
+from hopline.transports import http_util as hu
+from hopline.transports.admission import StreamOverflow
+from hopline.transports.base import ChannelClosed, Source
+from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
+from hopline.transports.inbox import Interrupted
+from hopline.transports.sse import KEEPALIVE, encode_event
+
+if TYPE_CHECKING:
+    from hopline.transports.streamable_http_server import ListenerOptions
+
+log = logging.getLogger("hopline.http")
+
+MODERN_STATUS = {-32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32600: 400, -32700: 400}
+SESSION_HEADER = "mcp-session-id"
+CUT_GRACE = 1.0  # seconds a cut-off stream's last event may take to leave
+
+
+class ResponseWriter:
+    """Mixin: writing responses and the GET stream (see the module docstring)."""
+
+    if TYPE_CHECKING:  # provided by StreamableHttpListener
+        sessions: SessionTable
+        options: ListenerOptions
+
+        def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession: ...  # noqa: E704
+
+    # -- writing one response -------------------------------------------------------
+    async def _respond(
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        source: Source,
+        request: Message,
+        headers: dict[str, str] | None,
+        *,
+        modern: bool = False,
+        session: ClientSession | None = None,
+        sink: Sink | None = None,
+        timeout: float | None = None,
+        watcher: asyncio.Future | None = None,
+    ) -> Message | None:
+        """Wait for the backend's answer to ``request`` and write it: JSON, or SSE if
+        other messages come first; return the answer written (None if none was).
+        Waits park on a future, not a task (inbox.py).
+
+        Modern exchanges watch for the client leaving (that is their cancellation);
+        handshake-era writers do not, because there a disconnect is not a cancel and
+        the stream stays resumable. A caller passing its own ``watcher`` handles the
+        client leaving itself. A session sink's writer runs under a guard its sink
+        expires on overflow (http_session.py), even while ``send`` is blocked."""
+        loop = asyncio.get_running_loop()
+        if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
+            timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
+        deadline = loop.time() + timeout
+        caller_watches = watcher is not None
+        own_watcher = not caller_watches and (modern or sink is None)
+        if own_watcher:
+            watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        if watcher is not None:
+            watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
+        generation = sink.generation if sink is not None else 0
+        streaming = False
+        answer: Message | None = None
+        try:
+            async with asyncio.timeout(None) if sink is not None else contextlib.nullcontext() as guard:
+                if sink is not None:
+                    sink.guard = guard
+                try:
+                    while True:
+                        if sink is not None and sink.generation != generation:
+                            return None  # the client resumed this stream on another response
+                        remaining = deadline - loop.time()
+                        try:
+                            message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
+                        except TimeoutError:
+                            if loop.time() < deadline:
+                                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                                continue
+                            message = await self._timed_out(request, session, sink, timeout)
+                        except HandedOver:
+                            return None
+                        except Interrupted:
+                            if not caller_watches:
+                                self._client_gone(session, sink)
+                            return None
+                        if sink is not None and sink.generation != generation:
+                            sink.give_back(message)  # the stream was resumed elsewhere
+                            return None
+                        final = message.is_response()
+                        if final and not streaming:
+                            status = _modern_status(message) if modern else 200
+                            await hu.send_json(send, status, message.encode(), headers)
+                            answer = message
+                            break
+                        if not streaming:
+                            await hu.start_sse(send, headers)
+                            streaming = True
+                        data = message.encode()
+                        event_id = session.record(sink, data) if session is not None and sink is not None else None
+                        await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
+                        if final:
+                            answer = message
+                            break
+                finally:
+                    if sink is not None:
+                        sink.guard = None
+            if session is not None and sink is not None:
+                session.finish_post(sink)
+            return answer
+        except ChannelClosed as exc:
+            err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
+            if streaming:
+                await send({"type": "http.response.body", "body": encode_event(err.to_response(request.id).encode()), "more_body": False})
+            else:
+                await hu.send_error(send, err, request.id, headers, status=200)
+            return None
+        except (StreamOverflow, TimeoutError):
+            if sink is None or not sink.overflowed:
+                raise
+            err = UnavailableError("response stream closed: the client did not read it; the request was cancelled", reason="stream_overflow")
+            await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
+            return None
+        finally:
+            if own_watcher and watcher is not None:
+                watcher.cancel()
+
+    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float) -> Message:
+        cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
+        if session is not None:
+            if request.method != "initialize":  # never cancelled (MCP); its session is closed instead
+                with contextlib.suppress(ChannelClosed):
+                    await session.send(cancel)
+            if sink is not None:
+                session.finish_post(sink)
+        # a stateless exchange is cancelled by closing its channel (done by the caller)
+        if request.method == "initialize":  # ``seconds`` is what was left of the handshake's time
+            seconds = min(self.sessions.handshake_timeout, self.options.request_timeout)
+        what = "initialize" if request.method == "initialize" else "the request"
+        return BackendTimeout(f"the backend did not answer {what} within {seconds:g} s").to_response(request.id)
+
+    def _client_gone(self, session: ClientSession | None, sink: Sink | None) -> None:
+        if session is not None and sink is not None:
+            # Handshake era: a disconnect is not a cancellation; keep the stream for
+            # resumption with Last-Event-ID. Modern exchanges are cancelled by the
+            # caller closing the exchange channel.
+            sink.attached = False
+            session.streams[sink.stream_no] = sink
+            while len(session.streams) > 256:
+                session.streams.pop(next(iter(session.streams)))
+
+    # -- the GET stream (handshake era) ----------------------------------------------------
+    async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
+        session = self._session_for(headers, principal)
+        if "text/event-stream" not in (headers.get(b"accept") or ""):
+            raise NotAcceptable("GET requires Accept: text/event-stream")
+        replayed: list[tuple[str, bytes]] = []
+        last = headers.get(b"last-event-id")
+        sink: Sink | None = None
+        standalone = True
+        if last is not None:
+            found = session.replay(last)
+            if found is not None:
+                replayed, sink = found
+                standalone = sink is None
+        if sink is None:
+            sink = session.open_get()
+        await hu.start_sse(send, {SESSION_HEADER: session.id})
+        for event_id, data in replayed:
+            await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": True})
+        watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        watcher.add_done_callback(lambda _: sink.interrupt(Interrupted()))
+        generation = sink.generation
+        try:
+            async with asyncio.timeout(None) as guard:
+                sink.guard = guard
+                try:
+                    while sink.generation == generation:
+                        try:
+                            message = await sink.receive(self.options.keepalive)
+                        except TimeoutError:
+                            await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                            continue
+                        except (Interrupted, HandedOver):
+                            break
+                        if sink.generation != generation:
+                            sink.give_back(message)
+                            return
+                        if is_end(message):
+                            break
+                        final = not standalone and message.is_response()
+                        data = message.encode()
+                        await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
+                        if final:
+                            session.finish_post(sink)
+                            return
+                finally:
+                    sink.guard = None
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except (StreamOverflow, TimeoutError):
+            if not sink.overflowed:
+                raise
+            await _last_words(send, None, True, None)
+        finally:
+            watcher.cancel()
+            if sink.generation == generation:
+                if standalone:
+                    session.close_get(sink)
+                elif sink.request_id in session.posts:
+                    self._client_gone(session, sink)
+
+
+
+async def _last_words(send: hu.Send, error: bytes | None, streaming: bool, headers: dict[str, str] | None) -> None:
+    """End a cut-off response: a last error (event) if the client's socket takes it within
+    CUT_GRACE seconds; otherwise return unfinished, and the server drops the connection."""
+    try:
+        async with asyncio.timeout(CUT_GRACE):
+            if not streaming:
+                await hu.send_json(send, 200, error or b"", headers)
+            elif error is not None:
+                await send({"type": "http.response.body", "body": encode_event(error), "more_body": False})
+            else:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except TimeoutError:
+        log.debug("a cut-off stream's client did not take its last event; dropping the connection")
+
+
+def _modern_status(message: Message) -> int:
+    err = message.body.get("error")
+    return MODERN_STATUS.get(err.get("code"), 200) if isinstance(err, dict) else 200
+
+
