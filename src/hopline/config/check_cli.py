@@ -92,6 +92,7 @@ def explain(config: GatewayConfig) -> list[str]:
     for bid, backend in config.backends.items():
         lines.append(f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}")
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
+        lines += _children(backend)
     lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
@@ -135,6 +136,17 @@ def _extras(config: GatewayConfig, backend: BackendConfig) -> str:
     if backend.timeout is not None:
         extras.append(f"timeout {backend.timeout:g}s")
     return "; " + "; ".join(extras) if extras else ""
+
+
+def _children(backend: BackendConfig) -> list[str]:
+    """A stdio backend's resource model: shared or isolated, and its pool's bounds."""
+    if backend.command is None:
+        return []
+    cap, prewarm, idle = backend.pool_bounds()
+    if backend.share_kind() == "shared":
+        return [f"    children: shared (one child serves every client session), at most {cap}"]
+    return [f"    children: isolated (a child per client session), at most {cap}, {prewarm} spare{'s' if prewarm != 1 else ''} after first use, "
+            f"a session idle {idle:g}s is parked and its child reaped"]
 
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:

@@ -24,7 +24,15 @@ def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> 
 
 def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> int:
     async def main() -> int:
-        backends = StdioBackends(spec, shared=args.shared) if isinstance(spec, StdioTarget) else RemoteBackends(spec, shared=args.shared)
+        if isinstance(spec, StdioTarget):
+            if args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0:
+                log.error("--max-children must be at least 1, --prewarm and --child-idle-timeout at least 0")
+                return 2
+            backends: StdioBackends | RemoteBackends = StdioBackends(
+                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None,
+            )
+        else:
+            backends = RemoteBackends(spec, shared=args.shared)
         sessions = SessionTable(max_sessions=args.max_sessions, idle_ttl=args.session_ttl)
         options = ListenerOptions(max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http)
         endpoints: dict[str, str] = {}
