@@ -163,6 +163,8 @@ class ChildPool:
         self._spares: collections.deque[Any] = collections.deque()
         self._starting = 0  # slots reserved by spawns in progress (requests' and spares')
         self._warming = 0  # ... of which spares
+        self._closing = 0  # children nobody will use, being closed (they hold their slot until reaped)
+        self._abandoned: set[asyncio.Future[Any]] = set()  # spawns whose requester left
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._tasks: set[asyncio.Task] = set()
         self._sweeper: asyncio.Task | None = None
@@ -174,7 +176,7 @@ class ChildPool:
     def live(self) -> int:
         """Children that hold a slot now: spawning, spare, or leased and alive."""
         self._prune()
-        return self._starting + len(self._spares) + sum(1 for lease in self._leased if lease.alive())
+        return self._starting + self._closing + len(self._spares) + sum(1 for lease in self._leased if lease.alive())
 
     def stats(self) -> dict[str, int]:
         self._prune()
@@ -266,6 +268,10 @@ class ChildPool:
         task.add_done_callback(self._tasks.discard)
 
         def settled(t: asyncio.Future[Any]) -> None:
+            if t in self._abandoned:  # its requester left: close it, in its slot until it is reaped
+                self._abandoned.discard(t)
+                if not t.cancelled() and t.exception() is None:
+                    self._discard(t.result())
             self._starting -= 1
             self._warming -= spare
             self._wake()
@@ -277,8 +283,24 @@ class ChildPool:
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
-            task.add_done_callback(self._close_unclaimed)
+            if not task.done():
+                self._abandoned.add(task)
+            elif not task.cancelled() and task.exception() is None:
+                self._discard(task.result())
             raise
+
+    def _discard(self, child: Any) -> None:
+        """Close a child nobody will use; it keeps its slot until it has been reaped."""
+        self._closing += 1
+
+        async def close() -> None:
+            try:
+                await child.aclose()
+            finally:
+                self._closing -= 1
+                self._wake()
+
+        self._background(close())
 
     async def _spawn_gated(self) -> Any:
         async with self._gate:
@@ -289,10 +311,6 @@ class ChildPool:
             await child.aclose()
             raise ChannelClosed(f"{self.name}: shutting down")
         return child
-
-    def _close_unclaimed(self, task: asyncio.Future[Any]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self._background(task.result().aclose())
 
     # -- spares ------------------------------------------------------------------------------
     def _top_up(self) -> None:
