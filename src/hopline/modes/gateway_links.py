@@ -87,8 +87,8 @@ class BackendLinks:
             self.backends = await asyncio.shield(self._connecting)
             if self.stateful:
                 for backend_id, found in self.backends.items():
-                    if isinstance(found, AtCapacity):
-                        self._parked |= {backend_id}  # tried again when a request needs it, not in a loop
+                    if isinstance(found, (AtCapacity, asyncio.TimeoutError)) and _pooled(self.gateway.connectors.get(backend_id)):
+                        self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
                     elif not isinstance(found, BackendSession):
                         self._schedule_reconnect(backend_id)
         return self.backends
@@ -242,6 +242,10 @@ class BackendLinks:
         if not isinstance(found, BackendSession) or found.is_closed():
             raise _unavailable(backend_id, found)
         return found
+
+
+def _pooled(connector: Any) -> bool:
+    return getattr(connector, "children", None) is not None  # StdioBackends: its children come from a ChildPool
 
 
 def _unavailable(backend_id: str, found: Any, request_id: Any = None) -> UnavailableError:

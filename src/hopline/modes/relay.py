@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -111,7 +112,7 @@ class StdioBackends:
         self.target = target
         self.shared = shared
         self.relay = relay
-        self.name = name or target.argv[0]
+        self.name = name or os.path.basename(target.argv[0])
         self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, cwd=target.cwd, name=self.name)
         # The relay reclaims only what it would close anyway (idle past the timeout): closing
         # a live client's session is visible to it. The gateway parks idle backend sessions

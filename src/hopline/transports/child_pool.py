@@ -66,7 +66,7 @@ class Lease:
     default): never reclaimed (shared children, sessions whose owner cannot recover).
     """
 
-    __slots__ = ("child", "pool", "reclaim", "last_active", "_pending_out", "_pending_in", "_released")
+    __slots__ = ("child", "pool", "reclaim", "last_active", "_pending_out", "_pending_in", "_released", "_closing")
 
     def __init__(self, child: Any, pool: ChildPool) -> None:
         self.child = child
@@ -76,6 +76,7 @@ class Lease:
         self._pending_out: set[Any] = set()  # our requests the child has not answered
         self._pending_in: set[Any] = set()  # the child's requests we have not answered
         self._released = False
+        self._closing: asyncio.Future[None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -113,14 +114,13 @@ class Lease:
     async def aclose(self) -> None:
         """Close the child; its slot is free once it has been reaped (so a sampled
         process count never sees more children than the cap)."""
-        if self._released:
-            await self.child.aclose()  # idempotent; waits for a close under way
-            return
-        self._released = True
-        try:
-            await self.child.aclose()
-        finally:
-            self.pool._returned(self)
+        if self._closing is None:
+            self._released = True
+            # In a task of its own: a closer that is cancelled half-way (a timeout, a client
+            # gone) neither leaves the child running nor frees its slot before it is reaped.
+            self._closing = asyncio.ensure_future(self.child.aclose())
+            self._closing.add_done_callback(lambda _t: self.pool._returned(self))
+        await asyncio.shield(self._closing)
 
     def is_closed(self) -> bool:
         return self._released or self.child.is_closed()
@@ -165,6 +165,7 @@ class ChildPool:
         self._warming = 0  # ... of which spares
         self._closing = 0  # children nobody will use, being closed (they hold their slot until reaped)
         self._abandoned: set[asyncio.Future[Any]] = set()  # spawns whose requester left
+        self._handed: dict[asyncio.Future[Any], Lease] = {}  # spawns done, their lease not yet taken by the requester
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._tasks: set[asyncio.Task] = set()
         self._sweeper: asyncio.Task | None = None
@@ -203,24 +204,22 @@ class ChildPool:
         self._ensure_sweeper()
         self._claiming += 1
         try:
-            child = await self._claim(self.wait if wait is None else wait)
+            lease = await self._claim(self.wait if wait is None else wait)
         finally:
             self._claiming -= 1
         if self._closed:  # closed while this child was on its way
-            await child.aclose()
+            await lease.aclose()
             raise ChannelClosed(f"{self.name}: shutting down")
-        lease = Lease(child, self)
-        self._leased[lease] = None
         self._top_up()
         return lease
 
-    async def _claim(self, wait: float) -> Any:
+    async def _claim(self, wait: float) -> Lease:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
             spare = self._take_spare()
             if spare is not None:
-                return spare
+                return self._lease(spare)
             if self._warming > len(self._waiters):  # a spare is being forked and nobody waits for it: take it
                 await self._wait(SPARE_WAIT)
                 continue
@@ -232,6 +231,11 @@ class ChildPool:
             if remaining <= 0 or self._closed:
                 raise AtCapacity(self.name, self.max_children, self.retry_after)
             await self._wait(remaining)
+
+    def _lease(self, child: Any) -> Lease:
+        lease = Lease(child, self)
+        self._leased[lease] = None
+        return lease
 
     async def _wait(self, timeout: float) -> None:
         """Until a slot or a spare may have come free (or ``timeout``)."""
@@ -268,10 +272,19 @@ class ChildPool:
         task.add_done_callback(self._tasks.discard)
 
         def settled(t: asyncio.Future[Any]) -> None:
-            if t in self._abandoned:  # its requester left: close it, in its slot until it is reaped
-                self._abandoned.discard(t)
-                if not t.cancelled() and t.exception() is None:
-                    self._discard(t.result())
+            # The new child takes over its reservation in the same step (leased, spare, or
+            # closing), so no count ever misses it.
+            child = None if t.cancelled() or t.exception() is not None else t.result()
+            if child is not None:
+                if t in self._abandoned or self._closed:
+                    self._discard(child)  # its requester left: closed, in its slot until reaped
+                elif spare:
+                    self._spares.append(child)
+                else:
+                    self._handed[t] = self._lease(child)
+            elif spare and not self._closed and not t.cancelled():
+                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(t.exception(), "reason", t.exception()))
+            self._abandoned.discard(t)
             self._starting -= 1
             self._warming -= spare
             self._wake()
@@ -279,15 +292,18 @@ class ChildPool:
         task.add_done_callback(settled)
         return task
 
-    async def _claimed(self, task: asyncio.Future[Any]) -> Any:
+    async def _claimed(self, task: asyncio.Future[Any]) -> Lease:
         try:
-            return await asyncio.shield(task)
+            await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
                 self._abandoned.add(task)
-            elif not task.cancelled() and task.exception() is None:
-                self._discard(task.result())
+            else:
+                lease = self._handed.pop(task, None)
+                if lease is not None:
+                    self._background(lease.aclose())
             raise
+        return self._handed.pop(task)
 
     def _discard(self, child: Any) -> None:
         """Close a child nobody will use; it keeps its slot until it has been reaped."""
@@ -318,20 +334,7 @@ class ChildPool:
         if self._closed or not self._used or self._claiming or self._waiters:
             return
         while len(self._spares) + self._warming < self.prewarm and self.live() < self.max_children:
-            self._background(self._warm(self._spawn_reserved(spare=True)))
-
-    async def _warm(self, task: asyncio.Future[Any]) -> None:
-        try:
-            child = await task
-        except Exception as exc:
-            if not self._closed:
-                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(exc, "reason", exc))
-            return
-        if self._closed:
-            await child.aclose()
-            return
-        self._spares.append(child)
-        self._wake()  # a waiter may take it
+            self._spawn_reserved(spare=True)  # joins the spares when it has started
 
     # -- giving slots back -------------------------------------------------------------------
     def _returned(self, lease: Lease) -> None:
