@@ -100,9 +100,9 @@ async def test_a_backend_that_cannot_start_does_not_hide_the_others(tmp_path, ho
     async with client(gw.url, "legacy") as c:
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert "demo__echo" in names and not any(n.startswith("broken__") for n in names)
-        with pytest.raises(MCPError) as info:
+        with pytest.raises(MCPError) as info:  # a configured backend that is down: -31001 naming it, not an unknown tool
             await bounded(c.call_tool("broken__anything", {}))
-        assert info.value.error.code == -32602
+        assert info.value.error.code == -31001 and info.value.error.data["backend"] == "broken"
 
 
 @pytest.mark.parametrize("mode", MODES)

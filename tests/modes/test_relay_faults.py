@@ -134,7 +134,7 @@ async def test_backend_that_cannot_start_is_a_clear_error(hopline_relay):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 async def test_stopping_hopline_leaves_no_child(hopline_relay, sig):
-    relay = hopline_relay("--", *FAULT)
+    relay = hopline_relay("--prewarm", "0", "--", *FAULT)  # exactly the sessions' children (no spare)
     async with httpx.AsyncClient(timeout=15) as http:
         for _ in range(2):
             await legacy_session(http, relay.url)
@@ -156,7 +156,7 @@ async def test_session_ids_are_hoplines_own_and_unguessable(hopline_relay):
 
 
 async def test_isolated_sessions_get_their_own_backend(hopline_relay):
-    relay = hopline_relay("--", *sdk_server_cmd())
+    relay = hopline_relay("--prewarm", "0", "--", *sdk_server_cmd())
     async with client(relay.url, "legacy") as a, client(relay.url, "legacy") as b:
         await bounded(a.call_tool("echo", {"text": "a"}))
         await bounded(b.call_tool("echo", {"text": "b"}))
@@ -192,7 +192,7 @@ async def test_session_cap_gives_503_and_existing_sessions_survive(hopline_relay
 
 
 async def test_idle_sessions_expire_to_404_and_free_their_child(hopline_relay):
-    relay = hopline_relay("--session-ttl", "0.5", "--", *FAULT)
+    relay = hopline_relay("--session-ttl", "0.5", "--prewarm", "0", "--", *FAULT)
     async with httpx.AsyncClient(timeout=15) as http:
         sid = await legacy_session(http, relay.url)
         assert len(relay.descendants()) == 1

@@ -103,6 +103,7 @@ def explain(config: GatewayConfig) -> list[str]:
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
         if backend.command is not None:
             lines.append(f"    environment: {_environment(backend)}")
+        lines += _children(backend)
     lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
@@ -183,6 +184,17 @@ def _environment(backend: BackendConfig) -> str:
     if backend.env:
         words.append("env " + ", ".join(backend.env))
     return " + ".join(words)
+
+
+def _children(backend: BackendConfig) -> list[str]:
+    """A stdio backend's resource model: shared or isolated, and its pool's bounds."""
+    if backend.command is None:
+        return []
+    cap, prewarm, idle = backend.pool_bounds()
+    if backend.share_kind() == "shared":
+        return [f"    children: shared (one child serves every client session), at most {cap}"]
+    return [f"    children: isolated (a child per client session), at most {cap}, {prewarm} spare{'s' if prewarm != 1 else ''} after first use, "
+            f"a session idle {idle:g}s is parked and its child reaped"]
 
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:

@@ -33,6 +33,8 @@ from hopline.layers.routing.namespace import Namespace
 
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 MiB = 1024 * 1024
+POOL_MAX_CHILDREN = 8  # a stdio backend's child processes at most (transports/child_pool.py)
+POOL_IDLE_TIMEOUT = 300.0  # an isolated backend session idle this long is parked, its child reaped
 
 
 _Section = Section
@@ -60,6 +62,7 @@ class BackendConfig(_Section):
                                        "by default, e.g. 169.254.169.254) that the spec URL and the API may reach anyway.")
     prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
     stateless: bool = Field(False, description="Share one backend session among all clients.")
+    share: Literal["shared", "isolated"] | None = Field(None, description="stdio backends: 'shared' (default for command backends): one child serves every client session, ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for command, isolated for url.")
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(default_factory=dict, description="Original name -> exact exposed name (never prefixed).")
     timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
@@ -69,11 +72,30 @@ class BackendConfig(_Section):
         "session of its own, held across the client's input_required retries. Default: on for `url` backends; off for `command` backends "
         "(it would start a process per such call).",
     )
+    max_children: int | None = Field(None, ge=1, description=f"`command` backends: child processes at most, spares and shared ones included; a client session "
+                                     f"beyond it gets -31001 for this backend (retry_after in its data). Default {POOL_MAX_CHILDREN}.")
+    prewarm: int | None = Field(None, ge=0, description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a new "
+                                "session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared backends.")
+    idle_timeout: float | None = Field(None, gt=0, description="Isolated `command` backends: seconds a client's backend session may have nothing in flight "
+                                       f"before it is closed and its child reaped (the next request that needs it reopens it). Default {POOL_IDLE_TIMEOUT:g}.")
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
 
     def kind(self) -> Literal["stdio", "http", "openapi"]:
         return "stdio" if self.command is not None else "openapi" if self.openapi is not None else "http"
+
+    def share_kind(self) -> Literal["shared", "isolated"]:
+        """`share` in effect: as set, else shared for `stateless` and `command` backends."""
+        if self.share is not None:
+            return self.share
+        return "shared" if self.stateless or self.command is not None else "isolated"
+
+    def pool_bounds(self) -> tuple[int, int, float | None]:
+        """A `command` backend's child pool in effect: (max_children, prewarm, idle_timeout)."""
+        isolated = self.share_kind() == "isolated"
+        prewarm = self.prewarm if self.prewarm is not None else 1 if isolated else 0
+        idle = (self.idle_timeout or POOL_IDLE_TIMEOUT) if isolated else None
+        return self.max_children or POOL_MAX_CHILDREN, prewarm if isolated else 0, idle
 
     @field_validator("url", "base_url")
     @classmethod
@@ -119,11 +141,13 @@ class BackendConfig(_Section):
             has = {"command": "a `command`", "url": "a `url`", "openapi": "an `openapi`"}[kinds[0]]
             owners = {"headers": ("url", "openapi"), "transport": ("url",), "args": ("command",), "env": ("command",), "cwd": ("command",),
                       "inherit_env": ("command",),
-                      "base_url": ("openapi",), "operations": ("openapi",)}
+                      "base_url": ("openapi",), "operations": ("openapi",), "max_children": ("command",), "prewarm": ("command",), "idle_timeout": ("command",)}
             for key, owner in owners.items():
                 if kinds[0] not in owner and getattr(self, key) not in ({}, [], None, "auto"):
                     also = " (and `openapi` ones)" if key == "headers" else ""
                     problems.append(((key,), f"applies to `{owner[0]}` backends only{also}; this backend has {has}"))
+        if self.command is not None and self.prewarm is not None and self.prewarm > (self.max_children or POOL_MAX_CHILDREN):
+            problems.append((("prewarm",), f"spares count against `max_children` ({self.max_children or POOL_MAX_CHILDREN}); prewarm must not exceed it"))
         seen: dict[str, str] = {}
         for original, exposed in self.rename.items():
             if not original or not exposed:

@@ -106,7 +106,13 @@ class Gateway:
             return
         if spec.command is not None:
             target: StdioTarget | RemoteTarget = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd, spec.inherit_env)
-            self.connectors[backend_id] = StdioBackends(target, name=backend_id)  # type: ignore[arg-type]
+            # Every child of this backend from one capped pool (DESIGN §7). A request at the cap
+            # waits up to half the startup timeout for a slot (the rest is the child's own start).
+            cap, prewarm, idle = spec.pool_bounds()
+            routing = self.config.routing
+            self.connectors[backend_id] = StdioBackends(  # type: ignore[arg-type]
+                target, name=backend_id, max_children=cap, prewarm=prewarm, idle_timeout=idle, wait=routing.startup_timeout / 2, relay=False, retry_after=routing.retry_after,
+            )
         elif spec.openapi is not None:  # Conversion mode (§5.7): the API's operations as an in-process MCP server
             from hopline.conversion.server import OpenApiBackends
 

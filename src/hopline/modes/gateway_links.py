@@ -1,7 +1,17 @@
 """A gateway session's backend sessions: opened per client (or shared), watched,
 reconnected with backoff when they fail or go away, and replaced on hot reload.
 Every change to what the session can reach clears its catalogues and, for a
-stateful client, sends the CHANGE-SIGNAL (draft §6.7)."""
+stateful client, sends the CHANGE-SIGNAL (draft §6.7).
+
+A backend session on a child from a stdio backend's pool (transports/child_pool.py)
+can be **parked**: when it has been idle for the backend's ``idle_timeout``, or when
+the pool needs its child for another session at the cap, it is closed and its child
+reaped, with no reconnect loop and no CHANGE-SIGNAL; its catalogue entries stay
+listed, and the next request that needs it reopens it (a fresh initialize with this
+client's capabilities, its resource subscriptions renewed). A start refused at the
+cap parks the backend too, so a session nobody uses any more holds no child and
+retries nothing. Starts still under way when the client session closes are
+cancelled (they are tracked with the reconnect tasks), so they leave no child."""
 
 from __future__ import annotations
 
@@ -11,8 +21,9 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from hopline.binding import Era
-from hopline.jsonrpc import UnavailableError, notification
+from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
+from hopline.transports.child_pool import AtCapacity, Lease
 
 if TYPE_CHECKING:
     from hopline.layers.pipeline import Principal
@@ -38,6 +49,8 @@ class BackendLinks:
     _reconnecting: dict[str, asyncio.Task]
     principal: Principal
     subscriptions: dict[str, set[str]]
+    arrival: list[Any]
+    _parked: frozenset[str] = frozenset()  # backends closed while idle (or refused at the cap), reopened on demand
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
         def _server_request_from(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
@@ -46,27 +59,115 @@ class BackendLinks:
 
         def backend_changed(self, backend_id: str, method: str) -> None: ...  # noqa: E704 (GatewaySession)
 
+        async def _composed(self, method: str) -> None: ...  # noqa: E704 (ListComposer)
+
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.gateway.connect(
             backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id),
             principal=self.principal, chain=self.arrival,
         )
+        if self.end.is_closed():  # the client left while this backend started
+            await session.aclose()
+            raise UnavailableError(f"backend {backend_id}: the client session is closed", backend=backend_id, reason="client_closed")
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
         session.on_closed = self._backend_lost
         self._owned.append(session)
+        channel = session.peer.channel
+        if isinstance(channel, Lease):  # a child from the backend's pool: it may ask for it back
+            channel.reclaim = lambda: self._park(backend_id, session, channel)
         return session
 
     async def live_backends(self) -> dict[str, BackendSession | BaseException]:
         if self.backends is None:
             if self._connecting is None:
                 self._connecting = asyncio.ensure_future(self.gateway.sessions_for(list(self.gateway.connectors), self))
+                if self.stateful:
+                    self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
             self.backends = await asyncio.shield(self._connecting)
             if self.stateful:
                 for backend_id, found in self.backends.items():
-                    if not isinstance(found, BackendSession):
+                    if isinstance(found, (AtCapacity, asyncio.TimeoutError)) and _pooled(self.gateway.connectors.get(backend_id)):
+                        self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
+                    elif not isinstance(found, BackendSession):
                         self._schedule_reconnect(backend_id)
         return self.backends
+
+    def _track(self, key: str, task: asyncio.Future) -> None:
+        """Keep a start of this session's (initial connect "", reconnect or reopen of a
+        backend) where closing the session cancels it (``_closed`` cancels them all)."""
+        self._reconnecting[key] = task  # type: ignore[assignment]
+        task.add_done_callback(lambda t, k=key: self._reconnecting.pop(k, None) if self._reconnecting.get(k) is t else None)
+
+    # -- parking ---------------------------------------------------------------------------
+    async def _park(self, backend_id: str, session: BackendSession, lease: Lease) -> bool:
+        """The pool asks for this session's child back (idle timeout, or cap pressure)."""
+        if lease.busy():
+            return False
+        current = (self.backends or {}).get(backend_id)
+        if current is session or current is None:
+            self._parked |= {backend_id}
+        session.on_closed = None  # not a loss: no reconnect loop, no CHANGE-SIGNAL
+        if session in self._owned:
+            self._owned.remove(session)
+        log.info("backend %s: parked an idle session (child %s reaped)", backend_id, lease.pid)
+        await session.aclose()
+        return True
+
+    async def _unpark(self, backend_id: str) -> BackendSession:
+        """Reopen a parked backend for this client (one reopen shared by concurrent requests)."""
+        task = self._reconnecting.get(backend_id)
+        if task is None:
+            task = asyncio.ensure_future(self._reopen(backend_id))
+            self._track(backend_id, task)
+        return await asyncio.shield(task)
+
+    async def _reopen(self, backend_id: str) -> BackendSession:
+        try:
+            session = await asyncio.wait_for(self.open_backend(backend_id), self.gateway.config.routing.startup_timeout)
+        except HoplineError:
+            raise
+        except Exception as exc:
+            why = "did not start in time" if isinstance(exc, asyncio.TimeoutError) else getattr(exc, "reason", None) or type(exc).__name__
+            raise UnavailableError(f"backend {backend_id} is unavailable: {why}", backend=backend_id, reason="start_failed") from None
+        self._parked -= {backend_id}
+        if self.backends is not None:
+            self.backends[backend_id] = session
+        await self._resubscribe(session)
+        return session
+
+    async def listable(self, method: str) -> dict[str, BackendSession]:
+        """The backend sessions a list is composed from: the live ones and the parked ones
+        (their cached lists stand; one without this list cached is reopened first)."""
+        backends = await self.live_backends()
+        parked = self._parked
+        if parked:
+            reopen = [b for b in parked if isinstance(backends.get(b), BackendSession) and backends[b].cached_list(method) is None]  # type: ignore[union-attr]
+            if reopen:
+                limit = self.gateway.config.routing.list_timeout
+                await asyncio.gather(*(asyncio.wait_for(self._unpark(b), limit) for b in reopen), return_exceptions=True)
+        return {b: s for b, s in backends.items() if isinstance(s, BackendSession) and (not s.is_closed() or b in self._parked)}
+
+    async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
+        """A name not in the composed catalogue. When its ``{backend}{delimiter}`` prefix names
+        a configured backend this session cannot reach now (parked and failing to start,
+        reconnecting, failed), the answer is that backend's -31001, not an unknown name;
+        a parked backend is reopened first and the name looked up again."""
+        g = self.gateway
+        head = g.namespace.split(name)
+        backend_id = head[0] if head is not None and not g.reverse else None
+        if backend_id is not None and backend_id in g.connectors:
+            found = (self.backends or {}).get(backend_id)
+            if backend_id in self._parked:
+                await self._unpark(backend_id)
+                await self._composed(list_method)
+                catalog = self._catalogs[list_method][1]
+                entry = catalog.resolve(name)
+                if entry is not None:
+                    return entry, catalog
+            elif not isinstance(found, BackendSession) or found.is_closed():
+                raise _unavailable(backend_id, found, request_id)
+        raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:
         """Keep trying a backend that failed or went away; when it answers, its
@@ -112,6 +213,7 @@ class BackendLinks:
         """The configuration changed under this session: drop what went, connect what came."""
         if self.backends is None:
             return  # not connected yet: the next request sees the new configuration
+        self._parked -= set(gone)
         for backend_id in gone:
             found = self.backends.pop(backend_id, None)
             task = self._reconnecting.pop(backend_id, None)
@@ -135,6 +237,22 @@ class BackendLinks:
 
     async def backend(self, backend_id: str) -> BackendSession:
         found = (await self.live_backends()).get(backend_id)
+        if backend_id in self._parked:
+            return await self._unpark(backend_id)
         if not isinstance(found, BackendSession) or found.is_closed():
-            raise UnavailableError(f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable")
+            raise _unavailable(backend_id, found)
         return found
+
+
+def _pooled(connector: Any) -> bool:
+    return getattr(connector, "children", None) is not None  # StdioBackends: its children come from a ChildPool
+
+
+def _unavailable(backend_id: str, found: Any, request_id: Any = None) -> UnavailableError:
+    """-31001 naming the backend; the reason it failed with, when it said one (a fresh
+    error each time: the stored one is never re-raised)."""
+    error = UnavailableError(f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable", request_id=request_id)
+    if isinstance(found, UnavailableError):
+        error.message, error.data = found.message, dict(found.data or {})
+        error.args = (found.message,)
+    return error

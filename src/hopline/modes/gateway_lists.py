@@ -44,6 +44,8 @@ class ListComposer:
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
         async def live_backends(self) -> dict[str, BackendSession | BaseException]: ...  # noqa: E704 (BackendLinks)
 
+        async def listable(self, method: str) -> dict[str, BackendSession]: ...  # noqa: E704 (BackendLinks)
+
     def _cursor_binding(self) -> str:
         """Cursors are bound to the session, or for stateless requests to the principal."""
         return self._binding if self.stateful else f"p:{self.principal.key!r}"
@@ -93,7 +95,7 @@ class ListComposer:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
         list timeout is left out of this answer (fail-open) and named in ``missing``."""
         loop = asyncio.get_running_loop()
-        live = {b: s for b, s in (await self.live_backends()).items() if isinstance(s, BackendSession) and not s.is_closed()}
+        live = await self.listable(method)  # parked backends included: their cached lists stand
         # A backend whose list just failed is not asked again (and waited for) on every request.
         backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
         missing = sorted(set(self.gateway.connectors) - set(backends))

@@ -160,8 +160,8 @@ class GatewaySession(BackendLinks, ListComposer):
             catalog = self._catalogs[list_method][1]
             found = (catalog.resolve(name), catalog)
         entry, catalog = found
-        if entry is None:
-            raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=message.id)
+        if entry is None:  # -31001 if its prefix names a backend this session cannot reach now
+            entry, catalog = await self.unlisted(list_method, kind, name, message.id)
         definition = catalog.item(name)
         self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
         return await self._forward(message, entry.backend, {**message.params, "name": entry.original}, target=entry.original, exposed=name, definition=definition)

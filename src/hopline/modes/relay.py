@@ -10,7 +10,8 @@ compositions:
   handshake-era client session its own backend session (a child process, or a
   session on the remote server) and serve stateless exchanges from one shared
   connection per era through a :class:`Multiplexer` (ids remapped per client).
-  ``shared=True`` puts handshake sessions on one shared child too.
+  ``shared=True`` puts handshake sessions on one shared child too. Children come
+  from a capped, pre-warmed :class:`~hopline.transports.child_pool.ChildPool`.
 - **our stdio in front of a remote server** (``hopline relay --stdio URL``):
   :func:`pump` joins the two channels.
 """
@@ -20,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from hopline.binding import Era
 from hopline.layers.session.mux import Multiplexer
 from hopline.transports.base import Channel, ChannelClosed
+from hopline.transports.child_pool import DEFAULT_MAX_CHILDREN, AtCapacity, ChildPool, Lease
 
 log = logging.getLogger("hopline.relay")
 
@@ -84,27 +87,78 @@ class _SharedPerEra:
 
 
 class StdioBackends:
-    """Backends for one stdio server command (``Backends`` protocol)."""
+    """Backends for one stdio server command (``Backends`` protocol).
 
-    def __init__(self, target: StdioTarget, *, shared: bool = False, name: str | None = None) -> None:
+    Every child, the shared ones included, comes from one :class:`ChildPool`, so the
+    number of processes is bounded by ``max_children`` whatever the number of clients
+    (DESIGN §7). ``relay=True`` is the protocol-unaware composition: a session's child
+    idle for ``idle_timeout`` seconds is closed (the client gets 404 on its next request
+    and re-initializes), and at the cap a new session fails at once with the reason as
+    its error (the listener answers it as -31001 to the ``initialize``).
+    """
+
+    def __init__(
+        self,
+        target: StdioTarget,
+        *,
+        shared: bool = False,
+        name: str | None = None,
+        max_children: int = DEFAULT_MAX_CHILDREN,
+        prewarm: int = 1,
+        idle_timeout: float | None = None,
+        wait: float = 0.0,
+        relay: bool = True,
+        retry_after: float = 5.0,
+    ) -> None:
         from hopline.transports.stdio import StdioChild
 
         self.target = target
         self.shared = shared
-        self.name = name or target.argv[0]
+        self.relay = relay
+        self.name = name or os.path.basename(target.argv[0])
         self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
-        self._pool = _SharedPerEra(self._spawn, self.name)
+        # The relay reclaims only what it would close anyway (idle past the timeout): closing
+        # a live client's session is visible to it. The gateway parks idle backend sessions
+        # without the client noticing, so it may reclaim any idle one (its owner decides).
+        self.children = ChildPool(
+            self._spawn, name=self.name, max_children=max_children, prewarm=0 if shared else prewarm, wait=wait, idle_timeout=idle_timeout,
+            pressure_idle=(idle_timeout or float("inf")) if relay else 0.0, retry_after=retry_after,
+        )
+        self._pool = _SharedPerEra(self.children.acquire, self.name)
 
     async def open_session(self, era: Era) -> Channel:
-        if self.shared:
-            return await self._pool.view(era)
-        return await self._spawn()
+        try:
+            if self.shared:
+                return await self._pool.view(era)
+            lease = await self.children.acquire()
+        except AtCapacity as exc:
+            raise self._at_cap(exc) from None
+        if self.relay:
+            lease.reclaim = _closer(lease)
+        return lease
 
     async def open_exchange(self, era: Era) -> Channel:
-        return await self._pool.view(era)
+        try:
+            return await self._pool.view(era)
+        except AtCapacity as exc:
+            raise self._at_cap(exc) from None
+
+    def _at_cap(self, exc: AtCapacity) -> Exception:
+        # A listener answers ChannelClosed from open_session as -31001 to that request's id.
+        return ChannelClosed(exc.message) if self.relay else exc
 
     async def aclose(self) -> None:
         await self._pool.aclose()
+        await self.children.aclose()
+
+
+def _closer(lease: Lease) -> Callable[[], Awaitable[bool]]:
+    async def close() -> bool:
+        log.info("%s: closing the session of idle child %s", lease.pool.name, lease.pid)
+        await lease.aclose()
+        return True
+
+    return close
 
 
 class RemoteBackends:

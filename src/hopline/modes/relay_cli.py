@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
     p.add_argument("--shared", action="store_true", help="share one backend process among all client sessions (ids remapped per client)")
+    p.add_argument("--max-children", type=int, default=8, metavar="N", help="stdio target: child processes at most, spares and shared ones included; "
+                   "a new session beyond it gets an error at once (default: 8)")
+    p.add_argument("--prewarm", type=int, default=1, metavar="N", help="stdio target: spare children kept started ahead (after the first session) "
+                   "so a new session need not wait for one to start; 0: none (default: 1)")
+    p.add_argument("--child-idle-timeout", type=float, default=300.0, metavar="SECONDS", help="stdio target: close a session whose child has had nothing "
+                   "in flight this long (the client gets 404 and re-initializes); at the cap such a child is reclaimed at once; 0: never (default: 300)")
     p.add_argument("--stateless-http", action="store_true", help="handshake-era clients get no session (each POST is independent)")
     p.add_argument("--transport", choices=["auto", "streamable-http", "sse"], default="auto", help="transport of a remote URL target (auto: …/sse means legacy SSE)")
     p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="header sent to a remote target on every request (repeatable)")

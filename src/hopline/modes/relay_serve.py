@@ -26,7 +26,15 @@ def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> 
 
 def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> int:
     async def main() -> int:
-        backends = StdioBackends(spec, shared=args.shared) if isinstance(spec, StdioTarget) else RemoteBackends(spec, shared=args.shared)
+        if isinstance(spec, StdioTarget):
+            if args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0:
+                log.error("--max-children must be at least 1, --prewarm and --child-idle-timeout at least 0")
+                return 2
+            backends: StdioBackends | RemoteBackends = StdioBackends(
+                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None,
+            )
+        else:
+            backends = RemoteBackends(spec, shared=args.shared)
         sessions = SessionTable(
             max_sessions=args.max_sessions, idle_ttl=args.session_ttl, max_pending=args.max_pending_sessions, handshake_timeout=args.handshake_timeout,
             stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),

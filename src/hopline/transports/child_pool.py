@@ -1,0 +1,411 @@
+"""The child processes of one stdio backend: a cap, bounded spawning, pre-warmed spares.
+
+DESIGN §7: "process count never follows client count". Every child of a backend — the
+one a shared backend session runs on as much as one per client session — is a
+:class:`Lease` from that backend's :class:`ChildPool`, which keeps these bounds:
+
+- **cap** (``max_children``): live children (leased, spare, being spawned) never
+  exceed it. A request at the cap first asks the least recently active *reclaimable*
+  lease to give its child up (its owner decides: the gateway parks an idle backend
+  session, the relay closes a session idle past its timeout); else it waits up to
+  ``wait`` seconds for a slot; else it fails with :class:`AtCapacity` (-31001, with
+  ``retry_after``).
+- **spawning** (``max_spawning``): at most that many fork/execs of this backend at
+  once, so a burst of sessions never forks hundreds of processes together.
+- **spares** (``prewarm``): children spawned ahead (never initialized: the handshake
+  must carry the client's own capabilities), handed to the next request at once and
+  replaced in the background. Pre-warming starts with the backend's first use, so a
+  gateway with twenty rarely used backends starts no spares for them. A spare that
+  died meanwhile is discarded. Spares count against the cap and are the first thing
+  taken back when a request needs their slot.
+- **idle reaping** (``idle_timeout``): a sweeper offers every reclaimable lease idle
+  that long back to its owner.
+- **abandonment**: an acquire whose task is cancelled releases its slot, and the child
+  it would have got is closed; ``aclose`` reaps every child.
+
+A lease counts what is in flight on it (requests either way not yet answered), so
+"idle" means nothing pending and nothing sent or received for a while. This is the
+one place that reads message ids below the session layer; it costs a set operation
+per request and response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from typing import Any, Awaitable, Callable
+
+from hopline.jsonrpc import Message, UnavailableError
+from hopline.transports.base import ChannelClosed
+
+log = logging.getLogger("hopline.pool")
+
+DEFAULT_MAX_CHILDREN = 8
+DEFAULT_MAX_SPAWNING = 4
+SPARE_WAIT = 10.0  # how long a request waits for a spare already being forked
+
+
+class AtCapacity(UnavailableError):
+    """The backend has as many children as it may; none could be taken back in time."""
+
+    def __init__(self, name: str, cap: int, retry_after: float) -> None:
+        super().__init__(f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; retry in {retry_after:g} s",
+                         backend=name, reason="at_capacity")
+        self.data["retry_after"] = retry_after
+        self.retry_after = retry_after
+
+
+class Lease:
+    """One child handed to one owner: a Channel over it that returns the slot on close.
+
+    ``reclaim`` is the owner's say in reaping: an async callable that gives the child up
+    (closing this lease) and returns True, or returns False to keep it. None (the
+    default): never reclaimed (shared children, sessions whose owner cannot recover).
+    """
+
+    __slots__ = ("child", "pool", "reclaim", "last_active", "_pending_out", "_pending_in", "_released", "_closing")
+
+    def __init__(self, child: Any, pool: ChildPool) -> None:
+        self.child = child
+        self.pool = pool
+        self.reclaim: Callable[[], Awaitable[bool]] | None = None
+        self.last_active = time.monotonic()
+        self._pending_out: set[Any] = set()  # our requests the child has not answered
+        self._pending_in: set[Any] = set()  # the child's requests we have not answered
+        self._released = False
+        self._closing: asyncio.Future[None] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return getattr(getattr(self.child, "process", None), "pid", None)
+
+    async def send(self, message: Message) -> None:
+        body = message.body
+        if "id" in body:
+            (self._pending_out.add if "method" in body else self._pending_in.discard)(body["id"])
+        elif body.get("method") == "notifications/cancelled" and isinstance(body.get("params"), dict):
+            self._pending_out.discard(body["params"].get("requestId"))  # it may never be answered
+        self.last_active = time.monotonic()
+        await self.child.send(message)
+
+    async def receive(self) -> Message:
+        message = await self.child.receive()
+        body = message.body
+        if "id" in body:
+            (self._pending_in.add if "method" in body else self._pending_out.discard)(body["id"])
+        self.last_active = time.monotonic()
+        return message
+
+    def busy(self) -> bool:
+        return bool(self._pending_out or self._pending_in)
+
+    def idle_for(self, now: float | None = None) -> float | None:
+        """Seconds since the last message, or None while anything is in flight."""
+        if self.busy():
+            return None
+        return (time.monotonic() if now is None else now) - self.last_active
+
+    def alive(self) -> bool:
+        return self.child.is_alive()
+
+    async def aclose(self) -> None:
+        """Close the child; its slot is free once it has been reaped (so a sampled
+        process count never sees more children than the cap)."""
+        if self._closing is None:
+            self._released = True
+            # In a task of its own: a closer that is cancelled half-way (a timeout, a client
+            # gone) neither leaves the child running nor frees its slot before it is reaped.
+            self._closing = asyncio.ensure_future(self.child.aclose())
+            self._closing.add_done_callback(lambda _t: self.pool._returned(self))
+        await asyncio.shield(self._closing)
+
+    def is_closed(self) -> bool:
+        return self._released or self.child.is_closed()
+
+    def __repr__(self) -> str:
+        return f"<Lease {self.pool.name} pid={self.pid} released={self._released}>"
+
+
+class ChildPool:
+    """Children of one stdio backend, within the bounds above (module docstring)."""
+
+    def __init__(
+        self,
+        spawn: Callable[[], Awaitable[Any]],
+        *,
+        name: str,
+        max_children: int = DEFAULT_MAX_CHILDREN,
+        prewarm: int = 0,
+        max_spawning: int = DEFAULT_MAX_SPAWNING,
+        wait: float = 10.0,
+        idle_timeout: float | None = None,
+        pressure_idle: float = 0.0,
+        retry_after: float = 5.0,
+    ) -> None:
+        """``spawn``: starts one child (anything with ``send``/``receive``/``aclose``/
+        ``is_alive``/``is_closed``). ``pressure_idle``: how long a lease must have been
+        idle before it is reclaimed to make room at the cap (0: any lease not busy)."""
+        if max_children < 1:
+            raise ValueError("max_children must be at least 1")
+        self._spawn = spawn
+        self.name = name
+        self.max_children = max_children
+        self.prewarm = min(max(prewarm, 0), max_children)
+        self.wait = wait
+        self.idle_timeout = idle_timeout
+        self.pressure_idle = pressure_idle
+        self.retry_after = retry_after
+        self._gate = asyncio.Semaphore(max(1, max_spawning))
+        self._leased: dict[Lease, None] = {}
+        self._spares: collections.deque[Any] = collections.deque()
+        self._starting = 0  # slots reserved by spawns in progress (requests' and spares')
+        self._warming = 0  # ... of which spares
+        self._closing = 0  # children nobody will use, being closed (they hold their slot until reaped)
+        self._abandoned: set[asyncio.Future[Any]] = set()  # spawns whose requester left
+        self._handed: dict[asyncio.Future[Any], Lease] = {}  # spawns done, their lease not yet taken by the requester
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._tasks: set[asyncio.Task] = set()
+        self._sweeper: asyncio.Task | None = None
+        self._claiming = 0  # acquires under way: no spare is started while they look for a slot
+        self._used = False
+        self._closed = False
+
+    # -- counts ---------------------------------------------------------------------------
+    def live(self) -> int:
+        """Children that hold a slot now: spawning, spare, or leased and alive."""
+        self._prune()
+        return self._starting + self._closing + len(self._spares) + sum(1 for lease in self._leased if lease.alive())
+
+    def stats(self) -> dict[str, int]:
+        self._prune()
+        return {"leased": sum(1 for lease in self._leased if lease.alive()), "spare": len(self._spares), "starting": self._starting,
+                "waiting": len(self._waiters), "max": self.max_children}
+
+    def _prune(self) -> None:
+        if any(not c.is_alive() for c in self._spares):
+            dead = [c for c in self._spares if not c.is_alive()]
+            self._spares = collections.deque(c for c in self._spares if c.is_alive())
+            for child in dead:
+                self._background(child.aclose())
+        for lease in [lease for lease in self._leased if not lease.alive()]:
+            del self._leased[lease]  # exited on its own: its slot is free (its owner still closes it)
+
+    # -- acquiring ------------------------------------------------------------------------
+    async def acquire(self, *, wait: float | None = None) -> Lease:
+        """A child for one owner: a spare if there is one, else a new one within the cap.
+        Raises :class:`AtCapacity` when no slot comes free within ``wait`` (default: the
+        pool's), or ChannelClosed when the backend cannot be started."""
+        if self._closed:
+            raise ChannelClosed(f"{self.name}: shutting down")
+        self._used = True
+        self._ensure_sweeper()
+        self._claiming += 1
+        try:
+            lease = await self._claim(self.wait if wait is None else wait)
+        finally:
+            self._claiming -= 1
+        if self._closed:  # closed while this child was on its way
+            await lease.aclose()
+            raise ChannelClosed(f"{self.name}: shutting down")
+        self._top_up()
+        return lease
+
+    async def _claim(self, wait: float) -> Lease:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            spare = self._take_spare()
+            if spare is not None:
+                return self._lease(spare)
+            if self._warming > len(self._waiters):  # a spare is being forked and nobody waits for it: take it
+                await self._wait(SPARE_WAIT)
+                continue
+            if self.live() < self.max_children:
+                return await self._claimed(self._spawn_reserved(spare=False))
+            if await self._reclaim_one():
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._closed:
+                raise AtCapacity(self.name, self.max_children, self.retry_after)
+            await self._wait(remaining)
+
+    def _lease(self, child: Any) -> Lease:
+        lease = Lease(child, self)
+        self._leased[lease] = None
+        return lease
+
+    async def _wait(self, timeout: float) -> None:
+        """Until a slot or a spare may have come free (or ``timeout``)."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            pass  # the caller looks once more, then gives up
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._wake()  # what we were woken for goes to the next waiter
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)
+
+    def _take_spare(self) -> Any:
+        while self._spares:
+            child = self._spares.popleft()
+            if child.is_alive():
+                return child
+            self._background(child.aclose())
+        return None
+
+    def _spawn_reserved(self, *, spare: bool) -> asyncio.Future[Any]:
+        """Reserve a slot now and spawn one child into it, in a task of its own: a
+        cancelled requester cannot interrupt a fork half-way, and the child that arrives
+        for a requester who left is closed (:meth:`_claimed`)."""
+        self._starting += 1
+        self._warming += spare
+        task = asyncio.ensure_future(self._spawn_gated())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+        def settled(t: asyncio.Future[Any]) -> None:
+            # The new child takes over its reservation in the same step (leased, spare, or
+            # closing), so no count ever misses it.
+            child = None if t.cancelled() or t.exception() is not None else t.result()
+            if child is not None:
+                if t in self._abandoned or self._closed:
+                    self._discard(child)  # its requester left: closed, in its slot until reaped
+                elif spare:
+                    self._spares.append(child)
+                else:
+                    self._handed[t] = self._lease(child)
+            elif spare and not self._closed and not t.cancelled():
+                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(t.exception(), "reason", t.exception()))
+            self._abandoned.discard(t)
+            self._starting -= 1
+            self._warming -= spare
+            self._wake()
+
+        task.add_done_callback(settled)
+        return task
+
+    async def _claimed(self, task: asyncio.Future[Any]) -> Lease:
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._abandoned.add(task)
+            else:
+                lease = self._handed.pop(task, None)
+                if lease is not None:
+                    self._background(lease.aclose())
+            raise
+        return self._handed.pop(task)
+
+    def _discard(self, child: Any) -> None:
+        """Close a child nobody will use; it keeps its slot until it has been reaped."""
+        self._closing += 1
+
+        async def close() -> None:
+            try:
+                await child.aclose()
+            finally:
+                self._closing -= 1
+                self._wake()
+
+        self._background(close())
+
+    async def _spawn_gated(self) -> Any:
+        async with self._gate:
+            if self._closed:
+                raise ChannelClosed(f"{self.name}: shutting down")
+            child = await self._spawn()
+        if self._closed:
+            await child.aclose()
+            raise ChannelClosed(f"{self.name}: shutting down")
+        return child
+
+    # -- spares ------------------------------------------------------------------------------
+    def _top_up(self) -> None:
+        """Start spares until ``prewarm`` are ready or on their way, room and waiters permitting."""
+        if self._closed or not self._used or self._claiming or self._waiters:
+            return
+        while len(self._spares) + self._warming < self.prewarm and self.live() < self.max_children:
+            self._spawn_reserved(spare=True)  # joins the spares when it has started
+
+    # -- giving slots back -------------------------------------------------------------------
+    def _returned(self, lease: Lease) -> None:
+        self._leased.pop(lease, None)
+        self._wake()
+        self._top_up()
+
+    def _wake(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _reclaim_one(self, *, min_idle: float | None = None) -> bool:
+        """Take one child back for a request at the cap: the least recently active
+        lease, idle at least ``pressure_idle``, whose owner gives it up."""
+        threshold = self.pressure_idle if min_idle is None else min_idle
+        now = time.monotonic()
+        candidates = sorted(
+            (lease for lease in self._leased if lease.reclaim is not None and lease.alive() and (lease.idle_for(now) or -1.0) >= threshold),
+            key=lambda lease: lease.last_active,
+        )
+        for lease in candidates:
+            reclaim = lease.reclaim
+            if reclaim is None:
+                continue
+            try:
+                gave = await reclaim()
+            except Exception:
+                log.exception("backend %s: reclaiming child %s failed", self.name, lease.pid)
+                continue
+            if gave:
+                if not lease._released:
+                    await lease.aclose()
+                log.info("backend %s: reclaimed idle child %s", self.name, lease.pid)
+                return True
+        return False
+
+    def _ensure_sweeper(self) -> None:
+        if self.idle_timeout is not None and (self._sweeper is None or self._sweeper.done()) and not self._closed:
+            self._sweeper = asyncio.create_task(self._sweep(), name=f"pool-sweeper-{self.name}")
+
+    async def _sweep(self) -> None:
+        assert self.idle_timeout is not None
+        period = max(0.05, min(30.0, self.idle_timeout / 4))
+        while not self._closed:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for lease in [lease for lease in self._leased if lease.reclaim is not None and (lease.idle_for(now) or -1.0) >= self.idle_timeout]:
+                reclaim = lease.reclaim
+                with contextlib.suppress(Exception):
+                    if reclaim is not None and lease.alive() and (lease.idle_for() or -1.0) >= self.idle_timeout and await reclaim() and not lease._released:
+                        await lease.aclose()
+
+    def _background(self, work: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def aclose(self) -> None:
+        """Reap every child: leased, spare and still starting."""
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        leases, self._leased = list(self._leased), {}
+        spares, self._spares = list(self._spares), collections.deque()
+        for lease in leases:
+            lease._released = True
+        await asyncio.gather(*(c.aclose() for c in [*(lease.child for lease in leases), *spares]), return_exceptions=True)
+        while self._tasks:  # spawns in flight close what they bring (the pool is closed)
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,84 @@
+"""``hopline relay`` over a stdio command with a child pool (issue 12): ``--max-children``,
+``--prewarm`` and ``--child-idle-timeout``. Children are counted with psutil; which child
+served a session is told by the backend (tests/servers/pid_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import orjson
+import psutil
+
+from tests.conftest import PY, SERVERS
+from tests.peers import bounded, client, text_of
+
+PID = [PY, str(SERVERS / "pid_server.py")]
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+INIT = {"jsonrpc": "2.0", "id": "init-3", "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def children(relay) -> set[int]:
+    out = set()
+    for p in relay.descendants():
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "pid_server" in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+async def eventually(check, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def session(http: httpx.AsyncClient, url: str) -> str:
+    r = await http.post(url, content=orjson.dumps({**INIT, "id": 1}), headers=HEADERS)
+    assert r.status_code == 200, r.text
+    return r.headers["mcp-session-id"]
+
+
+async def test_max_children_2_gives_the_third_session_a_clear_error_at_once(hopline_relay):
+    relay = hopline_relay("--max-children", "2", "--prewarm", "0", "--", *PID)
+    async with httpx.AsyncClient(timeout=15) as http:
+        await session(http, relay.url)
+        await session(http, relay.url)
+        r = await bounded(http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS))
+        body = r.json()
+        assert body["id"] == "init-3" and body["error"]["code"] == -31001, body
+        assert "cap of 2" in body["error"]["message"], body
+        assert "mcp-session-id" not in r.headers
+        assert len(children(relay)) == 2
+
+
+async def test_the_second_session_is_served_by_the_prewarmed_spare(hopline_relay):
+    relay = hopline_relay("--prewarm", "1", "--", *PID, "--start-delay", "2")
+    async with client(relay.url, "legacy") as a:
+        first = int(text_of(await bounded(a.call_tool("pid", {}), 30)))
+        await eventually(lambda: len(children(relay)) == 2)
+        (spare,) = children(relay) - {first}
+        async with client(relay.url, "legacy") as b:
+            assert int(text_of(await bounded(b.call_tool("pid", {}), 30))) == spare
+
+
+async def test_a_session_whose_child_idles_is_closed_and_answers_404(hopline_relay):
+    relay = hopline_relay("--prewarm", "0", "--child-idle-timeout", "0.3", "--", *PID)
+    async with httpx.AsyncClient(timeout=15) as http:
+        sid = await session(http, relay.url)
+        await eventually(lambda: not children(relay))
+        r = await http.post(relay.url, content=orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), headers={**HEADERS, "mcp-session-id": sid})
+        assert r.status_code == 404
+        await session(http, relay.url)  # re-initializing gets a new child
+        assert len(children(relay)) == 1
+
+
+async def test_shared_keeps_one_counted_child(hopline_relay):
+    relay = hopline_relay("--shared", "--max-children", "1", "--", *PID)
+    async with client(relay.url, "legacy") as a, client(relay.url, "legacy") as b:
+        pa = text_of(await bounded(a.call_tool("pid", {})))
+        pb = text_of(await bounded(b.call_tool("pid", {})))
+    assert pa == pb and len(children(relay)) == 1

@@ -1,0 +1,243 @@
+"""The child pool of one stdio backend (transports/child_pool.py), with real child processes.
+
+Children are counted from outside with psutil (the children of this test process), so
+each bound is checked on the processes themselves, not on the pool's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import psutil
+import pytest
+
+from hopline.jsonrpc import Message, request
+from hopline.transports.base import ChannelClosed
+from hopline.transports.child_pool import AtCapacity, ChildPool
+from hopline.transports.stdio import StdioChild
+from tests.conftest import PY, SERVERS
+
+PID_SERVER = [PY, str(SERVERS / "pid_server.py")]
+
+
+def spawner(argv: list[str] = PID_SERVER):
+    return lambda: StdioChild.spawn(argv, name="t")
+
+
+def live_children() -> set[int]:
+    return {p.pid for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE}
+
+
+async def eventually(check, timeout: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.02)
+
+
+async def ask_pid(lease) -> int:
+    await lease.send(request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+    await asyncio.wait_for(lease.receive(), 15)
+    await lease.send(request(2, "tools/call", {"name": "pid", "arguments": {}}))
+    answer = await asyncio.wait_for(lease.receive(), 15)
+    return int(answer.body["result"]["content"][0]["text"])
+
+
+@pytest.fixture
+async def pools():
+    made: list[ChildPool] = []
+
+    def make(**kw) -> ChildPool:
+        pool = ChildPool(kw.pop("spawn", spawner()), name="t", **kw)
+        made.append(pool)
+        return pool
+
+    yield make
+    for pool in made:
+        await pool.aclose()
+    await eventually(lambda: not live_children())
+
+
+async def test_the_cap_holds_and_a_request_beyond_it_fails_with_retry_after(pools):
+    pool = pools(max_children=3, wait=0)
+    leases = [await pool.acquire() for _ in range(3)]
+    assert len(live_children()) == 3
+    with pytest.raises(AtCapacity) as caught:
+        await pool.acquire()
+    assert caught.value.code == -31001 and caught.value.data["retry_after"] > 0 and "cap of 3" in caught.value.message
+    assert len(live_children()) == 3
+    await leases[0].aclose()
+    fourth = await pool.acquire()
+    assert fourth.pid in live_children() and len(live_children()) == 3
+
+
+async def test_a_waiter_gets_the_slot_a_closed_child_frees(pools):
+    pool = pools(max_children=1, wait=30)
+    first = await pool.acquire()
+    waiting = asyncio.ensure_future(pool.acquire())
+    await eventually(lambda: pool.stats()["waiting"] == 1)
+    assert not waiting.done()
+    await first.aclose()
+    second = await asyncio.wait_for(waiting, 15)
+    assert second.pid != first.pid and live_children() == {second.pid}
+
+
+async def test_a_spare_is_started_after_first_use_and_handed_to_the_next_request(pools):
+    pool = pools(max_children=4, prewarm=1)
+    await asyncio.sleep(0)
+    assert not live_children()  # no pre-warming before the backend's first use
+    first = await pool.acquire()
+    await eventually(lambda: pool.stats()["spare"] == 1)  # the spare
+    (spare,) = live_children() - {first.pid}
+    second = await pool.acquire()
+    assert second.pid == spare
+    assert await ask_pid(second) == spare
+    await eventually(lambda: pool.stats()["spare"] == 1)  # replaced in the background
+    assert len(live_children()) == 3
+
+
+async def test_a_spare_that_died_is_discarded(pools):
+    pool = pools(max_children=4, prewarm=1)
+    first = await pool.acquire()
+    await eventually(lambda: pool.stats()["spare"] == 1)
+    (spare,) = live_children() - {first.pid}
+    psutil.Process(spare).kill()
+    await eventually(lambda: pool.stats()["spare"] == 0)  # noticed (its exit reaped) and discarded
+    second = await pool.acquire()
+    assert second.pid != spare and second.alive()
+    assert await ask_pid(second) == second.pid
+
+
+async def test_spares_count_against_the_cap(pools):
+    pool = pools(max_children=2, prewarm=2, wait=0)
+    first = await pool.acquire()
+    await eventually(lambda: pool.stats()["spare"] == 1)  # only one more fits
+    second = await pool.acquire()
+    assert len(live_children()) == 2
+    with pytest.raises(AtCapacity):
+        await pool.acquire()
+    assert {first.pid, second.pid} == live_children()
+
+
+async def test_concurrent_spawns_are_bounded(pools):
+    running = peak = 0
+
+    async def spawn():
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            await asyncio.sleep(0.05)  # hold the spawn gate a little, so spawns overlap
+            return await StdioChild.spawn(PID_SERVER, name="t")
+        finally:
+            running -= 1
+
+    pool = pools(max_children=8, max_spawning=2, spawn=spawn)
+    leases = await asyncio.gather(*(pool.acquire() for _ in range(8)))
+    assert peak == 2 and len({lease.pid for lease in leases}) == 8
+
+
+async def test_an_abandoned_spawn_closes_its_child_and_frees_its_slot(pools):
+    started, go = asyncio.Event(), asyncio.Event()
+
+    async def spawn():
+        started.set()
+        await go.wait()
+        return await StdioChild.spawn(PID_SERVER, name="t")
+
+    pool = pools(max_children=1, wait=0, spawn=spawn)
+    task = asyncio.ensure_future(pool.acquire())
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    go.set()  # the fork happens after its requester left
+    await eventually(lambda: pool.live() == 0 and not live_children())
+    lease = await pool.acquire()  # the slot is free again
+    assert lease.alive()
+
+
+async def test_an_abandoned_wait_frees_nothing_it_did_not_hold(pools):
+    pool = pools(max_children=1, wait=30)
+    first = await pool.acquire()
+    waiting = asyncio.ensure_future(pool.acquire())
+    await eventually(lambda: pool.stats()["waiting"] == 1)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert pool.stats()["waiting"] == 0 and live_children() == {first.pid}
+
+
+async def test_at_the_cap_the_least_recently_active_idle_child_is_reclaimed(pools):
+    pool = pools(max_children=2, wait=0)
+    gave: list[int] = []
+    older, newer = await pool.acquire(), await pool.acquire()
+    for lease in (older, newer):
+        async def give(lease=lease) -> bool:
+            gave.append(lease.pid)
+            await lease.aclose()
+            return True
+
+        lease.reclaim = give
+    newer.last_active, older.last_active = 2.0, 1.0  # older is the least recently active
+    third = await pool.acquire()
+    assert gave == [older.pid] and live_children() == {newer.pid, third.pid}
+
+
+async def test_a_busy_child_is_not_reclaimed(pools):
+    pool = pools(max_children=1, wait=0)
+    lease = await pool.acquire()
+    asked: list[bool] = []
+
+    async def give() -> bool:
+        asked.append(True)
+        await lease.aclose()
+        return True
+
+    lease.reclaim = give
+    await lease.send(Message({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "slow", "arguments": {"ms": 60000}}}))
+    assert lease.busy() and lease.idle_for() is None
+    with pytest.raises(AtCapacity):
+        await pool.acquire()
+    assert not asked and lease.alive()
+
+
+async def test_the_idle_sweeper_offers_idle_children_back(pools):
+    pool = pools(max_children=2, idle_timeout=0.2)
+    lease = await pool.acquire()
+    closed = asyncio.Event()
+
+    async def give() -> bool:
+        await lease.aclose()
+        closed.set()
+        return True
+
+    lease.reclaim = give
+    await asyncio.wait_for(closed.wait(), 15)
+    await eventually(lambda: not live_children())
+
+
+async def test_aclose_reaps_leased_spare_and_starting_children(pools):
+    go = asyncio.Event()
+    calls = 0
+
+    async def spawn():
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            await go.wait()  # the third spawn is still under way at aclose
+        return await StdioChild.spawn(PID_SERVER, name="t")
+
+    pool = pools(max_children=4, prewarm=1, spawn=spawn)
+    await pool.acquire()
+    await eventually(lambda: pool.stats()["spare"] == 1)
+    starting = asyncio.ensure_future(pool.acquire())  # takes the spare; its replacement waits on `go`
+    await starting
+    await eventually(lambda: pool.stats()["starting"] == 1)
+    closing = asyncio.ensure_future(pool.aclose())
+    await asyncio.sleep(0)
+    go.set()
+    await asyncio.wait_for(closing, 20)
+    await eventually(lambda: not live_children())
+    with pytest.raises(ChannelClosed):
+        await pool.acquire()
