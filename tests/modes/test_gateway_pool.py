@@ -76,7 +76,8 @@ class Sampler:
 
 
 async def test_the_cap_holds_under_30_concurrent_sessions_and_the_rest_get_31001(tmp_path, hopline_serve):
-    gw = hopline_serve(write(tmp_path, {"max_children": 4, "prewarm": 0}, routing={"startup_timeout": 2}))
+    # All 30 are admitted at the listener (max_pending_sessions), so the child cap is what is tested.
+    gw = hopline_serve(write(tmp_path, {"max_children": 4, "prewarm": 0}, routing={"startup_timeout": 2}, listen={"max_pending_sessions": 64}))
 
     async def one(n: int) -> str:
         async with client(gw.url, "legacy") as c:

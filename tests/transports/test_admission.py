@@ -114,7 +114,7 @@ async def test_serve_with_three_backends_sheds_a_burst(hopline_serve, tmp_path):
 
 async def test_a_client_leaving_mid_initialize_frees_its_slot_and_session(hopline_relay, tmp_path):
     gate = tmp_path / "gate"
-    relay = hopline_relay("--max-pending-sessions", "1", "--", *GATED, str(gate))
+    relay = hopline_relay("--max-pending-sessions", "1", "--prewarm", "0", "--", *GATED, str(gate))  # no spare: the count is the session's child
     host, port = relay.base.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     body = init_body(1)
@@ -131,7 +131,7 @@ async def test_a_client_leaving_mid_initialize_frees_its_slot_and_session(hoplin
 
 
 async def test_a_backend_that_does_not_start_is_a_timeout_error(hopline_relay, tmp_path):
-    relay = hopline_relay("--handshake-timeout", "1", "--", *GATED, str(tmp_path / "never"))
+    relay = hopline_relay("--handshake-timeout", "1", "--prewarm", "0", "--", *GATED, str(tmp_path / "never"))
     async with httpx.AsyncClient(timeout=30) as http:
         r = await bounded(initialize(http, relay.url, 5), 30)
         assert r.status_code == 200

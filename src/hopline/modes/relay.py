@@ -176,7 +176,10 @@ class RemoteBackends:
         # stream, so a cap would deadlock every session once that many are open. The lean
         # HTTP/1.1 client unless the environment routes this URL through a proxy (h1client.py).
         self._client = lean_or_httpx(target.url, auth=target.auth, timeout=httpx.Timeout(30.0, read=None))
-        self._pool = _SharedPerEra(self._connect, target.url)
+        # The multiplexer's name reaches clients' error data: never the URL's userinfo or query.
+        from hopline.transports.http_util import public_url
+
+        self._pool = _SharedPerEra(self._connect, target.name or public_url(target.url))
 
     async def _connect(self) -> Channel:
         if self.target.is_sse():
