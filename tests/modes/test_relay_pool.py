@@ -49,6 +49,7 @@ async def test_max_children_2_gives_the_third_session_a_clear_error_at_once(hopl
         await session(http, relay.url)
         r = await bounded(http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS))
         body = r.json()
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, (r.status_code, r.headers)
         assert body["id"] == "init-3" and body["error"]["code"] == -31001, body
         assert "cap of 2" in body["error"]["message"], body
         assert "mcp-session-id" not in r.headers

@@ -144,8 +144,8 @@ class StdioBackends:
             raise self._at_cap(exc) from None
 
     def _at_cap(self, exc: AtCapacity) -> Exception:
-        # A listener answers ChannelClosed from open_session as -31001 to that request's id.
-        return ChannelClosed(exc.message) if self.relay else exc
+        # The listener answers it to the request that wanted the session: 503 + Retry-After.
+        return exc
 
     async def aclose(self) -> None:
         await self._pool.aclose()

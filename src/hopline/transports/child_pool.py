@@ -35,6 +35,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import math
 import time
 from typing import Any, Awaitable, Callable
 
@@ -49,13 +50,19 @@ SPARE_WAIT = 10.0  # how long a request waits for a spare already being forked
 
 
 class AtCapacity(UnavailableError):
-    """The backend has as many children as it may; none could be taken back in time."""
+    """The backend has as many children as it may; none could be taken back in time.
+
+    Where it ends a session creation (the relay), the listener answers it as HTTP 503 with
+    ``Retry-After``; inside a gateway session it is a JSON-RPC error (-31001) like any other."""
+
+    http_status = 503
 
     def __init__(self, name: str, cap: int, retry_after: float) -> None:
         super().__init__(f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; retry in {retry_after:g} s",
                          backend=name, reason="at_capacity")
         self.data["retry_after"] = retry_after
         self.retry_after = retry_after
+        self.http_headers = {"retry-after": str(max(1, math.ceil(retry_after)))}
 
 
 class Lease:

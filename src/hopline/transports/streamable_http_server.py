@@ -212,6 +212,10 @@ class StreamableHttpListener(ResponseWriter):
                     watcher.remove_done_callback(left)
         except ChannelClosed as exc:
             raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+        except HoplineError as exc:  # e.g. a backend at its child cap (503): answered to this request's id
+            if exc.request_id is None:
+                exc.request_id = message.id
+            raise
         except TimeoutError:
             if not watcher.done():
                 raise

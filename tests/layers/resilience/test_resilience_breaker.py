@@ -279,6 +279,9 @@ async def run_all(gate: Breakers, *answers) -> list:
         (j.UnavailableError("gone", backend="b", reason="backend_closed"), True),
         (j.PeerError("garbage"), True),
         (j.InvalidParams("bad"), False),  # the request was wrong
+        (error_answer(-31001, "b", "at_capacity"), False),  # hopline's own child cap: back-pressure, not the backend
+        (j.UnavailableError("cap", backend="b", reason="at_capacity"), False),
+        (j.UnavailableError("shed", backend="b", reason="overloaded"), False),
     ],
 )
 async def test_what_counts_as_a_failure(answer, opens):

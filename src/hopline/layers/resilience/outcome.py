@@ -14,7 +14,7 @@ of the hop itself counts against a backend:
   alive; the error is the request's business, not the breaker's.
 - ``OK``: a result, including a tool result with ``isError: true``.
 - ``REJECTED``: hopline refused the request itself (bad request, circuit open,
-  a policy or loop rejection); neutral for the breaker.
+  a backend at its child cap, a policy or loop rejection); neutral for the breaker.
 
 Transports turn most hop failures into *error responses* rather than exceptions
 (``RpcPeer`` answers every waiting request with ``UnavailableError`` when a
@@ -41,6 +41,9 @@ TIMEOUT_CODE = BackendTimeout.code
 # Reasons that prove the request was never written to the backend. ``connect_failed``
 # is what the HTTP upstream should say for httpx.ConnectError (see the report).
 NEVER_SENT_REASONS = frozenset({"backend_closed", "backend_unavailable", "connect_failed", "start_failed"})
+# hopline's own back-pressure (a backend at its child cap, a listener shedding): the backend did
+# nothing wrong, so these are neutral for the breaker, like a circuit that is already open.
+BACK_PRESSURE_REASONS = frozenset({"circuit_open", "at_capacity", "overloaded"})
 
 
 class Outcome(enum.Enum):
@@ -85,6 +88,8 @@ class Classifier:
         if code == TIMEOUT_CODE:
             return Outcome.TIMEOUT
         reason = data.get("reason") if isinstance(data, dict) else None
+        if reason in BACK_PRESSURE_REASONS:
+            return Outcome.REJECTED
         return Outcome.NEVER_SENT if reason == "connect_failed" else Outcome.FAILED
 
     def _ours(self, backend: str, named: Any) -> bool:
@@ -99,7 +104,7 @@ class Classifier:
         if isinstance(exc, UnavailableError):
             data = exc.data if isinstance(exc.data, dict) else {}
             reason = data.get("reason")
-            if reason == "circuit_open":
+            if reason in BACK_PRESSURE_REASONS:
                 return Outcome.REJECTED
             if reason == "backend_error":
                 return Outcome.ANSWERED  # discovery: the backend answered a list with an error
