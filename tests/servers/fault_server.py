@@ -35,6 +35,8 @@ Flags:
 - ``--slow-list-ms MS``: answer ``tools/list`` only after MS milliseconds.
 - ``--events FILE``: append one line per ``tools/call`` (``call <tool>``) and per
   event of the tools above to FILE, so tests can count executions and cancellations.
+- ``--starts FILE``: append this process's pid to FILE when it starts, so tests can
+  count how many times the gateway started the backend.
 """
 
 from __future__ import annotations
@@ -203,6 +205,9 @@ async def _flush_and_die(req: Request) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     _events[0] = args.events
+    if args.starts:
+        with open(args.starts, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
     reader, outbox = await open_stdio()
     if args.garbage_first:
         outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
@@ -216,5 +221,6 @@ if __name__ == "__main__":
     parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
     parser.add_argument("--slow-list-ms", type=int, default=0, metavar="MS", help="answer tools/list only after MS milliseconds")
     parser.add_argument("--events", metavar="FILE", help="append a line per tool call and per fault event to FILE")
+    parser.add_argument("--starts", metavar="FILE", help="append this process's pid to FILE at start")
     parser.add_argument("--subscribe", action="store_true", help="support resources/subscribe (handshake era), recording `subscribe URI` events")
     raise SystemExit(asyncio.run(main(parser.parse_args())))

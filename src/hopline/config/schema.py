@@ -55,6 +55,7 @@ class BackendConfig(_Section):
     operations: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="For `openapi`: the operationIds to expose (default: all).")
     prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
     stateless: bool = Field(False, description="Share one backend session among all clients.")
+    share: Literal["shared", "isolated"] | None = Field(None, description="stdio backends: 'shared' (default for command backends): one child serves every client session, ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for command, isolated for url.")
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(default_factory=dict, description="Original name -> exact exposed name (never prefixed).")
     timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
@@ -69,6 +70,11 @@ class BackendConfig(_Section):
 
     def kind(self) -> Literal["stdio", "http", "openapi"]:
         return "stdio" if self.command is not None else "openapi" if self.openapi is not None else "http"
+
+    def shares(self) -> bool:
+        """Whether every client session uses one shared backend session (per client-capability
+        set): ``share``, or ``stateless: true`` (its alias); absent, shared for ``command``."""
+        return self.stateless or self.share == "shared" or (self.share is None and self.command is not None)
 
     @field_validator("url", "base_url")
     @classmethod
@@ -133,6 +139,7 @@ class RoutingConfig(_Section):
     page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
     startup_timeout: float = Field(10.0, gt=0, description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.")
     retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
+    shared_capability_sets: int = Field(4, ge=0, description="Shared handshake-era backend sessions per backend, one per distinct client-capability set, beyond the one declaring none; past it a client gets the session of the largest subset it declared (counted).")
     health_interval: float = Field(
         30.0, ge=0, description="Seconds between health probes of the shared backend sessions (ping; server/discover for 2026-07-28 backends, which also polls capabilities); 0: off."
     )
