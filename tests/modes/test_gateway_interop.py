@@ -181,10 +181,9 @@ async def test_every_backends_tools_are_listed_namespaced_and_unchanged(gateway,
         through = {t.name: dump(t, "name") for t in (await bounded(c.list_tools())).tools}
     expected: dict[str, dict[str, Any]] = {}
     for backend in BACKENDS:
-        # A 2026-07-28 request reaches an npm server over the shared session, which
-        # declares no client capabilities: compare with a direct client that has none.
-        with_caps = not (backend in NPM_BACKENDS and mode != "legacy")
-        async with direct(backend, mode, sdk_http, tmp_path, capabilities=with_caps) as d:
+        # A 2026-07-28 request reaches an npm server over the shared session of its own
+        # capability set (issue 12): the same tools as a direct client with those capabilities.
+        async with direct(backend, mode, sdk_http, tmp_path) as d:
             tools = (await bounded(d.list_tools())).tools
         assert tools, backend
         expected.update({f"{backend}__{t.name}": dump(t, "name") for t in tools})

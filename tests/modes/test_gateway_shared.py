@@ -190,3 +190,49 @@ async def test_a_child_shared_by_50_sessions_dies_with_10_calls_in_flight(tmp_pa
         assert all(text_of(a) == "again" for a in again)
         assert len(started()) == 2 and started()[0] == str(child.pid)  # exactly one respawn
         assert len(children(gw, "fault_server.py")) == 1
+
+
+# -- what the backend sends on its own ---------------------------------------------------------------
+class Inbox:
+    """An SDK client's message handler keeping the resource updates and log lines it gets."""
+
+    def __init__(self) -> None:
+        self.updated: list[str] = []
+        self.logs: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def __call__(self, message) -> None:
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ResourceUpdatedNotification):
+            self.updated.append(str(root.params.uri))
+        elif isinstance(root, types.LoggingMessageNotification):
+            self.logs.append(f"{root.params.level}:{root.params.data}")
+        else:
+            return
+        self.arrived.set()
+
+
+async def test_resource_updates_reach_the_subscribers_and_logs_the_caller_at_its_own_level(tmp_path, hopline_serve):
+    gw = hopline_serve(write(tmp_path, {"f": {"command": FAULT[0], "args": [FAULT[1], "--subscribe"]}}))
+    uri = "hopline://f/fault://watched"
+    boxes = [Inbox() for _ in range(3)]
+    async with contextlib.AsyncExitStack() as stack:
+        a, b, c = [await stack.enter_async_context(client(gw.url, "legacy", message_handler=box)) for box in boxes]
+        assert len(children(gw, "fault_server.py")) == 1
+        await bounded(a.subscribe_resource(uri))
+        await bounded(c.subscribe_resource(uri))
+        await bounded(b.call_tool("f__touch", {"uri": "fault://watched"}))  # b did not subscribe
+        for box in (boxes[0], boxes[2]):
+            await asyncio.wait_for(box.arrived.wait(), 20)
+            assert box.updated == [uri]
+        # Logging: the backend runs at the most verbose level asked (a: debug); b asked for
+        # error and so is not given b's own info line; a is given its own.
+        await bounded(a.set_logging_level("debug"))
+        await bounded(b.set_logging_level("error"))
+        assert text_of(await bounded(b.call_tool("f__log", {"level": "info", "text": "for b"}))) == "sent"  # the backend sent it …
+        assert text_of(await bounded(b.call_tool("f__log", {"level": "error", "text": "loud"}))) == "sent"
+        assert text_of(await bounded(a.call_tool("f__log", {"level": "debug", "text": "for a"}))) == "sent"
+        await wait_for(lambda: boxes[0].logs and boxes[1].logs, "both log lines")
+        assert boxes[1].logs == ["error:loud"]  # … and the gateway kept b's info line from b
+        assert boxes[0].logs == ["debug:for a"]  # a was not given b's lines (no call of a's was in flight)
+    assert boxes[1].updated == []

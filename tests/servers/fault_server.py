@@ -21,6 +21,9 @@ normally. Its tools:
   gateway forwarded: trace context, hop entries).
 - ``stall()``: never answers; when cancelled, writes ``cancelled stall <id>`` to the
   events file (so a test can see the ``notifications/cancelled`` arrive).
+- ``touch(uri)``: sends ``notifications/resources/updated`` for ``uri``, then answers.
+- ``log(level, text)``: sends ``notifications/message`` at ``level`` if the session's
+  ``logging/setLevel`` lets it through, then answers whether it did.
 - ``effect()`` / ``effect_idempotent()`` (annotated ``idempotentHint``) /
   ``effect_readonly()`` (annotated ``readOnlyHint``): write ``effect <name>`` to the
   events file, then exit with status 3 without answering: a side effect whose
@@ -137,6 +140,15 @@ async def _stall(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     raise AssertionError("unreachable")
 
 
+async def _touch(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    req.outbox.send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": str(args.get("uri", ""))}})
+    return text("touched")
+
+
+async def _log(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    return text("sent" if req.log(str(args.get("level", "info")), str(args.get("text", ""))) else "not sent")
+
+
 def _effect(name: str):
     async def run(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
         _event(f"effect {name}")
@@ -160,6 +172,8 @@ CATALOG = Catalog().add(
     Tool("slow", "Answer after `ms` milliseconds.", {"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 500}}}, _slow),
     Tool("meta", "Answer with the request's _meta as JSON.", _NO_ARGS, _meta, annotations={"readOnlyHint": True}),
     Tool("stall", "Never answer; record the cancellation.", _NO_ARGS, _stall),
+    Tool("touch", "Announce that resource `uri` changed.", {"type": "object", "properties": {"uri": {"type": "string"}}}, _touch),
+    Tool("log", "Log `text` at `level` (if logging lets it through).", {"type": "object", "properties": {"level": {"type": "string"}, "text": {"type": "string"}}}, _log),
     Tool("effect", "Record a side effect, then exit without answering.", _NO_ARGS, _effect("effect")),
     Tool("effect_idempotent", "Record a side effect, then exit without answering (idempotent).", _NO_ARGS, _effect("effect_idempotent"), annotations={"idempotentHint": True}),
     Tool("effect_readonly", "Record a read, then exit without answering (read-only).", _NO_ARGS, _effect("effect_readonly"), annotations={"readOnlyHint": True}),

@@ -4,8 +4,10 @@ the client's MRTR retries (``layers/session/held.py``).
 
 Used when the client declared one of those capabilities and the backend allows it
 (``mediate_input``: on by default for HTTP backends; for a stdio backend it means a process
-per such call, so it is opt-in). Otherwise the call goes to the shared backend session,
-where a backend request has no single client to go to and is refused.
+per such call, so it is opt-in). Otherwise the call goes to the shared backend session of
+the client's capability set, where a backend request is refused (a 2026-07-28 request
+cannot take one; gateway_shared.py). Progress and logs of the held call go to the round
+whose request is waiting (``Held.attend``).
 """
 
 from __future__ import annotations

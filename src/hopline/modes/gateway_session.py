@@ -5,7 +5,9 @@ backend). Names and URIs are namespaced on the way out and resolved on the way
 in; a name that resolves to no backend is ``-32602`` naming it. Results of invokes
 are forwarded unchanged (§8: results are not namespaced). Backend ids, progress
 tokens and server→client requests are mapped by the session layer
-(``RpcPeer``/``ClientEnd``), so nothing crosses between clients.
+(``RpcPeer``/``ClientEnd``), so nothing crosses between clients; on a shared backend
+session, calls name their client (``owner``) so that what the backend asks or reports
+meanwhile reaches it (gateway_shared.py).
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ class Sharing:
         self.counts: Counter[tuple[str, str]] = Counter()  # (backend, event) → times
         self.caps: dict[Any, dict[str, Any]] = {}  # key → the capabilities its session declared
         self._respawning: dict[Any, asyncio.Task] = {}
+        self._starting: dict[str, asyncio.Future[BackendSession]] = {}  # backend → its session start in progress
 
     def count(self, backend_id: str, event: str) -> None:
         self.counts[(backend_id, event)] += 1
@@ -124,32 +125,44 @@ class Sharing:
         if found is not None and not found.is_closed():
             return found
         async with g._shared_lock[backend_id]:
+            pending = self._starting.get(backend_id)
+            if pending is not None and not pending.done():  # a start its caller gave up on (startup_timeout) goes on: wait for it
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pending)
             key, declared = self._bounded(*self.key(backend_id, principal, caps, prefer))  # the era may have been learnt meanwhile
             old = g.shared.get(key)
             if old is not None and not old.is_closed():
                 return old
             failed = g._failed.get(backend_id)
-            loop = asyncio.get_running_loop()
-            if failed is not None and loop.time() < failed[0]:
+            if failed is not None and asyncio.get_running_loop().time() < failed[0]:
                 raise failed[1]  # don't retry a failed start on every request
-            holder: list[BackendSession] = []
-            try:
-                session = await g.connect(
-                    backend_id, era=prefer, client_capabilities=declared, on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
-                    principal=principal, chain=chain,
-                )
-            except Exception as exc:
-                delay = g.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
-                g._failed[backend_id] = (loop.time() + delay, exc, loop.time())
-                raise
-            g._failed.pop(backend_id, None)
-            holder.append(session)
-            key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
-            if g.shared.get(key) is not session:  # the era put it where an open session already is
-                asyncio.ensure_future(session.aclose())
-                return g.shared[key]
-            if old is not None:
-                await self._replaced(old, session)
+            start = asyncio.ensure_future(self._start(backend_id, principal, chain, key, declared, prefer, old, failed))
+            start.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, whoever waits
+            self._starting[backend_id] = start
+            return await asyncio.shield(start)
+
+    async def _start(self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any) -> BackendSession:
+        """Start one shared session (a task: callers that stop waiting do not cancel it)."""
+        g = self.gateway
+        loop = asyncio.get_running_loop()
+        holder: list[BackendSession] = []
+        try:
+            session = await g.connect(
+                backend_id, era=prefer, client_capabilities=declared, on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
+                principal=principal, chain=chain,
+            )
+        except Exception as exc:
+            delay = g.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
+            g._failed[backend_id] = (loop.time() + delay, exc, loop.time())
+            raise
+        g._failed.pop(backend_id, None)
+        holder.append(session)
+        key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
+        if g.shared.get(key) is not session:  # the era put it where an open session already is
+            asyncio.ensure_future(session.aclose())
+            return g.shared[key]
+        if old is not None:
+            await self._replaced(old, session)
         return session
 
     def _settle(self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None):
@@ -226,7 +239,7 @@ class Sharing:
         log.info("backend %s: shared session replaced", new.id)
 
     async def aclose(self) -> None:
-        tasks = list(self._respawning.values())
+        tasks = [*self._respawning.values(), *self._starting.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -330,6 +343,9 @@ async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) ->
 async def release(gs: Any) -> None:
     """A client session closed: its subscriptions and level on shared sessions are let go
     (the backend gets ``resources/unsubscribe`` for URIs nobody else wants). Bounded."""
+
+    if not gs.stateful:
+        return  # a 2026-07-28 exchange neither subscribes (it listens) nor sets levels; its calls have left
 
     async def one(session: BackendSession) -> None:
         uris, level = session.owners.forget(gs)
