@@ -58,7 +58,11 @@ def main() -> int:
             print(f"share={args.share} sessions={args.sessions}: {len(kids)} backend children, {rss / 2**20:.0f} MiB RSS")
         finally:
             gw.terminate()
-            gw.wait(20)
+            try:
+                gw.wait(120)  # hundreds of children take a while to stop
+            except subprocess.TimeoutExpired:
+                gw.kill()
+                gw.wait(10)
     return 0
 
 
