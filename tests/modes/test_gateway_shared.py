@@ -236,3 +236,36 @@ async def test_resource_updates_reach_the_subscribers_and_logs_the_caller_at_its
         assert boxes[1].logs == ["error:loud"]  # … and the gateway kept b's info line from b
         assert boxes[0].logs == ["debug:for a"]  # a was not given b's lines (no call of a's was in flight)
     assert boxes[1].updated == []
+
+
+# -- the bound on capability sets ------------------------------------------------------------------
+async def test_capability_sets_past_the_bound_get_the_largest_declared_subset():
+    """In process: ``routing.shared_capability_sets: 1`` — the first set gets its session;
+    a larger one that includes it gets that session; one that does not, the session of
+    no capabilities; both fallbacks counted."""
+    from hopline.binding import Era
+    from hopline.config.load import parse_config
+    from hopline.jsonrpc import Message
+    from hopline.modes.gateway import Gateway
+
+    conf = {"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "routing": {"shared_capability_sets": 1}}
+    g = Gateway(parse_config(yaml.safe_dump(conf)))
+    try:
+        async def session_with(caps: dict):
+            end = await g.open_session(Era.HANDSHAKE)
+            init = {"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "t", "version": "0"}}
+            await end.send(Message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+            assert "result" in (await end.receive(timeout=30)).body
+            (gs,) = [s for s in g.sessions if s.end is end]
+            return gs.backends["demo"]
+
+        sampling = await session_with({"sampling": {}})
+        assert sampling.client_capabilities == {"sampling": {}}
+        assert await session_with({"sampling": {}}) is sampling  # the same set: the same session
+        assert await session_with({"sampling": {}, "roots": {}}) is sampling  # past the bound: its largest declared subset
+        other = await session_with({"elicitation": {}})
+        assert other is not sampling and other.client_capabilities == {}  # no subset open: the session of none
+        assert g.sharing.counts[("demo", "capability_fallback")] == 2
+        assert len({id(s) for s in g.shared.values()}) == 2
+    finally:
+        await asyncio.wait_for(g.aclose(), 30)
