@@ -51,7 +51,8 @@ class Gateway:
         (``auth.backends``); transparent mode passes the client's own on."""
         self.cursors = CursorCodec()
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
-        self.shared: dict[Any, BackendSession] = {}  # base key (backend id, or (backend id, principal key)), or (backend id, principal key|None, capability set)
+        # base key (backend id, or (backend id, principal key)), or (backend id, principal key | None, capability set)
+        self.shared: dict[Any, BackendSession] = {}
         self.sharing = Sharing(self)  # what makes a shared session look like a client's own (gateway_shared.py)
         self._shared_lock: dict[str, asyncio.Lock] = {}
         self._failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
@@ -295,7 +296,8 @@ class Gateway:
         return [] if hops is None or hops.key not in meta else hops.incoming(meta)
 
     async def shared_session(
-        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, capabilities: dict[str, Any] | None = None, prefer: Era = Era.MODERN
+        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, capabilities: dict[str, Any] | None = None,
+        prefer: Era = Era.MODERN,
     ) -> BackendSession:
         """The session callers share: per backend (or per (backend, caller) where the
         credentials depend on the caller), and for a handshake-era backend per client

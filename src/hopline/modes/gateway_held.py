@@ -59,7 +59,9 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
         params = {k: v for k, v in call.params.items() if k not in RETRY_KEYS}
 
         async def start(held: Held) -> Message:
-            dedicated = await g.connect(call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=held.notified, principal=gs.principal)
+            dedicated = await g.connect(
+                call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=held.notified, principal=gs.principal
+            )
             try:
                 # on_progress: the peer mints its own token and the held call relays to each round's
                 return await dedicated.call(call.method, params, timeout=call.timeout, on_progress=held.progress)

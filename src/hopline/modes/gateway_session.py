@@ -289,11 +289,13 @@ class GatewaySession(BackendLinks, ListComposer):
             if modern and gateway_held.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
                 return await gateway_held.send(self, message, call)
             if call.method in gateway_shared.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
-                return await gateway_shared.subscription(self, session, call.method, sent, lambda: session.call(call.method, sent, timeout=call.timeout, owner=self))
+                forward = lambda: session.call(call.method, sent, timeout=call.timeout, owner=self)  # noqa: E731
+                return await gateway_shared.subscription(self, session, call.method, sent, forward)
             # ``owner``: on a shared session, what the backend asks meanwhile comes to this client
             answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout, owner=self)
             if not modern:
-                answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self), sent, answer, backend=session.id)
+                again = lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self)  # noqa: E731
+                answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
             return answer
 
         pipeline = self.gateway.pipeline

@@ -118,7 +118,9 @@ class Sharing:
             return best, self.caps.get(best, {})
         return (*key[:2], NONE), {}
 
-    async def session(self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, caps: dict[str, Any] | None = None, prefer: Era = Era.MODERN) -> BackendSession:
+    async def session(
+        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, caps: dict[str, Any] | None = None, prefer: Era = Era.MODERN
+    ) -> BackendSession:
         g = self.gateway
         key, declared = self.key(backend_id, principal, caps, prefer)
         found = g.shared.get(key)
@@ -141,15 +143,17 @@ class Sharing:
             self._starting[backend_id] = start
             return await asyncio.shield(start)
 
-    async def _start(self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any) -> BackendSession:
+    async def _start(
+        self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any
+    ) -> BackendSession:
         """Start one shared session (a task: callers that stop waiting do not cancel it)."""
         g = self.gateway
         loop = asyncio.get_running_loop()
         holder: list[BackendSession] = []
         try:
             session = await g.connect(
-                backend_id, era=prefer, client_capabilities=declared, on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
-                principal=principal, chain=chain,
+                backend_id, era=prefer, client_capabilities=declared, principal=principal, chain=chain,
+                on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
             )
         except Exception as exc:
             delay = g.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
@@ -165,7 +169,9 @@ class Sharing:
             await self._replaced(old, session)
         return session
 
-    def _settle(self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None):
+    def _settle(
+        self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None
+    ) -> tuple[Any, BackendSession | None]:
         """File a new session under the key its era calls for; learn the backend's era."""
         g = self.gateway
         era = session.info.era
@@ -190,7 +196,8 @@ class Sharing:
         g.shared[key] = session
         self.caps[key] = declared
         listens = g.backend_listens
-        if key == backend_id or (era is Era.HANDSHAKE and key[1] is None and (listens.sessions.get(backend_id) is None or listens.sessions[backend_id].is_closed())):
+        listening = listens.sessions.get(backend_id)
+        if key == backend_id or (era is Era.HANDSHAKE and key[1] is None and (listening is None or listening.is_closed())):
             listens.attach(backend_id, session)  # one listen per backend, on a session all callers share
         return key, old
 
@@ -251,8 +258,12 @@ class Sharing:
             owner = owners.sole() if owners is not None else None
             if owner is None or not owner.stateful:
                 self.count(backend_id, "request_refused")
-                why = "a 2026-07-28 client cannot take it" if owner is not None else f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
-                raise UnavailableError(f"{message.method} from shared backend {backend_id} has no single client to go to ({why})", backend=backend_id, reason="no_client")
+                if owner is not None:
+                    why = "a 2026-07-28 client cannot take it"
+                else:
+                    why = f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
+                message_text = f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
+                raise UnavailableError(message_text, backend=backend_id, reason="no_client")
             return await owner._server_request_from(backend_id)(message)
 
         return route

@@ -61,8 +61,12 @@ class Metrics:
         self.breaker_transitions = Counter("hopline_breaker_transitions", "Circuit breaker transitions, by the state entered.", ["backend", "state"], registry=r)
         self.sessions = Gauge("hopline_sessions_open", "Open client sessions.", registry=r)
         self.list_fetches = Counter("hopline_list_fetches", "Backend list fetches made for fan-out lists, by outcome kind.", ["backend", "method", "kind"], registry=r)
-        self.shared_events = Counter("hopline_shared_session_events", "What a shared backend session could not route to one client (request_refused, log_dropped, "
-                                     "notification_dropped), capability_fallback, session_lost.", ["backend", "event"], registry=r)
+        self.shared_events = Counter(
+            "hopline_shared_session_events",
+            "What a shared backend session could not route to one client (request_refused, log_dropped, notification_dropped), "
+            "capability_fallback, session_lost.",
+            ["backend", "event"], registry=r,
+        )
         self._clock = clock
         self._children: dict[tuple, Any] = {}
         self._series: dict[tuple, tuple] = {}  # (backend, method, target) → (requests, latency, labels)

@@ -121,7 +121,8 @@ class BackendSession:
         return meta
 
     async def call(
-        self, method: str, params: dict[str, Any] | None, *, on_progress: Callable[[Message], None] | None = None, timeout: float | None = None, owner: Any = None
+        self, method: str, params: dict[str, Any] | None, *, on_progress: Callable[[Message], None] | None = None,
+        timeout: float | None = None, owner: Any = None,
     ) -> Message:
         """``owner``: the client the call is for (opaque); while it is in flight, what the
         backend sends on its own initiative may be routed to it (see :class:`Owners`)."""
