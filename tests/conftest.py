@@ -104,9 +104,9 @@ def _launcher(command: str):
     def launch(*args: str, env: dict[str, str] | None = None) -> Proc:
         argv = [PY, "-m", "hopline", command, "--port", "0", *args]
         proc = start(argv, env)
+        started.append((proc, []))  # before the wait: one that never announces itself is stopped too
         m = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)")
         proc.url = m.group(1)
-        started.append((proc, []))
         return proc
 
     return launch, started

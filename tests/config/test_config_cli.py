@@ -60,7 +60,7 @@ def test_check_explains_a_valid_file():
     assert "names: {backend}__{name}, at most 64 characters" in out
     assert any(line.startswith("collisions: prefix (") for line in out)
     assert "  demo (stdio): python -m hopline.demo" in out
-    assert "    exposed as demo__<name>" in out
+    assert "    exposed as demo__<name>; share: shared" in out
     assert "  remote (http, disabled): ${REMOTE_MCP_URL:-http://127.0.0.1:8001/mcp}" in out
 
 
@@ -71,9 +71,9 @@ def test_check_explains_reverse_mode_and_unprefixed_backends(tmp_path):
     cfg.write_text("routing: {collision: priority}\nbackends:\n  a: {command: x, prefix: false, priority: 2}\n"
                    "  b: {url: 'http://[::1]:9/mcp', transport: sse, stateless: true, timeout: 2.5}\n")
     out = hopline("check", str(cfg)).stdout
-    assert "    exposed as <name> (prefix off); priority 2" in out
+    assert "    exposed as <name> (prefix off); priority 2; share: shared" in out
     assert "  b (http): http://[::1]:9/mcp (sse)" in out
-    assert "    exposed as b__<name>; priority 0; one shared session; timeout 2.5s" in out
+    assert "    exposed as b__<name>; priority 0; share: shared; timeout 2.5s" in out
 
 
 def test_check_prints_import_notes_for_a_desktop_file():

@@ -24,7 +24,8 @@ INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"nam
 
 def gateway(**backend) -> Gateway:
     conf = {
-        "backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"], **backend}},
+        # share: isolated: the handshake client has a backend session of its own (``connect``)
+        "backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"], "share": "isolated", **backend}},
         "routing": {"health_interval": 0.05},
         "resilience": {"breaker": {"failures": 1, "cool_down": 60}},
     }

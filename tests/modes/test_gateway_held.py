@@ -64,3 +64,17 @@ async def test_the_input_required_round_and_a_foreign_or_forged_state(gateway):
         assert done["content"][0]["text"] == "m: by hand"
         again = await call({"requestState": first["requestState"], "inputResponses": {key: reply}})
         assert again["error"]["code"] == -32602  # a finished held call is gone
+
+
+async def test_progress_of_a_held_call_reaches_each_round_of_the_2026_client(gateway):
+    """A long-running call that asks for input halfway: its progress before the question
+    travels with the first round, the rest with the retry (each round is its own request)."""
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    async with client(gateway.url, MODERN) as c:
+        done = await bounded(c.call_tool("old__progress_elicit", {"steps": 2}, progress_callback=on_progress))
+    assert text_of(done) == "accepted: yes"
+    assert seen == [(1, "before 1"), (2, "before 2"), (3, "after 3"), (4, "after 4")]

@@ -46,19 +46,20 @@ Which client-side features are expected to cross the gateway, and why:
 
   - legacy client: sampling, elicitation, roots and progress all work (its own
     backend session declares the client's capabilities).
-  - 2026-07-28 client: only ``trigger-long-running-operation`` progress. A
-    2026-07-28 request uses the backend's *shared* handshake session, which declares
-    no client capabilities (no single client could answer a server→client request
-    on it; held calls on a session of their own are opt-in for stdio backends, README
-    "Version mediation"), so server-everything does not even offer its sampling /
-    elicitation / roots tools, and calling them is -32602. (The held-call mediation is
-    tested with an HTTP handshake-only SDK backend in test_gateway_held.py.)
+  - 2026-07-28 client: ``trigger-long-running-operation`` progress. A 2026-07-28
+    request uses the backend's shared handshake session *of its capability set* (issue
+    12), so server-everything offers it the sampling / elicitation / roots tools a
+    direct client with those capabilities sees; but a 2026-07-28 request cannot take a
+    server→client request (held calls on a session of their own are opt-in for stdio
+    backends, README "Version mediation"), so calling the sampling / elicitation ones
+    is refused by hopline with -31001, which the backend reports as the tool's error.
+    (The held-call mediation is tested with an HTTP handshake-only SDK backend in
+    test_gateway_held.py.)
 
 - ``memory``: tools and its resource, both clients.
 
-hopline's own refusal of a server→client request on a shared session
-(``_refuse_server_request``) cannot be reached with these backends: the only
-handshake-only ones (npm) gate their sampling tools on the declared capabilities.
+hopline's refusal of a server→client request on a shared session that no single
+client can take is also tested in test_gateway_shared.py (two handshake clients).
 """
 
 from __future__ import annotations
@@ -180,10 +181,9 @@ async def test_every_backends_tools_are_listed_namespaced_and_unchanged(gateway,
         through = {t.name: dump(t, "name") for t in (await bounded(c.list_tools())).tools}
     expected: dict[str, dict[str, Any]] = {}
     for backend in BACKENDS:
-        # A 2026-07-28 request reaches an npm server over the shared session, which
-        # declares no client capabilities: compare with a direct client that has none.
-        with_caps = not (backend in NPM_BACKENDS and mode != "legacy")
-        async with direct(backend, mode, sdk_http, tmp_path, capabilities=with_caps) as d:
+        # A 2026-07-28 request reaches an npm server over the shared session of its own
+        # capability set (issue 12): the same tools as a direct client with those capabilities.
+        async with direct(backend, mode, sdk_http, tmp_path) as d:
             tools = (await bounded(d.list_tools())).tools
         assert tools, backend
         expected.update({f"{backend}__{t.name}": dump(t, "name") for t in tools})
@@ -297,9 +297,10 @@ async def test_legacy_client_server_everything_sampling_elicitation_roots_progre
 
 
 async def test_2026_client_server_everything_progress_but_no_server_requests(gateway):
-    """2026-07-28 client: progress crosses from the handshake backend, but the shared backend
-    session declares no client capabilities, so server-everything offers no tool that would
-    send a server→client request, and hopline says -32602 for them (README "Version mediation": held calls are opt-in for stdio backends)."""
+    """2026-07-28 client: progress crosses from the handshake backend; the shared backend
+    session of its capability set offers the tools that send server→client requests, and
+    hopline refuses those requests (-31001: a 2026-07-28 request cannot take one; README
+    "Version mediation": held calls are opt-in for stdio backends)."""
     async with client(gateway.url, "2026-07-28") as c:
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert f"everything__{LONG_RUNNING[0]}" in names
@@ -307,10 +308,10 @@ async def test_2026_client_server_everything_progress_but_no_server_requests(gat
         assert "completed" in result["content"][0]["text"]
         assert [p for p, _, _ in seen] == [1, 2, 3, 4]
         for name, args in EVERYTHING_FEATURES:
-            assert f"everything__{name}" not in names
-            with pytest.raises(MCPError) as info:
-                await bounded(c.call_tool(f"everything__{name}", args))
-            assert code_of(info) == -32602 and f"everything__{name}" in info.value.error.message
+            assert f"everything__{name}" in names  # as a direct client with these capabilities sees them
+        for name, args in EVERYTHING_FEATURES[:2]:  # sampling, elicitation
+            refused = await bounded(c.call_tool(f"everything__{name}", args))
+            assert refused.is_error and "-31001" in text_of(refused) and "no single client" in text_of(refused)
 
 
 SDK_FEATURES = [("sample", {"prompt": "gw"}), ("elicit", {"message": "ok?"}), ("roots", {})]

@@ -2,7 +2,7 @@
 "progressToken", "Cursors"), with raw HTTP so ids, tokens and streams are exactly ours.
 
 - Several clients use the *same* JSON-RPC ids and the *same* progressToken values at
-  the same time, against a per-client backend (``demo``) and a backend every client
+  the same time, against a per-client backend (``demo``, ``share: isolated``) and a backend every client
   shares (``shared``, ``stateless: true``: one backend connection, where raw ids would
   collide). hypothesis chooses the clients' eras, what each sends, the global order and
   the delays; every client must get exactly one answer per request, with its own
@@ -54,7 +54,7 @@ def shared_gateway(tmp_path_factory):
     """One gateway for the whole hypothesis run (the function-scoped ``hopline_serve``
     would start one per example); stopped and checked for leftovers like the fixture."""
     launch, started = _launcher("serve")
-    path = write_config(tmp_path_factory.mktemp("isolation"), {"demo": (DEMO, {}), "shared": (DEMO, {"stateless": True})})
+    path = write_config(tmp_path_factory.mktemp("isolation"), {"demo": (DEMO, {"share": "isolated"}), "shared": (DEMO, {"stateless": True})})
     try:
         yield launch(path)
     finally:

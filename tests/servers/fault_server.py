@@ -25,6 +25,9 @@ normally. Its tools:
   message text ``bytes`` long; progress token from the request, else ``"flood"``) as fast
   as its stdout drains, then never answers; when cancelled, writes ``cancelled flood <id>``
   to the events file (a slow-reader test's backend).
+- ``touch(uri)``: sends ``notifications/resources/updated`` for ``uri``, then answers.
+- ``log(level, text)``: sends ``notifications/message`` at ``level`` if the session's
+  ``logging/setLevel`` lets it through, then answers whether it did.
 - ``effect()`` / ``effect_idempotent()`` (annotated ``idempotentHint``) /
   ``effect_readonly()`` (annotated ``readOnlyHint``): write ``effect <name>`` to the
   events file, then exit with status 3 without answering: a side effect whose
@@ -39,6 +42,8 @@ Flags:
 - ``--slow-list-ms MS``: answer ``tools/list`` only after MS milliseconds.
 - ``--events FILE``: append one line per ``tools/call`` (``call <tool>``) and per
   event of the tools above to FILE, so tests can count executions and cancellations.
+- ``--starts FILE``: append this process's pid to FILE when it starts, so tests can
+  count how many times the gateway started the backend.
 """
 
 from __future__ import annotations
@@ -154,6 +159,15 @@ async def _flood(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     raise AssertionError("unreachable")
 
 
+async def _touch(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    req.outbox.send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": str(args.get("uri", ""))}})
+    return text("touched")
+
+
+async def _log(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    return text("sent" if req.log(str(args.get("level", "info")), str(args.get("text", ""))) else "not sent")
+
+
 def _effect(name: str):
     async def run(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
         _event(f"effect {name}")
@@ -179,6 +193,9 @@ CATALOG = Catalog().add(
     Tool("stall", "Never answer; record the cancellation.", _NO_ARGS, _stall),
     Tool("flood", "Send `count` progress notifications of `bytes` bytes, then never answer; record the cancellation.",
          {"type": "object", "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}}, _flood),
+    Tool("touch", "Announce that resource `uri` changed.", {"type": "object", "properties": {"uri": {"type": "string"}}}, _touch),
+    Tool("log", "Log `text` at `level` (if logging lets it through).",
+         {"type": "object", "properties": {"level": {"type": "string"}, "text": {"type": "string"}}}, _log),
     Tool("effect", "Record a side effect, then exit without answering.", _NO_ARGS, _effect("effect")),
     Tool("effect_idempotent", "Record a side effect, then exit without answering (idempotent).", _NO_ARGS, _effect("effect_idempotent"), annotations={"idempotentHint": True}),
     Tool("effect_readonly", "Record a read, then exit without answering (read-only).", _NO_ARGS, _effect("effect_readonly"), annotations={"readOnlyHint": True}),
@@ -224,6 +241,9 @@ async def _flush_and_die(req: Request) -> None:
 
 async def main(args: argparse.Namespace) -> int:
     _events[0] = args.events
+    if args.starts:
+        with open(args.starts, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
     reader, outbox = await open_stdio()
     if args.garbage_first:
         outbox.send_raw(b"fault_server v1.0 starting up (this banner is not JSON)\n")
@@ -237,5 +257,6 @@ if __name__ == "__main__":
     parser.add_argument("--garbage-first", action="store_true", help="print non-JSON chatter to stdout before anything else")
     parser.add_argument("--slow-list-ms", type=int, default=0, metavar="MS", help="answer tools/list only after MS milliseconds")
     parser.add_argument("--events", metavar="FILE", help="append a line per tool call and per fault event to FILE")
+    parser.add_argument("--starts", metavar="FILE", help="append this process's pid to FILE at start")
     parser.add_argument("--subscribe", action="store_true", help="support resources/subscribe (handshake era), recording `subscribe URI` events")
     raise SystemExit(asyncio.run(main(parser.parse_args())))

@@ -157,6 +157,18 @@ async def elicit_direct(message: str, ctx: Context) -> str:
 
 
 @mcp.tool()
+async def progress_elicit(steps: int, ctx: Context) -> str:
+    """Report progress `steps` times, ask the user (elicitation/create, handshake era), then
+    report `steps` more: a long-running call that needs input halfway."""
+    for done in range(1, steps + 1):
+        await ctx.report_progress(done, 2 * steps, f"before {done}")
+    outcome = await ctx.elicit("go on?", Answer)
+    for done in range(steps + 1, 2 * steps + 1):
+        await ctx.report_progress(done, 2 * steps, f"after {done}")
+    return f"accepted: {outcome.data.answer}" if isinstance(outcome, AcceptedElicitation) else outcome.action
+
+
+@mcp.tool()
 async def whoami(ctx: Context) -> dict[str, Any]:
     """The protocol version and client identity this request arrived with."""
     params = ctx.session.client_params

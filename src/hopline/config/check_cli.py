@@ -168,8 +168,8 @@ def _extras(config: GatewayConfig, backend: BackendConfig) -> str:
         extras.append("renamed " + ", ".join(f"{a} -> {b}" for a, b in backend.rename.items()))
     if config.routing.collision == "priority":
         extras.append(f"priority {backend.priority}")
-    if backend.stateless:
-        extras.append("one shared session")
+    if backend.openapi is None:  # the effective `share` (stateless: true is its alias)
+        extras.append("share: shared" if backend.shares() else "share: isolated")
     if backend.timeout is not None:
         extras.append(f"timeout {backend.timeout:g}s")
     return "; " + "; ".join(extras) if extras else ""

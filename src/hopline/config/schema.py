@@ -97,6 +97,11 @@ class BackendConfig(_Section):
         idle = (self.idle_timeout or POOL_IDLE_TIMEOUT) if isolated else None
         return self.max_children or POOL_MAX_CHILDREN, prewarm if isolated else 0, idle
 
+    def shares(self) -> bool:
+        """Whether every client session uses one shared backend session (per client-capability
+        set): ``share``, or ``stateless: true`` (its alias); absent, shared for ``command``."""
+        return self.share_kind() == "shared"
+
     @field_validator("url", "base_url")
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
@@ -170,6 +175,8 @@ class RoutingConfig(_Section):
     page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
     startup_timeout: float = Field(10.0, gt=0, description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.")
     retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
+    shared_capability_sets: int = Field(4, ge=0, description="Shared handshake-era backend sessions per backend, one per distinct client-capability set, "
+                                        "beyond the one declaring none; past it a client gets the session of the largest subset it declared (counted).")
     health_interval: float = Field(
         30.0, ge=0, description="Seconds between health probes of the shared backend sessions (ping; server/discover for 2026-07-28 backends, which also polls capabilities); 0: off."
     )

@@ -1,10 +1,10 @@
 """Forward and Reverse modes (draft §5.2, §5.3): many backends behind one endpoint.
 
 The :class:`Gateway` is what a listener talks to (it implements ``Backends``):
-each handshake-era client session becomes a :class:`GatewaySession` with its own
-backend sessions (isolated per client, draft §10; shared for backends marked
-``stateless``), and each 2026-07-28 request a short-lived one over the shared
-backend sessions. The session answers the handshake itself (dual handshake,
+each handshake-era client session becomes a :class:`GatewaySession` over backend
+sessions shared per client-capability set (``share: shared``, the default for stdio
+backends; ``gateway_shared.py``) or its own (``share: isolated``, draft §10), and each
+2026-07-28 request a short-lived one over the shared backend sessions. The session answers the handshake itself (dual handshake,
 §7.1), composes lists from every backend (fan-out, §6.3) under the gateway's
 namespace (§8), and routes every invoke to exactly one backend.
 
@@ -37,6 +37,7 @@ from hopline.layers.session.held import HeldCalls
 from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
+from hopline.modes.gateway_shared import Sharing
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
 from hopline.observability.build import build as build_observability
 
@@ -50,7 +51,9 @@ class Gateway:
         (``auth.backends``); transparent mode passes the client's own on."""
         self.cursors = CursorCodec()
         self.connectors: dict[str, StdioBackends | RemoteBackends] = {}
-        self.shared: dict[Any, BackendSession] = {}  # backend id, or (backend id, principal key) for per-caller credentials
+        # base key (backend id, or (backend id, principal key)), or (backend id, principal key | None, capability set)
+        self.shared: dict[Any, BackendSession] = {}
+        self.sharing = Sharing(self)  # what makes a shared session look like a client's own (gateway_shared.py)
         self._shared_lock: dict[str, asyncio.Lock] = {}
         self._failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
         self.sessions: set[GatewaySession] = set()
@@ -261,6 +264,7 @@ class Gateway:
             await session.end.aclose()
         await release(self.pipeline, grace=0)  # runs still in flight are stopped
         await self.backend_listens.aclose()
+        await self.sharing.aclose()
         shared, self.shared = list(self.shared.values()), {}
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
         per_caller, self._per_caller = [c for c, _auth in self._per_caller.values()], {}
@@ -297,51 +301,22 @@ class Gateway:
         hops = self.observability.hops
         return [] if hops is None or hops.key not in meta else hops.incoming(meta)
 
-    async def shared_session(self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None) -> BackendSession:
-        """The one session every stateless exchange (and every client, for ``stateless``
-        backends) shares: per backend, or per (backend, caller) where the credentials
-        depend on the caller. It declares no client capabilities: no single client could
-        answer a server→client request on it."""
-        key = self._share_key(backend_id, principal)
-        session = self.shared.get(key)
-        if session is not None and not session.is_closed():
-            return session
-        async with self._shared_lock[backend_id]:
-            session = self.shared.get(key)
-            if session is None or session.is_closed():
-                failed = self._failed.get(backend_id)
-                loop = asyncio.get_running_loop()
-                if failed is not None and loop.time() < failed[0]:
-                    raise failed[1]  # don't retry a failed start on every stateless request
-                try:
-                    session = await self.connect(
-                        backend_id, era=Era.MODERN, client_capabilities={}, on_request=_refuse_server_request, on_notification=self._shared_notification_from(backend_id), principal=principal,
-                        chain=chain,
-                    )
-                except Exception as exc:
-                    delay = self.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
-                    self._failed[backend_id] = (loop.time() + delay, exc, loop.time())
-                    raise
-                self._failed.pop(backend_id, None)
-                session.on_changed = self._shared_changed
-                self.shared[key] = session
-                if key == backend_id:  # one listen per backend, on the session all callers share
-                    self.backend_listens.attach(backend_id, session)
-        return session
+    async def shared_session(
+        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, capabilities: dict[str, Any] | None = None,
+        prefer: Era = Era.MODERN,
+    ) -> BackendSession:
+        """The session callers share: per backend (or per (backend, caller) where the
+        credentials depend on the caller), and for a handshake-era backend per client
+        capability set (``capabilities``, bounded); started under the backend's lock, so
+        concurrent callers (and a crashed one's replacement) start one. See gateway_shared.py."""
+        return await self.sharing.session(backend_id, principal, chain, capabilities, prefer)
 
-    def _shared_notification_from(self, backend_id: str):
-        def deliver(message: Message) -> None:
-            # Change signals arrive through on_changed; resource updates go to the listens
-            # that asked; logs without a single owner are dropped.
-            if message.method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
-                self.backend_listens.updated(backend_id, message.params["uri"], message.params)
-            elif message.method == "notifications/subscriptions/acknowledged":
-                self.backend_listens.acknowledged(backend_id)
-
-        return deliver
+    def shares(self, backend_id: str) -> bool:
+        """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
+        return self.config.backends[backend_id].shares()
 
     def _shared_changed(self, backend: BackendSession, method: str) -> None:
-        for session in list(self.sessions):
+        for session in self.sharing.users(backend):  # the clients on it (a capability set's session is its own child)
             session.backend_changed(backend.id, method)
         self.announce((method,))
 
@@ -353,14 +328,15 @@ class Gateway:
     async def sessions_for(self, ids: list[str], owner: GatewaySession) -> dict[str, BackendSession | BaseException]:
         """Connect to every backend concurrently; one that fails or is slow does not block the rest."""
         startup = self.config.routing.startup_timeout
+        caps = owner.client_capabilities
         if not owner.stateful:  # the common case for 2026-07-28 requests: every shared session is up
-            ready = [self.shared.get(self._share_key(b, owner.principal)) for b in ids]
-            if all(s is not None and not s.is_closed() for s in ready):
+            ready = [self.sharing.lookup(b, owner.principal, caps, Era.MODERN) for b in ids]
+            if all(s is not None for s in ready):
                 return dict(zip(ids, ready))  # type: ignore[arg-type]
 
         async def one(backend_id: str) -> BackendSession:
-            if not owner.stateful or self.config.backends[backend_id].stateless:
-                return await self.shared_session(backend_id, owner.principal, owner.arrival)
+            if not owner.stateful or self.shares(backend_id):
+                return await self.shared_session(backend_id, owner.principal, owner.arrival, caps, self.sharing.prefer(backend_id, owner.stateful))
             return await owner.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
@@ -373,10 +349,6 @@ class Gateway:
 
     def infos(self, sessions: dict[str, BackendSession | BaseException]) -> dict[str, BackendInfo]:
         return {b: s.info for b, s in sessions.items() if isinstance(s, BackendSession)}
-
-
-async def _refuse_server_request(message: Message) -> Message:
-    raise UnavailableError(f"{message.method} cannot reach a client from a shared backend session (no single client owns it)", reason="no_client")
 
 
 def _describe(exc: BaseException) -> str:

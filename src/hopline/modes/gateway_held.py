@@ -4,8 +4,10 @@ the client's MRTR retries (``layers/session/held.py``).
 
 Used when the client declared one of those capabilities and the backend allows it
 (``mediate_input``: on by default for HTTP backends; for a stdio backend it means a process
-per such call, so it is opt-in). Otherwise the call goes to the shared backend session,
-where a backend request has no single client to go to and is refused.
+per such call, so it is opt-in). Otherwise the call goes to the shared backend session of
+the client's capability set, where a backend request is refused (a 2026-07-28 request
+cannot take one; gateway_shared.py). Progress and logs of the held call go to the round
+whose request is waiting (``Held.attend``).
 """
 
 from __future__ import annotations
@@ -57,19 +59,26 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
         params = {k: v for k, v in call.params.items() if k not in RETRY_KEYS}
 
         async def start(held: Held) -> Message:
-            dedicated = await g.connect(call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=_ignore, principal=gs.principal)
+            dedicated = await g.connect(
+                call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=held.notified, principal=gs.principal
+            )
             try:
-                return await dedicated.call(call.method, params, timeout=call.timeout)
+                # on_progress: the peer mints its own token and the held call relays to each round's
+                return await dedicated.call(call.method, params, timeout=call.timeout, on_progress=held.progress)
             finally:
                 asyncio.ensure_future(dedicated.aclose())
 
         held = g.held.hold(owner, start, on_expire=_expired)
+    token = message.meta.get("progressToken")
+    held.attend(None if token is None else gs._progress_relay(token), _logs_to(gs))  # this round's request hears what the call reports
     try:
         step = await held.next_step(g.timeout_for(call.backend))
     except BaseException:
         g.held.release(held)
         held.abandon("the gateway gave up on this call")
         raise
+    finally:
+        held.attend(None, None)  # between rounds there is no stream to report on
     if isinstance(step, Message):
         g.held.release(held)
         return step
@@ -77,8 +86,12 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
     return result(message.id, step)
 
 
-def _ignore(message: Message) -> None:
-    pass  # logs and progress of a held call have no stream to go to between rounds
+def _logs_to(gs: GatewaySession):
+    def deliver(message: Message) -> None:
+        if message.method == "notifications/message":  # logs; list changes and the rest are the shared session's business
+            gs.end.notify(message)
+
+    return deliver
 
 
 def _expired(held: Held) -> None:

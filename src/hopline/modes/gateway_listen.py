@@ -158,10 +158,14 @@ class BackendListens:
             delay = min(delay * 2, REOPEN_BACKOFF[1])
 
     async def _resubscribe(self, session: BackendSession, add: set[str], drop: set[str]) -> None:
-        for method, uris in (("resources/subscribe", add), ("resources/unsubscribe", drop)):
+        # Refcounted with the handshake clients' own subscriptions on the same shared session
+        # (Owners): the backend hears only the first subscribe and the last unsubscribe of a URI.
+        owners = session.owners
+        for method, uris, change in (("resources/subscribe", add, owners.subscribe), ("resources/unsubscribe", drop, owners.unsubscribe)):
             for uri in sorted(uris):
-                with contextlib.suppress(Exception):
-                    await session.call(method, {"uri": uri})
+                if change(uri, self):
+                    with contextlib.suppress(Exception):
+                        await session.call(method, {"uri": uri})
 
 
 def _can_subscribe(session: BackendSession) -> bool:

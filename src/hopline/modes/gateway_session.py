@@ -5,7 +5,9 @@ backend). Names and URIs are namespaced on the way out and resolved on the way
 in; a name that resolves to no backend is ``-32602`` naming it. Results of invokes
 are forwarded unchanged (§8: results are not namespaced). Backend ids, progress
 tokens and server→client requests are mapped by the session layer
-(``RpcPeer``/``ClientEnd``), so nothing crosses between clients.
+(``RpcPeer``/``ClientEnd``), so nothing crosses between clients; on a shared backend
+session, calls name their client (``owner``) so that what the backend asks or reports
+meanwhile reaches it (gateway_shared.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
 from hopline.modes.gateway_links import CHANGE_SIGNALS, BackendLinks
 from hopline.modes.gateway_lists import LIST_KEYS, ListComposer
-from hopline.modes import gateway_held
+from hopline.modes import gateway_held, gateway_shared
 from hopline.modes.gateway_tools import SessionToolHost
 
 if TYPE_CHECKING:
@@ -67,6 +69,8 @@ class GatewaySession(BackendLinks, ListComposer):
         if principal is not None:
             self.principal = principal
         meta = message.meta
+        if not self.stateful and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
+            self.client_capabilities = meta[META_CLIENT_CAPABILITIES]  # which shared session of a handshake-era backend it gets
         if meta:  # a request that has been here before is refused, lists and handshakes included
             chain = self.gateway.arrived(meta)
             if chain and not self.arrival:
@@ -256,8 +260,17 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _set_level(self, message: Message) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
-        await asyncio.gather(*(s.call("logging/setLevel", message.params) for s in sessions), return_exceptions=True)
+        shared = gateway_shared.shared_of(self)
+        sets = (gateway_shared.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params) for s in sessions)
+        await asyncio.gather(*sets, return_exceptions=True)
         return result(message.id, {})
+
+    async def live_backends(self) -> dict[str, BackendSession | BaseException]:
+        """The backend sessions (``BackendLinks``), with shared ones that went away taken afresh."""
+        backends = await BackendLinks.live_backends(self)
+        if any(isinstance(s, BackendSession) and s.is_closed() for s in backends.values()):
+            await gateway_shared.reacquire(self, backends)
+        return backends
 
     async def _forward(self, message: Message, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
         token = message.meta.get("progressToken")
@@ -275,9 +288,14 @@ class GatewaySession(BackendLinks, ListComposer):
                 sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
             if modern and gateway_held.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
                 return await gateway_held.send(self, message, call)
-            answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout)
+            if call.method in gateway_shared.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
+                forward = lambda: session.call(call.method, sent, timeout=call.timeout, owner=self)  # noqa: E731
+                return await gateway_shared.subscription(self, session, call.method, sent, forward)
+            # ``owner``: on a shared session, what the backend asks meanwhile comes to this client
+            answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout, owner=self)
             if not modern:
-                answer = await mediate(self.end.ask, lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout), sent, answer, backend=session.id)
+                again = lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self)  # noqa: E731
+                answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
             return answer
 
         pipeline = self.gateway.pipeline
@@ -360,6 +378,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self.gateway.sessions.discard(self)
         for task in list(self._reconnecting.values()):
             task.cancel()
+        await gateway_shared.release(self)  # its subscriptions and log level on shared sessions
         owned, self._owned = self._owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 

@@ -17,6 +17,7 @@ hopline_session_creations_refused_total   counter    limit (max_pending_sessions
 hopline_session_creations_failed_total    counter    why (timeout, client_left)
 hopline_stream_overflows_total            counter    —
 hopline_buffer_drops_total                counter    —
+hopline_shared_session_events_total       counter    backend, event
 ========================================  =========  =================================
 
 Labels are bounded and never carry secrets: ``backend`` is an operator-assigned id;
@@ -66,6 +67,12 @@ class Metrics:
         self.breaker_transitions = Counter("hopline_breaker_transitions", "Circuit breaker transitions, by the state entered.", ["backend", "state"], registry=r)
         self.sessions = Gauge("hopline_sessions_open", "Open client sessions.", registry=r)
         self.list_fetches = Counter("hopline_list_fetches", "Backend list fetches made for fan-out lists, by outcome kind.", ["backend", "method", "kind"], registry=r)
+        self.shared_events = Counter(
+            "hopline_shared_session_events",
+            "What a shared backend session could not route to one client (request_refused, log_dropped, notification_dropped), "
+            "capability_fallback, session_lost.",
+            ["backend", "event"], registry=r,
+        )
         self._clock = clock
         self._children: dict[tuple, Any] = {}
         self._series: dict[tuple, tuple] = {}  # (backend, method, target) → (requests, latency, labels)
@@ -129,6 +136,10 @@ class Metrics:
         """One backend's answer to a fan-out list: its items, or the exception."""
         kind = kind_of(None, result) if isinstance(result, BaseException) else "ok"
         self._child(self.list_fetches, backend, method if method in METHODS else "other", kind).inc()
+
+    def shared_event(self, backend: str, event: str) -> None:
+        """A shared backend session's event (``event`` from the closed set above)."""
+        self._child(self.shared_events, backend, event).inc()
 
     def track_sessions(self, count: Callable[[], int]) -> None:
         """``hopline_sessions_open`` reads ``count()`` at every scrape."""

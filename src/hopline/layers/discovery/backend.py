@@ -26,6 +26,7 @@ from typing import Any, Callable
 from hopline import NAME, __version__
 from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, Era
 from hopline.jsonrpc import Message, PeerError, UnavailableError
+from hopline.layers.discovery.shared import Owners
 from hopline.layers.session.rpc import OnNotification, OnRequest, RpcPeer
 from hopline.transports.base import Channel
 
@@ -71,6 +72,7 @@ class BackendSession:
         self.on_changed: Callable[[BackendSession, str], None] | None = None
         self.on_closed: Callable[[BackendSession], None] | None = None
         self.list_failed_until: dict[str, float] = {}  # list method → loop time before which it is not retried
+        self.owners = Owners()  # who has calls in flight, subscriptions, log levels (what a shared session routes by)
 
     @classmethod
     async def open(
@@ -118,7 +120,12 @@ class BackendSession:
                 meta.pop(key, None)
         return meta
 
-    async def call(self, method: str, params: dict[str, Any] | None, *, on_progress: Callable[[Message], None] | None = None, timeout: float | None = None) -> Message:
+    async def call(
+        self, method: str, params: dict[str, Any] | None, *, on_progress: Callable[[Message], None] | None = None,
+        timeout: float | None = None, owner: Any = None,
+    ) -> Message:
+        """``owner``: the client the call is for (opaque); while it is in flight, what the
+        backend sends on its own initiative may be routed to it (see :class:`Owners`)."""
         params = dict(params or {})
         meta = self.meta_for(params.get("_meta"))
         meta.pop("progressToken", None)  # the peer mints its own when on_progress is given
@@ -126,7 +133,13 @@ class BackendSession:
             params["_meta"] = meta
         else:
             params.pop("_meta", None)
-        return await self.peer.call(method, params, timeout=timeout or self.timeout, on_progress=on_progress)
+        if owner is None:
+            return await self.peer.call(method, params, timeout=timeout or self.timeout, on_progress=on_progress)
+        self.owners.enter(owner)
+        try:
+            return await self.peer.call(method, params, timeout=timeout or self.timeout, on_progress=on_progress)
+        finally:
+            self.owners.leave(owner)
 
     def supports(self, capability: str) -> bool:
         return capability in self.info.capabilities

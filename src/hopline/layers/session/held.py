@@ -17,6 +17,9 @@ Contract
   another replica; documented).
 - A held call the client abandons expires after ``ttl`` seconds: its backend requests
   are answered with an error and its backend session closed (``on_expire``).
+- Progress and logs of the held call reach the client request of the round in flight
+  (each round is its own request, with its own stream and progress token:
+  :meth:`Held.attend`); between rounds there is no stream, and they are dropped.
 - Sans-io apart from futures: the gateway supplies the backend call and the session.
 """
 
@@ -41,6 +44,20 @@ class Held:
         self.task: asyncio.Task | None = None
         self.expiry: asyncio.TimerHandle | None = None
         self._keys = itertools.count(1)
+        self.on_progress: Callable[[Message], None] | None = None  # this round's client request, while it waits
+        self.on_notification: Callable[[Message], None] | None = None
+
+    def attend(self, on_progress: Callable[[Message], None] | None, on_notification: Callable[[Message], None] | None) -> None:
+        """Route what the backend reports (progress, logs) to the round now waiting (None: drop)."""
+        self.on_progress, self.on_notification = on_progress, on_notification
+
+    def progress(self, message: Message) -> None:
+        if self.on_progress is not None:
+            self.on_progress(message)
+
+    def notified(self, message: Message) -> None:
+        if self.on_notification is not None:
+            self.on_notification(message)
 
     @property
     def state(self) -> str:

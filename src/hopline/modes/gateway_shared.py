@@ -1,0 +1,370 @@
+"""Shared backend sessions (issue 12): one backend session serves many client sessions,
+and no client can tell it from a session of its own.
+
+Which session a caller gets (:meth:`Sharing.key`):
+
+- a **2026-07-28 backend** gets the client's capabilities with every request
+  (``BackendSession.meta_for``), so one session serves every capability set: the
+  *base* key (the backend id, or ``(backend id, principal)`` where credentials depend
+  on the caller);
+- a **handshake-era backend** fixes the client's capabilities at ``initialize`` (servers
+  register tools by them), so there is one session per distinct capability set,
+  keyed ``(backend id, principal or None, canonical JSON of the capabilities)``.
+  Handshake clients bring what they sent in ``initialize``, 2026-07-28 clients what
+  their ``_meta`` declares. At most ``routing.shared_capability_sets`` such sessions
+  per backend beyond the one declaring none; past that a caller gets the open session
+  of the largest capability set it declared a superset of (else the one declaring
+  none), counted as ``capability_fallback``.
+
+The era is learnt from the first session and remembered (``only``): a backend that
+answered a 2026-07-28 probe with the handshake is handshake-only, and one that refused
+``initialize`` is modern-only. Handshake clients prefer a handshake-era session (as
+their own would be), except on ``stateless: true`` backends, which keep one session in
+the 2026-07-28 era where the backend speaks it (there a handshake client gets
+``input_required`` mediated, README "Version mediation").
+
+Traffic the backend starts goes by :class:`~hopline.layers.discovery.shared.Owners`:
+server→client requests and unowned notifications to the one client with a call in
+flight, else refused (requests, with a JSON-RPC error) or dropped (notifications),
+and counted; ``resources/updated`` to the clients subscribed to that URI there; list
+changes to every client.
+
+A shared session that goes away is replaced once: every client using it is told (the
+CHANGE-SIGNAL, as for a session of its own), one respawn task per key retries with
+backoff, and the next call re-acquires it through the backend's lock (never one
+reconnect per client). The replacement renews the union of the subscriptions once and
+the logging level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from hopline.binding import Era
+from hopline.jsonrpc import Message, UnavailableError, notification
+from hopline.layers.discovery.backend import CHANGED, BackendSession
+from hopline.layers.pipeline import ANONYMOUS, Principal
+
+if TYPE_CHECKING:
+    from hopline.modes.gateway import Gateway
+
+log = logging.getLogger("hopline.gateway")
+NONE = b"{}"
+RENEW_TIMEOUT = 10.0  # seconds each renewed subscription (or level) may take on a replacement
+
+
+def canonical(caps: dict[str, Any] | None) -> bytes:
+    """The capability set as a key: sorted-key JSON (``{}`` for none)."""
+    return orjson.dumps(caps, option=orjson.OPT_SORT_KEYS) if caps else NONE
+
+
+def _subset(have: dict[str, Any], want: dict[str, Any]) -> bool:
+    return all(k in want and want[k] == v for k, v in have.items())
+
+
+class Sharing:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.only: dict[str, Era] = {}  # backend → the one era it speaks, once learnt
+        self.counts: Counter[tuple[str, str]] = Counter()  # (backend, event) → times
+        self.caps: dict[Any, dict[str, Any]] = {}  # key → the capabilities its session declared
+        self._respawning: dict[Any, asyncio.Task] = {}
+        self._starting: dict[str, asyncio.Future[BackendSession]] = {}  # backend → its session start in progress
+
+    def count(self, backend_id: str, event: str) -> None:
+        self.counts[(backend_id, event)] += 1
+        metrics = self.gateway.observability.metrics
+        if metrics is not None:
+            metrics.shared_event(backend_id, event)
+
+    def prefer(self, backend_id: str, stateful: bool) -> Era:
+        if not stateful or self.gateway.config.backends[backend_id].stateless:
+            return Era.MODERN
+        return Era.HANDSHAKE
+
+    def key(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> tuple[Any, dict[str, Any]]:
+        """The key of the session this caller shares, and the capabilities it declares (a
+        2026-07-28 session drops them once it knows its era: they travel per request)."""
+        base = self.gateway._share_key(backend_id, principal)
+        only = self.only.get(backend_id)
+        if only is Era.MODERN or (prefer is Era.MODERN and only is not Era.HANDSHAKE):
+            return base, caps or {}
+        return (backend_id, principal.key if isinstance(base, tuple) else None, canonical(caps)), caps or {}
+
+    def lookup(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> BackendSession | None:
+        """The open session this caller shares, without waiting (None: see :meth:`session`)."""
+        found = self.gateway.shared.get(self.key(backend_id, principal, caps, prefer)[0])
+        return found if found is not None and not found.is_closed() else None
+
+    def _bounded(self, key: Any, caps: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """Within ``routing.shared_capability_sets``: ``key`` itself, or the fallback."""
+        if not isinstance(key, tuple) or len(key) != 3 or key[2] == NONE:
+            return key, caps
+        shared = self.gateway.shared
+        open_sets = [k for k, s in shared.items() if isinstance(k, tuple) and len(k) == 3 and k[:2] == key[:2] and k[2] != NONE and not s.is_closed()]
+        if key in open_sets or len(open_sets) < self.gateway.config.routing.shared_capability_sets:
+            return key, caps
+        subsets = [k for k in open_sets if _subset(self.caps.get(k, {}), caps)]
+        self.count(key[0], "capability_fallback")
+        if subsets:
+            best = max(subsets, key=lambda k: len(self.caps.get(k, {})))
+            return best, self.caps.get(best, {})
+        return (*key[:2], NONE), {}
+
+    async def session(
+        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, caps: dict[str, Any] | None = None, prefer: Era = Era.MODERN
+    ) -> BackendSession:
+        g = self.gateway
+        key, declared = self.key(backend_id, principal, caps, prefer)
+        found = g.shared.get(key)
+        if found is not None and not found.is_closed():
+            return found
+        async with g._shared_lock[backend_id]:
+            pending = self._starting.get(backend_id)
+            if pending is not None and not pending.done():  # a start its caller gave up on (startup_timeout) goes on: wait for it
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pending)
+            key, declared = self._bounded(*self.key(backend_id, principal, caps, prefer))  # the era may have been learnt meanwhile
+            old = g.shared.get(key)
+            if old is not None and not old.is_closed():
+                return old
+            failed = g._failed.get(backend_id)
+            if failed is not None and asyncio.get_running_loop().time() < failed[0]:
+                raise failed[1]  # don't retry a failed start on every request
+            start = asyncio.ensure_future(self._start(backend_id, principal, chain, key, declared, prefer, old, failed))
+            start.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, whoever waits
+            self._starting[backend_id] = start
+            return await asyncio.shield(start)
+
+    async def _start(
+        self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any
+    ) -> BackendSession:
+        """Start one shared session (a task: callers that stop waiting do not cancel it)."""
+        g = self.gateway
+        loop = asyncio.get_running_loop()
+        holder: list[BackendSession] = []
+        try:
+            session = await g.connect(
+                backend_id, era=prefer, client_capabilities=declared, principal=principal, chain=chain,
+                on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
+            )
+        except Exception as exc:
+            delay = g.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
+            g._failed[backend_id] = (loop.time() + delay, exc, loop.time())
+            raise
+        g._failed.pop(backend_id, None)
+        holder.append(session)
+        key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
+        if g.shared.get(key) is not session:  # the era put it where an open session already is
+            asyncio.ensure_future(session.aclose())
+            return g.shared[key]
+        if old is not None:
+            await self._replaced(old, session)
+        return session
+
+    def _settle(
+        self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None
+    ) -> tuple[Any, BackendSession | None]:
+        """File a new session under the key its era calls for; learn the backend's era."""
+        g = self.gateway
+        era = session.info.era
+        if era is not prefer:
+            self.only[backend_id] = era
+        if era is Era.MODERN:
+            session.client_capabilities = declared = {}  # its own requests (lists) declare nothing; callers' travel per request
+            base = g._share_key(backend_id, principal)
+            if base != key:
+                key, old = base, g.shared.get(base)
+                if old is not None and not old.is_closed():
+                    return key, old
+        elif not isinstance(key, tuple) or len(key) != 3:  # a handshake-only backend asked for its base session
+            key = self.key(backend_id, principal, declared, Era.HANDSHAKE)[0]
+            old = g.shared.get(key)
+            if old is not None and not old.is_closed():
+                return key, old
+        if old is not None:
+            session.owners.adopt(old.owners)  # before the listens attach, so they do not subscribe again
+        session.on_changed = g._shared_changed
+        session.on_closed = lambda s, k=key, p=principal, c=declared, e=prefer: self._lost(s, k, p, c, e)
+        g.shared[key] = session
+        self.caps[key] = declared
+        listens = g.backend_listens
+        listening = listens.sessions.get(backend_id)
+        if key == backend_id or (era is Era.HANDSHAKE and key[1] is None and (listening is None or listening.is_closed())):
+            listens.attach(backend_id, session)  # one listen per backend, on a session all callers share
+        return key, old
+
+    # -- a session replaced ------------------------------------------------------------------
+    def users(self, session: BackendSession) -> list[Any]:
+        return [s for s in self.gateway.sessions if s.backends is not None and s.backends.get(session.id) is session]
+
+    def _lost(self, session: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
+        users = self.users(session)
+        log.warning("backend %s: a shared session went away (%s); %d client sessions used it", session.id, session.peer.closed_reason, len(users))
+        self.count(session.id, "session_lost")
+        for user in users:
+            user.surface_changed()
+        if users and key not in self._respawning:
+            task = asyncio.ensure_future(self._respawn(session, key, principal, caps, prefer))
+            self._respawning[key] = task
+            task.add_done_callback(lambda _t: self._respawning.pop(key, None))
+
+    async def _respawn(self, old: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
+        """The one reconnect loop of a shared session (jittered, doubling to 60 s)."""
+        g = self.gateway
+        delay = g.config.routing.retry_after
+        while old.id in g.connectors and g.shared.get(key) is old and self.users(old):
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+            try:
+                await self.session(old.id, principal, None, caps, prefer)
+            except Exception as exc:
+                log.info("backend %s: shared session not back yet: %s", old.id, exc)
+                delay = min(delay * 2, 60.0)
+
+    async def _replaced(self, old: BackendSession, new: BackendSession) -> None:
+        """``new`` stands in for ``old``: its clients move over (with the CHANGE-SIGNAL), the
+        union of their subscriptions is renewed once, and the logging level."""
+        for uri in sorted(new.owners.subscribers):
+            try:
+                await new.call("resources/subscribe", {"uri": uri}, timeout=RENEW_TIMEOUT)
+            except Exception as exc:
+                log.warning("backend %s: could not renew the subscription to %s: %s", new.id, uri, exc)
+        level = new.owners.level_change()  # adopt() forgot what was sent
+        if level is not None:
+            with contextlib.suppress(Exception):
+                await new.call("logging/setLevel", {"level": level}, timeout=RENEW_TIMEOUT)
+        for user in self.users(old):
+            user.backends[old.id] = new
+            user.surface_changed()
+        log.info("backend %s: shared session replaced", new.id)
+
+    async def aclose(self) -> None:
+        tasks = [*self._respawning.values(), *self._starting.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- traffic the backend starts ---------------------------------------------------------------
+    def _request(self, backend_id: str, holder: list[BackendSession]):
+        async def route(message: Message) -> Message:
+            owners = holder[0].owners if holder else None
+            owner = owners.sole() if owners is not None else None
+            if owner is None or not owner.stateful:
+                self.count(backend_id, "request_refused")
+                if owner is not None:
+                    why = "a 2026-07-28 client cannot take it"
+                else:
+                    why = f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
+                message_text = f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
+                raise UnavailableError(message_text, backend=backend_id, reason="no_client")
+            return await owner._server_request_from(backend_id)(message)
+
+        return route
+
+    def _notification(self, backend_id: str, holder: list[BackendSession]):
+        g = self.gateway
+
+        def deliver(message: Message) -> None:
+            method = message.method or ""
+            session = holder[0] if holder else None
+            if method in CHANGED or session is None:
+                return  # list changes arrive through on_changed, to every client
+            if method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
+                uri = message.params["uri"]
+                if g.backend_listens.sessions.get(backend_id) is session:
+                    g.backend_listens.updated(backend_id, uri, message.params)
+                subscribers = [o for o in session.owners.subscribed(uri) if hasattr(o, "end")]
+                if subscribers:
+                    exposed = notification(method, {**message.params, "uri": g.uris.expose(backend_id, uri)})
+                    for owner in subscribers:
+                        owner.end.notify(exposed)
+                return
+            if method == "notifications/subscriptions/acknowledged":
+                g.backend_listens.acknowledged(backend_id)
+                return
+            owner = session.owners.sole()
+            if owner is None:
+                self.count(backend_id, "log_dropped" if method == "notifications/message" else "notification_dropped")
+                return
+            if method == "notifications/message" and not session.owners.admits(owner, message.params.get("level")):
+                return  # below the level this client asked for
+            owner.end.notify(message)
+
+        return deliver
+
+
+# -- a client session's side (GatewaySession calls these for the shared sessions it uses) ----
+SUBSCRIPTIONS = ("resources/subscribe", "resources/unsubscribe")
+
+
+def shared_of(gs: Any) -> list[BackendSession]:
+    """The shared backend sessions ``gs`` uses (the ones it does not own)."""
+    return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs._owned]
+
+
+async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
+    """Closed shared sessions in ``backends`` are taken afresh from the gateway (which
+    replaces each one once, under its lock); ones that do not start stay as they are,
+    so the call fails as unavailable and the next one tries again."""
+    stale = [b for b, s in backends.items() if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.gateway.connectors]
+    if stale:
+        fresh = await gs.gateway.sessions_for(stale, gs)
+        backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})
+
+
+async def subscription(gs: Any, session: BackendSession, method: str, params: dict[str, Any], send: Any) -> Message:
+    """``resources/subscribe``/``unsubscribe`` on a shared session, refcounted: only the
+    URI's first subscriber and its last unsubscriber reach the backend; the others are
+    answered here (what the backend would have said: an empty result)."""
+    uri = params.get("uri")
+    owners = session.owners
+    if not isinstance(uri, str):
+        return await send()
+    if method == "resources/subscribe":
+        if not owners.subscribe(uri, gs):
+            return Message({"jsonrpc": "2.0", "id": 0, "result": {}})
+        try:
+            answer = await send()
+        except BaseException:
+            owners.unsubscribe(uri, gs)
+            raise
+        if "error" in answer.body:
+            owners.unsubscribe(uri, gs)
+        return answer
+    if not owners.unsubscribe(uri, gs):
+        return Message({"jsonrpc": "2.0", "id": 0, "result": {}})
+    return await send()
+
+
+async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) -> None:
+    """``logging/setLevel`` on a shared session: the backend gets the most verbose level
+    any of its clients asked for; each client is then delivered only lines at its own level."""
+    level = session.owners.set_level(gs, params.get("level"))
+    if level is not None:
+        await session.call("logging/setLevel", {**params, "level": level})
+
+
+async def release(gs: Any) -> None:
+    """A client session closed: its subscriptions and level on shared sessions are let go
+    (the backend gets ``resources/unsubscribe`` for URIs nobody else wants). Bounded."""
+
+    if not gs.stateful:
+        return  # a 2026-07-28 exchange neither subscribes (it listens) nor sets levels; its calls have left
+
+    async def one(session: BackendSession) -> None:
+        uris, level = session.owners.forget(gs)
+        if session.is_closed():
+            return
+        for uri in uris:
+            await session.call("resources/unsubscribe", {"uri": uri}, timeout=RENEW_TIMEOUT)
+        if level is not None:
+            await session.call("logging/setLevel", {"level": level}, timeout=RENEW_TIMEOUT)
+
+    await asyncio.gather(*(one(s) for s in shared_of(gs)), return_exceptions=True)
