@@ -116,7 +116,11 @@ async def test_an_idle_session_is_parked_and_its_next_call_gets_a_new_child(tmp_
 
 
 async def test_a_reconnecting_backends_tools_answer_31001_not_unknown_tool(tmp_path, hopline_serve):
-    conf = {"backends": {"f": {"command": PY, "args": [str(SERVERS / "fault_server.py")]}}, "routing": {"retry_after": 30}, "resilience": {"breaker": {"enabled": False}}}
+    # An isolated backend session: its own reconnect loop (a shared child is respawned at once instead).
+    conf = {
+        "backends": {"f": {"command": PY, "args": [str(SERVERS / "fault_server.py")], "share": "isolated"}},
+        "routing": {"retry_after": 30}, "resilience": {"breaker": {"enabled": False}},
+    }  # fmt: skip
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(conf))
     gw = hopline_serve(str(path))

@@ -168,8 +168,8 @@ async def test_concurrent_calls_of_many_clients_on_one_child_get_their_own_answe
 async def test_a_child_shared_by_50_sessions_dies_with_10_calls_in_flight(tmp_path, hopline_serve):
     events, starts = tmp_path / "events.log", tmp_path / "starts.log"
     backends = {"f": {"command": FAULT[0], "args": [FAULT[1], "--events", str(events), "--starts", str(starts)]}}
-    # The breaker is off: 10 calls failing at once would open it (one crash, counted ten times).
-    gw = hopline_serve(write(tmp_path, backends, routing={"retry_after": 0.2}, resilience={"breaker": {"enabled": False}}))
+    # The breaker is on (its defaults): 10 calls failing at once are one lost connection, one failure.
+    gw = hopline_serve(write(tmp_path, backends, routing={"retry_after": 0.2}))
     started = lambda: starts.read_text().split() if starts.exists() else []  # noqa: E731
     calls = lambda: events.read_text().splitlines().count("call slow") if events.exists() else 0  # noqa: E731
     async with contextlib.AsyncExitStack() as stack:

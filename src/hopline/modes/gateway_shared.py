@@ -313,7 +313,11 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
     """Closed shared sessions in ``backends`` are taken afresh from the gateway (which
     replaces each one once, under its lock); ones that do not start stay as they are,
     so the call fails as unavailable and the next one tries again."""
-    stale = [b for b, s in backends.items() if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.gateway.connectors]
+    # Only shared backends: a parked isolated session is closed on purpose and reopened by its owner.
+    stale = [
+        b for b, s in backends.items()
+        if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.gateway.connectors and gs.gateway.shares(b) and b not in gs._parked
+    ]  # fmt: skip
     if stale:
         fresh = await gs.gateway.sessions_for(stale, gs)
         backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})

@@ -369,3 +369,32 @@ async def test_the_supervisor_runs_one_trial_per_cool_down_and_wakes_on_a_new_op
     assert [t[0] for t in trials] == ["b", "b"]
     assert trials[1][1] - trials[0][1] == 10.0  # the second cool-down doubled
     assert slept == [5.0, 10.0] and gate.available("b")
+
+
+async def test_one_lost_connection_is_one_failure_however_many_calls_it_fails():
+    """A shared child dying under many calls: RpcPeer answers them all with one error (one
+    ``data`` object), which the breaker counts once; two separate losses are two failures."""
+    from hopline.layers.session.rpc import RpcPeer
+    from hopline.transports.memory import memory_pair as pair
+
+    gate = Breakers(BreakerSettings(failures=2), Classifier(), clock=Clock())
+    pipe = Pipeline(calls=[gate], gates=[gate])
+
+    async def lose_a_connection_under(n: int) -> list:
+        near, far = pair()
+        peer = RpcPeer(near, name="b")
+
+        async def send(c: Call) -> j.Message:
+            return await peer.call("tools/call", {"name": "x"}, timeout=10)
+
+        calls = [asyncio.ensure_future(pipe.run(call(), send)) for _ in range(n)]
+        for _ in range(n):  # every request reached the backend, which then goes away
+            await asyncio.wait_for(far.receive(), 5)
+        await far.aclose()
+        return await asyncio.wait_for(asyncio.gather(*calls), 5)
+
+    answers = await lose_a_connection_under(10)
+    assert all(a.body["error"]["data"]["reason"] == "backend_closed" for a in answers)
+    assert gate.available("b")  # ten calls, one loss: one failure of the two that trip it
+    await lose_a_connection_under(3)
+    assert not gate.available("b")  # a second loss is a second failure

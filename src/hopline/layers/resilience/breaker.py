@@ -218,6 +218,7 @@ class Breakers:
         self._breakers: dict[str, Breaker] = {}
         self._changed: Callable[[str], None] | None = None
         self._listeners: list[Listener] = []
+        self._losses: dict[str, dict] = {}  # backend → the error data of the last connection loss counted
         self._wake: asyncio.Event | None = None
 
     def breaker(self, backend: str) -> Breaker:
@@ -271,8 +272,24 @@ class Breakers:
         except BaseException as exc:
             breaker.record(permit, self.classifier.error(exc))
             raise
-        breaker.record(permit, self.classifier.answer(call.backend, answer))
+        outcome = self.classifier.answer(call.backend, answer)
+        if outcome.is_failure and self._same_loss(call.backend, answer):
+            outcome = Outcome.REJECTED  # another call lost with the same connection: counted once
+        breaker.record(permit, outcome)
         return answer
+
+    def _same_loss(self, backend: str, answer: Message) -> bool:
+        """Whether this failed answer reports a connection loss already counted. A peer that
+        loses its connection answers every waiting call with one error (``RpcPeer._fail``),
+        so their ``data`` is one object: a shared child dying under 50 calls is one failure."""
+        error = answer.body.get("error")
+        data = error.get("data") if isinstance(error, dict) else None
+        if not isinstance(data, dict):
+            return False
+        if self._losses.get(backend) is data:
+            return True
+        self._losses[backend] = data  # kept (not its id), so the identity cannot be reused
+        return False
 
     def observe(self, backend: str, outcome: Outcome) -> None:
         """An outcome the gateway saw outside the call layers (a fan-out list fetch)."""

@@ -167,9 +167,11 @@ class RpcPeer:
 
     def _fail(self, reason: str) -> None:
         self.closed_reason = reason
+        # One error for every call that was waiting: their answers share its ``data`` object,
+        # which is how the breaker counts one lost connection as one failure, not one per call.
+        err = UnavailableError(f"backend {self.name} unavailable: {reason}", backend=self.name, reason="backend_closed")
         for msg_id, future in list(self._waiting.items()):
             if not future.done():
-                err = UnavailableError(f"backend {self.name} unavailable: {reason}", backend=self.name, reason="backend_closed")
                 future.set_result(err.to_response(msg_id))
 
     def is_closed(self) -> bool:
