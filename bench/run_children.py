@@ -1,6 +1,6 @@
 """Child processes under abandoned and concurrent sessions (issue 12).
 
-    python bench/run_children.py                      # every target: shared, isolated, relay, relay-shared
+    python bench/run_children.py                      # every target: default, shared, isolated, relay, relay-shared
     python bench/run_children.py --targets isolated --abandoned 100 --concurrent 60
 
 Against ``hopline serve`` with 3 stdio backends (``python -m hopline.demo``), and against
@@ -12,7 +12,8 @@ number of children and the peak RSS of the target plus its children. Reported pe
 those peaks, the p50/p95 of ``initialize`` in the concurrent phase (warm: the backends
 were used before), and how many of the calls succeeded (and the first error otherwise).
 
-Targets: ``shared`` (``stateless: true`` backends: one child per backend serves every
+Targets: ``default`` (no ``share`` set: stdio backends are shared, one child per backend and
+client-capability set), ``shared`` (``stateless: true`` backends: one child per backend serves every
 session), ``isolated`` (``share: isolated``: a child per session from a pool of at most
 8, 1 spare, idle sessions parked), ``relay`` (``hopline relay -- CMD``: a child per session,
 at most 8) and ``relay-shared`` (``--shared``). The goals: peak <= 24 children and <= 600
@@ -45,7 +46,7 @@ BACKENDS = ("a", "b", "c")
 
 
 def config(kind: str) -> str:
-    extra = {"shared": "    stateless: true\n", "isolated": "    share: isolated\n"}[kind]
+    extra = {"default": "", "shared": "    stateless: true\n", "isolated": "    share: isolated\n"}[kind]
     text = "routing:\n  health_interval: 0\nbackends:\n" + "".join(f"  {b}:\n    command: {PY}\n    args: [-m, hopline.demo]\n{extra}" for b in BACKENDS)
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix=f"children-{kind}-")
     os.write(fd, text.encode())
@@ -54,7 +55,7 @@ def config(kind: str) -> str:
 
 
 def start(target: str) -> tuple[subprocess.Popen, str, tuple[str, ...]]:
-    if target in ("shared", "isolated"):
+    if target in ("default", "shared", "isolated"):
         argv = [PY, "-m", "hopline", "serve", config(target), "--port", "0"]
         tools = tuple(f"{b}__echo" for b in BACKENDS)
     else:
@@ -196,7 +197,8 @@ async def run_target(target: str, n_abandoned: int, n_concurrent: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
-    parser.add_argument("--targets", default="shared,isolated,relay,relay-shared", help="comma-separated: shared, isolated, relay, relay-shared (default: all)")
+    parser.add_argument("--targets", default="default,shared,isolated,relay,relay-shared",
+                        help="comma-separated: default, shared, isolated, relay, relay-shared (default: all)")
     parser.add_argument("--abandoned", type=int, default=100, help="sessions opened and left without DELETE (default: 100)")
     parser.add_argument("--concurrent", type=int, default=60, help="new sessions at once afterwards, each calling every backend (default: 60)")
     args = parser.parse_args()

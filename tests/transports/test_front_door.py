@@ -196,6 +196,27 @@ async def test_over_the_per_source_cap_only_that_source_is_refused(server):
     assert await get(*await connect(port)) == b"HTTP/1.1 200 OK ok"
 
 
+async def test_a_burst_from_one_source_is_answered_not_reset_past_the_per_source_cap(server):
+    """A burst of real HTTP clients from one address, past the per-source cap: the refused ones
+    must read their 503. Closing a refused connection at once resets the ones whose request
+    is already on its way, and the client sees a broken connection instead of an answer."""
+    import httpx
+
+    port, counters = await server(DoorLimits(max_connections=1000, max_connections_per_source=8, idle_timeout=5))
+
+    async def one(http: httpx.AsyncClient) -> str:
+        try:
+            return str((await http.post(f"http://127.0.0.1:{port}/", content=b"x" * 65536)).status_code)
+        except httpx.TransportError as exc:
+            return type(exc).__name__
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(timeout=BOUND, limits=limits) as http:
+        outcomes = await asyncio.wait_for(asyncio.gather(*(one(http) for _ in range(200))), BOUND * 3)
+    assert set(outcomes) <= {"200", "503"}, sorted(set(outcomes))
+    assert "503" in outcomes and counters.over_source > 0
+
+
 async def test_an_sse_stream_outlives_every_deadline(server):
     port, counters = await server()
     reader, writer = await connect(port)

@@ -55,6 +55,9 @@ __all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
 
 
 LINGER = 1.0  # seconds a refused connection drains the client's input before it is closed
+# Connections refused over a cap may linger (LINGER at most) so their client reads the 503
+# instead of a reset; at most this many at once, beyond it they are closed at once.
+MAX_REFUSING = 256
 LINGER_BYTES = 1024 * 1024  # ... or this much of it, whichever comes first
 RETRY_AFTER = b"2"  # seconds, in the 503 over a connection cap
 
@@ -68,6 +71,7 @@ class FrontDoor:
         self.limits = limits or DoorLimits()
         self.counters = counters or DoorCounters()
         self.by_source: dict[str, int] = {}
+        self.refusing = 0  # connections over a cap, answered 503, draining before their close
 
     def admit(self, source: str) -> str | None:
         """Count a new connection in, or say why not ("over_total", "over_source")."""
@@ -131,15 +135,28 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._refusal = b""
         self._drained = 0
         self._source: str | None = None
+        self._refusing = False  # refused over a cap and lingering (counted in door.refusing)
 
     # -- the connection -----------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
         super().connection_made(transport)
         source = self.client[0] if self.client else ""
-        if self.door.admit(source) is not None:  # not counted, so it must not linger: answer and close at once
+        if self.door.admit(source) is not None:
             self._phase = CLOSING
             transport.write(BUSY_503)
-            transport.close()
+            if self.door.refusing >= MAX_REFUSING:  # not counted in the caps, so never many lingering: close at once
+                transport.close()
+                return
+            # Half-close and drain the request briefly, so the client reads the 503 (closing with
+            # its request unread would reset the connection and lose the answer).
+            self.door.refusing += 1
+            self._refusing = True
+            try:
+                transport.write_eof()
+            except (NotImplementedError, RuntimeError, OSError):
+                transport.close()
+                return
+            self._arm(LINGER)
             return
         self._source = source
         self._arm(self._limits.idle_timeout)
@@ -153,6 +170,9 @@ class FrontDoorProtocol(HttpToolsProtocol):
         if self._source is not None:
             self.door.release(self._source)
             self._source = None
+        if self._refusing:
+            self._refusing = False
+            self.door.refusing -= 1
 
     def data_received(self, data: bytes) -> None:
         if self._phase == CLOSING:
