@@ -151,3 +151,47 @@ async def test_a_legacy_sse_session_whose_stream_overflows_is_closed(hopline_rel
             await bounded(until_eof(reader), 30)
     finally:
         writer.close()
+
+
+async def test_a_2026_exchange_whose_client_does_not_read_is_cut_off_and_cancelled(hopline_relay, tmp_path):
+    """The stateless era: the exchange's channel buffers for the writer, so it is bounded
+    by the same message count; past it the stream is cut and the request cancelled."""
+    events = tmp_path / "events"
+    relay = hopline_relay("--stream-buffer-messages", "50", "--", *FAULT, "--events", str(events))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": "f11"}
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1_000_000, "bytes": 200}, "_meta": meta}})
+    host = relay.base.removeprefix("http://")
+    head = (f"POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n"
+            f"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: flood\r\ncontent-length: {len(body)}\r\n\r\n")
+    reader, writer = await non_reader(relay.base, head.encode() + body)
+    try:
+        await wait_for_event(events, "cancelled flood")  # before the bound: only after the 300 s request timeout
+        relay.wait_line(r"stateless exchange's stream was cut off", timeout=30)
+        await bounded(until_eof(reader), 30)  # the stream was closed
+        async with httpx.AsyncClient(timeout=30) as http:  # and the relay serves the next client
+            assert await echo(http, relay.url, await session(http, relay.url), "next") == "next"
+    finally:
+        writer.close()
+
+
+async def test_a_2026_exchange_through_the_gateway_is_bounded_the_same_way(hopline_serve, tmp_path):
+    events = tmp_path / "events"
+    config = {"mode": "reverse", "listen": {"stream_buffer_messages": 50},
+              "backends": {"f": {"command": PY, "args": [str(SERVERS / "fault_server.py"), "--events", str(events)]}}}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(config))
+    gw = hopline_serve(str(path))
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": "f12"}
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1_000_000, "bytes": 200}, "_meta": meta}})
+    host = gw.base.removeprefix("http://")
+    head = (f"POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n"
+            f"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: flood\r\ncontent-length: {len(body)}\r\n\r\n")
+    reader, writer = await non_reader(gw.base, head.encode() + body)
+    try:
+        await wait_for_event(events, "cancelled flood")
+        gw.wait_line(r"stateless exchange's stream was cut off", timeout=30)
+        await bounded(until_eof(reader), 30)
+    finally:
+        writer.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -26,14 +26,28 @@ def _expire(waiter: asyncio.Future) -> None:
 
 
 class Inbox(Generic[T]):
-    __slots__ = ("_items", "_waiter", "_interrupt")
+    """A FIFO with one consumer that parks on a future. Unbounded unless its owner sets
+    ``limit`` (a stream's writer does): past it the queue is dropped, ``overflowed`` is set,
+    later items are dropped too, and ``on_overflow`` is called once (to cut the stream)."""
+
+    __slots__ = ("_items", "_waiter", "_interrupt", "limit", "overflowed", "on_overflow")
 
     def __init__(self) -> None:
         self._items: collections.deque[T] = collections.deque()
         self._waiter: asyncio.Future | None = None
         self._interrupt: BaseException | None = None
+        self.limit: int | None = None
+        self.overflowed = False
+        self.on_overflow: Callable[[], object] | None = None
 
     def put_nowait(self, item: T) -> None:
+        if self.limit is not None and len(self._items) >= self.limit:
+            if not self.overflowed:
+                self.overflowed = True
+                self._items.clear()
+                if self.on_overflow is not None:
+                    self.on_overflow()
+            return
         self._items.append(item)
         waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -84,10 +84,16 @@ class ResponseWriter:
         generation = sink.generation if sink is not None else 0
         streaming = False
         answer: Message | None = None
+        # A stateless exchange's channel (2026-07-28, or --stateless-http) has an inbox of its
+        # own: bound it by the same message count, and let its overflow cut this writer too.
+        inbox = getattr(source, "buffer", None) if sink is None else None
         try:
-            async with asyncio.timeout(None) if sink is not None else contextlib.nullcontext() as guard:
+            async with asyncio.timeout(None) if sink is not None or inbox is not None else contextlib.nullcontext() as guard:
                 if sink is not None:
                     sink.guard = guard
+                elif inbox is not None:
+                    inbox.limit = self.sessions.stream_limits.messages
+                    inbox.on_overflow = lambda: guard.reschedule(loop.time())
                 try:
                     while True:
                         if sink is not None and sink.generation != generation:
@@ -138,8 +144,11 @@ class ResponseWriter:
                 await hu.send_error(send, err, request.id, headers, status=200)
             return None
         except (StreamOverflow, TimeoutError):
-            if sink is None or not sink.overflowed:
+            if not (sink.overflowed if sink is not None else inbox is not None and inbox.overflowed):
                 raise
+            if sink is None:
+                self.sessions.admission.overflows += 1
+                log.warning("a stateless exchange's stream was cut off: its client did not read it (request %r cancelled)", request.id)
             err = UnavailableError("response stream closed: the client did not read it; the request was cancelled", reason="stream_overflow")
             await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
             return None

@@ -87,6 +87,12 @@ class ClientEnd:
             raise ChannelClosed(f"{self.name}: closed")
         return message
 
+
+    @property
+    def buffer(self) -> Inbox[Message]:
+        """What the client has not read yet (a stream writer bounds it)."""
+        return self.outbox
+
     def interrupt(self, exc: BaseException) -> None:
         self.outbox.interrupt(exc)
 

@@ -237,6 +237,11 @@ class MuxView:
     def interrupt(self, exc: BaseException) -> None:
         self.inbox.interrupt(exc)
 
+    @property
+    def buffer(self) -> Inbox[Message]:
+        """What the client has not read yet (a stream writer bounds it)."""
+        return self.inbox
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
