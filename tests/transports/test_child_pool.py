@@ -25,7 +25,15 @@ def spawner(argv: list[str] = PID_SERVER):
 
 
 def live_children() -> set[int]:
-    return {p.pid for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE}
+    """This test process's live pid_server children (others, like the suite's redis-server, are not the pool's)."""
+    out = set()
+    for p in psutil.Process().children():
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "pid_server" in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 async def eventually(check, timeout: float = 15.0) -> None:

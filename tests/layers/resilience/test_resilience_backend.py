@@ -93,7 +93,9 @@ async def test_a_hung_call_times_out_promptly_and_the_backend_is_told_to_cancel(
 
 
 async def test_a_crash_mid_call_gives_every_caller_one_error_and_opens_the_circuit(fault):
-    breakers = Breakers(BreakerSettings(failures=3, cool_down=60), Classifier())
+    # One crash is one failure however many calls it fails (RpcPeer answers them with one
+    # error), so a breaker that trips at one failure opens; three would need three crashes.
+    breakers = Breakers(BreakerSettings(failures=1, cool_down=60), Classifier())
     changed: list[str] = []
     breakers.bind(changed.append)
     pipe = Pipeline(calls=[breakers, Timeouts()], gates=[breakers])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 
 import pytest
 from hypothesis import given, settings
@@ -235,7 +236,9 @@ def answering(*answers):
         item = queue.pop(0)
         if isinstance(item, BaseException):
             raise item
-        return item
+        # Each call gets its own answer object: answers sharing one error object are one
+        # lost connection to the breaker (test_one_lost_connection_is_one_failure…).
+        return j.Message(copy.deepcopy(item.body))
 
     return last
 
