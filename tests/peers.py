@@ -11,8 +11,9 @@ import asyncio
 import socket
 import subprocess
 import time
-from typing import Any
+from typing import Any, Callable, Iterable
 
+import psutil
 from mcp import Client, types
 
 MODES = ("legacy", "2026-07-28")
@@ -119,3 +120,36 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll a fact the test cannot be told about (the process table, a file), bounded in time."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what} not reached in time"
+        await asyncio.sleep(0.02)
+
+
+def live(processes: Iterable[psutil.Process], match: Callable[[psutil.Process], bool] = lambda p: True) -> set[int]:
+    """The pids of ``processes`` that are alive (not zombies) and ``match``; ones that exit meanwhile are skipped."""
+    out = set()
+    for p in processes:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and match(p):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def running(needle: str) -> Callable[[psutil.Process], bool]:
+    """A ``live`` match: the process's command line names ``needle``."""
+    return lambda p: needle in " ".join(p.cmdline())
+
+
+def below(pid: int) -> list[psutil.Process]:
+    """Every process below ``pid`` (none if it is gone)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []

@@ -9,22 +9,14 @@ import asyncio
 import threading
 import time
 
-import psutil
 import yaml
 
 from tests.conftest import PY
-from tests.peers import bounded, client
+from tests.peers import bounded, client, live
 
 
 def monty_below(proc) -> set[int]:
-    alive = set()
-    for child in proc.descendants():
-        try:
-            if child.name() == "monty" and child.status() != psutil.STATUS_ZOMBIE:
-                alive.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
+    return live(proc.descendants(), lambda p: p.name() == "monty")
 
 
 async def test_twenty_parallel_runs_keep_to_tools_code_max_workers(tmp_path, hopline_serve):

@@ -19,7 +19,7 @@ from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
 from hopline.modes.gateway import Gateway
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded, client, text_of
+from tests.peers import below, bounded, client, eventually, live, running, text_of
 
 PID = [PY, str(SERVERS / "pid_server.py")]
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
@@ -33,25 +33,8 @@ def write(tmp_path, backend: dict, **top) -> str:
 
 
 def pid_children(proc_or_pid) -> set[int]:
-    try:
-        root = psutil.Process(proc_or_pid) if isinstance(proc_or_pid, int) else psutil.Process(proc_or_pid.popen.pid)
-        found = set()
-        for p in root.children(recursive=True):
-            try:
-                if p.status() != psutil.STATUS_ZOMBIE and "pid_server" in " ".join(p.cmdline()):
-                    found.add(p.pid)
-            except psutil.NoSuchProcess:
-                pass
-        return found
-    except psutil.NoSuchProcess:
-        return set()
+    return live(below(proc_or_pid if isinstance(proc_or_pid, int) else proc_or_pid.popen.pid), running("pid_server"))
 
-
-async def eventually(check, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 class Sampler:

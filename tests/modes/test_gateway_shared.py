@@ -28,7 +28,7 @@ import yaml
 from mcp import Client, MCPError, StdioServerParameters, types
 
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded, client, elicitation_cb, roots_cb, sampling_cb, text_of
+from tests.peers import bounded, client, elicitation_cb, eventually, sampling_cb, text_of
 
 SDK = [PY, str(SERVERS / "sdk_server.py"), "stdio"]
 FAULT = [PY, str(SERVERS / "fault_server.py")]
@@ -61,14 +61,6 @@ def sampler(tag: str):
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=f"{tag}:{params.messages[0].content.text}"), model=tag)
 
     return sample
-
-
-async def wait_for(predicate, what: str, seconds: float = 20.0) -> None:
-    """Poll a condition the test cannot be told about (a file, the process table), bounded."""
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 async def metric(admin: str, line: str) -> bool:
@@ -143,7 +135,7 @@ async def test_subscriptions_on_a_shared_backend_are_refcounted(tmp_path, hoplin
         assert lines() == ["subscribe fault://watched", "unsubscribe fault://watched"]
         await bounded(a.subscribe_resource(uri))
     # a closed while subscribed: the gateway lets go of its subscription
-    await wait_for(lambda: len(lines()) == 4, "the unsubscribe of a closed session")
+    await eventually(lambda: len(lines()) == 4, what="the unsubscribe of a closed session")
     assert lines() == ["subscribe fault://watched", "unsubscribe fault://watched"] * 2
 
 
@@ -177,7 +169,7 @@ async def test_a_child_shared_by_50_sessions_dies_with_10_calls_in_flight(tmp_pa
         assert len(started()) == 1
         (child,) = children(gw, "fault_server.py")
         in_flight = [asyncio.ensure_future(s.call_tool("f__slow", {"ms": 600_000})) for s in sessions[:10]]
-        await wait_for(lambda: calls() == 10, "10 calls in flight at the backend")
+        await eventually(lambda: calls() == 10, what="10 calls in flight at the backend")
         child.kill()
         codes = []
         for outcome in await bounded(asyncio.gather(*in_flight, return_exceptions=True), 30):
@@ -232,7 +224,7 @@ async def test_resource_updates_reach_the_subscribers_and_logs_the_caller_at_its
         assert text_of(await bounded(b.call_tool("f__log", {"level": "info", "text": "for b"}))) == "sent"  # the backend sent it …
         assert text_of(await bounded(b.call_tool("f__log", {"level": "error", "text": "loud"}))) == "sent"
         assert text_of(await bounded(a.call_tool("f__log", {"level": "debug", "text": "for a"}))) == "sent"
-        await wait_for(lambda: boxes[0].logs and boxes[1].logs, "both log lines")
+        await eventually(lambda: boxes[0].logs and boxes[1].logs, what="both log lines")
         assert boxes[1].logs == ["error:loud"]  # … and the gateway kept b's info line from b
         assert boxes[0].logs == ["debug:for a"]  # a was not given b's lines (no call of a's was in flight)
     assert boxes[1].updated == []

@@ -4,14 +4,12 @@ served a session is told by the backend (tests/servers/pid_server.py)."""
 
 from __future__ import annotations
 
-import asyncio
 
 import httpx
 import orjson
-import psutil
 
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded, client, text_of
+from tests.peers import bounded, client, eventually, live, running, text_of
 
 PID = [PY, str(SERVERS / "pid_server.py")]
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -19,21 +17,8 @@ INIT = {"jsonrpc": "2.0", "id": "init-3", "method": "initialize", "params": {"pr
 
 
 def children(relay) -> set[int]:
-    out = set()
-    for p in relay.descendants():
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "pid_server" in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+    return live(relay.descendants(), running("pid_server"))
 
-
-async def eventually(check, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
 
 
 async def session(http: httpx.AsyncClient, url: str) -> str:

@@ -13,7 +13,6 @@ starts is a timeout error within ``--handshake-timeout``; ``--max-sessions`` she
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import httpx
@@ -22,7 +21,7 @@ import psutil
 import yaml
 
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded
+from tests.peers import bounded, eventually
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 GATED = [PY, str(SERVERS / "gated_start.py")]
@@ -57,14 +56,6 @@ async def first(tasks: list[asyncio.Future], n: int) -> list[httpx.Response]:
         if len(out) == n:
             return out
     return out
-
-
-async def wait_until(predicate, timeout: float = 20.0) -> None:
-    """Poll ``predicate`` (a process-tree fact) until true, failing after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 def children(proc) -> list[psutil.Process]:
@@ -121,11 +112,11 @@ async def test_a_client_leaving_mid_initialize_frees_its_slot_and_session(hoplin
     writer.write(f"POST /mcp HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n".encode())
     writer.write(f"content-length: {len(body)}\r\n\r\n".encode() + body)
     await writer.drain()
-    await wait_until(lambda: len(children(relay)) == 1)  # its half-made session: a backend still starting
+    await eventually(lambda: len(children(relay)) == 1)  # its half-made session: a backend still starting
     async with httpx.AsyncClient(timeout=30) as http:
         assert_shed(await initialize(http, relay.url, 2), 2)  # the one slot is taken
         writer.close()  # the client gives up mid-initialize
-        await wait_until(lambda: not children(relay))  # its session and backend are closed...
+        await eventually(lambda: not children(relay))  # its session and backend are closed...
         gate.touch()
         assert_served(await bounded(initialize(http, relay.url, 3), 30))  # ...and its slot is free
 
@@ -138,7 +129,7 @@ async def test_a_backend_that_does_not_start_is_a_timeout_error(hopline_relay, t
         body = r.json()
         assert body["id"] == 5 and body["error"]["code"] == -31002
         assert "did not answer initialize within 1 s" in body["error"]["message"]
-        await wait_until(lambda: not children(relay))  # the half-made session is closed with its backend
+        await eventually(lambda: not children(relay))  # the half-made session is closed with its backend
         assert (await http.get(relay.base + "/healthz")).status_code == 200
 
 

@@ -16,6 +16,7 @@ from hopline.transports.base import ChannelClosed
 from hopline.transports.child_pool import AtCapacity, ChildPool
 from hopline.transports.stdio import StdioChild
 from tests.conftest import PY, SERVERS
+from tests.peers import eventually, live, running
 
 PID_SERVER = [PY, str(SERVERS / "pid_server.py")]
 
@@ -26,21 +27,8 @@ def spawner(argv: list[str] = PID_SERVER):
 
 def live_children() -> set[int]:
     """This test process's live pid_server children (others, like the suite's redis-server, are not the pool's)."""
-    out = set()
-    for p in psutil.Process().children():
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE and "pid_server" in " ".join(p.cmdline()):
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+    return live(psutil.Process().children(), running("pid_server"))
 
-
-async def eventually(check, timeout: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
 
 
 async def ask_pid(lease) -> int:

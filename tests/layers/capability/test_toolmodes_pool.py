@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable
 
 import psutil
 import pytest
@@ -21,20 +19,14 @@ import pytest
 from hopline.layers.capability.toolmodes import CodeMode, Limits, sandbox
 from tests.conftest import PY
 from tests.layers.capability.toolhosts import FakeHost, real_gateway, tool
+from tests.peers import eventually, live
 
 LIMITS = Limits(timeout=10.0, memory=16 * 1024 * 1024, output=4096)
 
 
 def workers() -> set[int]:
     """Live (not zombie) ``monty`` processes below this process."""
-    alive = set()
-    for child in psutil.Process().children(recursive=True):
-        try:
-            if child.name() == "monty" and child.status() != psutil.STATUS_ZOMBIE:
-                alive.add(child.pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
+    return live(psutil.Process().children(recursive=True), lambda p: p.name() == "monty")
 
 
 class Sampler:
@@ -65,12 +57,6 @@ class Sampler:
         self._stop.set()
         self._thread.join(10)
 
-
-async def eventually(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition was not reached in time"
-        await asyncio.sleep(0.02)
 
 
 async def gone(pids: set[int]) -> bool:
