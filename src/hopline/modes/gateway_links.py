@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
+from hopline.modes import gateway_shared
 from hopline.transports.child_pool import AtCapacity, Lease
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class BackendLinks:
                         self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
                     elif not isinstance(found, BackendSession):
                         self._schedule_reconnect(backend_id)
+        elif any(isinstance(s, BackendSession) and s.is_closed() for s in self.backends.values()):
+            await gateway_shared.reacquire(self, self.backends)  # shared sessions that went away, taken afresh
         return self.backends
 
     def _track(self, key: str, task: asyncio.Future) -> None:

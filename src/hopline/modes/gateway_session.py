@@ -265,13 +265,6 @@ class GatewaySession(BackendLinks, ListComposer):
         await asyncio.gather(*sets, return_exceptions=True)
         return result(message.id, {})
 
-    async def live_backends(self) -> dict[str, BackendSession | BaseException]:
-        """The backend sessions (``BackendLinks``), with shared ones that went away taken afresh."""
-        backends = await BackendLinks.live_backends(self)
-        if any(isinstance(s, BackendSession) and s.is_closed() for s in backends.values()):
-            await gateway_shared.reacquire(self, backends)
-        return backends
-
     async def _forward(self, message: Message, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
         token = message.meta.get("progressToken")
         on_progress = None if token is None else self._progress_relay(token)
