@@ -27,11 +27,22 @@ async def session(http: httpx.AsyncClient, url: str) -> str:
     return r.headers["mcp-session-id"]
 
 
+async def list_tools(http: httpx.AsyncClient, url: str, sid: str) -> httpx.Response:
+    return await http.post(url, content=orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}), headers={**HEADERS, "mcp-session-id": sid})
+
+
+async def used_session(http: httpx.AsyncClient, url: str) -> str:
+    """A session past its handshake: it has made a call."""
+    sid = await session(http, url)
+    assert (await list_tools(http, url, sid)).status_code == 200
+    return sid
+
+
 async def test_max_children_2_gives_the_third_session_a_clear_error_at_once(hopline_relay):
     relay = hopline_relay("--max-children", "2", "--prewarm", "0", "--", *PID)
     async with httpx.AsyncClient(timeout=15) as http:
-        await session(http, relay.url)
-        await session(http, relay.url)
+        await used_session(http, relay.url)
+        await used_session(http, relay.url)
         r = await bounded(http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS))
         body = r.json()
         assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, (r.status_code, r.headers)
@@ -39,6 +50,31 @@ async def test_max_children_2_gives_the_third_session_a_clear_error_at_once(hopl
         assert "cap of 2" in body["error"]["message"], body
         assert "mcp-session-id" not in r.headers
         assert len(children(relay)) == 2
+
+
+async def test_at_the_cap_a_session_that_only_initialized_gives_its_child_to_a_newcomer(hopline_relay):
+    """A burst's or a one-shot client's leftovers: sessions that initialized and went quiet.
+    The newcomer waits (about a second) for the least recently active one, whose client
+    then gets 404; the session that made a call keeps its child."""
+    relay = hopline_relay("--max-children", "2", "--prewarm", "0", "--", *PID)
+    async with httpx.AsyncClient(timeout=15) as http:
+        quiet = await session(http, relay.url)
+        busy = await used_session(http, relay.url)
+        newcomer = await session(http, relay.url)
+        assert (await list_tools(http, relay.url, quiet)).status_code == 404
+        assert (await list_tools(http, relay.url, busy)).status_code == 200
+        assert (await list_tools(http, relay.url, newcomer)).status_code == 200
+        assert len(children(relay)) == 2
+
+
+async def test_at_the_cap_a_session_idle_past_child_reclaim_after_gives_its_child_up(hopline_relay):
+    relay = hopline_relay("--max-children", "1", "--prewarm", "0", "--child-reclaim-after", "0.5", "--", *PID)
+    async with httpx.AsyncClient(timeout=15) as http:
+        old = await used_session(http, relay.url)
+        newcomer = await used_session(http, relay.url)  # waits for the old one's half second
+        assert (await list_tools(http, relay.url, old)).status_code == 404
+        assert (await list_tools(http, relay.url, newcomer)).status_code == 200
+        assert len(children(relay)) == 1
 
 
 async def test_the_second_session_is_served_by_the_prewarmed_spare(hopline_relay):

@@ -180,6 +180,36 @@ async def test_at_the_cap_the_least_recently_active_idle_child_is_reclaimed(pool
     assert gave == [older.pid] and live_children() == {newer.pid, third.pid}
 
 
+async def test_under_pressure_a_bare_handshake_is_reclaimed_sooner_than_a_used_child(pools):
+    """fresh_idle for a lease that carried only its handshake, pressure_idle for the others;
+    the request at the cap waits for the one that becomes reclaimable first."""
+    pool = pools(max_children=2, wait=0, pressure_idle=3600.0, fresh_idle=0.3)
+    used, fresh = await pool.acquire(), await pool.acquire()
+    await ask_pid(used)  # initialize and a call: two requests
+    await fresh.send(request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+    await asyncio.wait_for(fresh.receive(), 15)
+    gave: list[int] = []
+    for lease in (used, fresh):
+        async def give(lease=lease) -> bool:
+            gave.append(lease.pid)
+            await lease.aclose()
+            return True
+
+        lease.reclaim = give
+    used.last_active = fresh.last_active - 1.0  # the least recently active, but past its handshake
+    third = await pool.acquire()
+    assert gave == [fresh.pid] and live_children() == {used.pid, third.pid}
+
+
+async def test_at_the_cap_a_lease_that_will_not_become_reclaimable_soon_is_not_waited_for(pools):
+    pool = pools(max_children=1, wait=0, pressure_idle=3600.0, fresh_idle=3600.0)
+    lease = await pool.acquire()
+    lease.reclaim = lambda: asyncio.sleep(0, True)
+    with pytest.raises(AtCapacity):
+        await asyncio.wait_for(pool.acquire(), 1.0)
+    assert lease.alive()
+
+
 async def test_a_busy_child_is_not_reclaimed(pools):
     pool = pools(max_children=1, wait=0)
     lease = await pool.acquire()

@@ -32,6 +32,9 @@ from hopline.transports.child_pool import DEFAULT_MAX_CHILDREN, AtCapacity, Chil
 
 log = logging.getLogger("hopline.relay")
 
+DEFAULT_RECLAIM_AFTER = 60.0  # at the cap: a relayed session idle this long gives its child up
+FRESH_RECLAIM = 1.0  # ... or one that has done nothing but initialize, idle this long
+
 
 @dataclass
 class StdioTarget:
@@ -93,8 +96,11 @@ class StdioBackends:
     number of processes is bounded by ``max_children`` whatever the number of clients
     (DESIGN §7). ``relay=True`` is the protocol-unaware composition: a session's child
     idle for ``idle_timeout`` seconds is closed (the client gets 404 on its next request
-    and re-initializes), and at the cap a new session fails at once with the reason as
-    its error (the listener answers it as -31001 to the ``initialize``).
+    and re-initializes). At the cap, a new session takes the child of the least
+    recently active session idle for ``reclaim_after`` seconds (``FRESH_RECLAIM`` if it
+    did nothing but initialize), waiting up to ``RECLAIM_WAIT`` for one to become so;
+    else it fails at once with the reason as its error (the listener answers it as
+    -31001 to the ``initialize``, with 503 and Retry-After).
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class StdioBackends:
         wait: float = 0.0,
         relay: bool = True,
         retry_after: float = 5.0,
+        reclaim_after: float = DEFAULT_RECLAIM_AFTER,
     ) -> None:
         from hopline.transports.stdio import StdioChild
 
@@ -117,12 +124,15 @@ class StdioBackends:
         self.relay = relay
         self.name = name or os.path.basename(target.argv[0])
         self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
-        # The relay reclaims only what it would close anyway (idle past the timeout): closing
-        # a live client's session is visible to it. The gateway parks idle backend sessions
-        # without the client noticing, so it may reclaim any idle one (its owner decides).
+        # Closing a relayed session is visible to its client (404, re-initialize), so at the
+        # cap the relay closes only one idle for ``reclaim_after`` seconds, or one that did
+        # nothing but initialize for FRESH_RECLAIM (what a burst or a one-shot client leaves
+        # behind), rather than turn the newcomer away. The gateway parks idle backend
+        # sessions without the client noticing, so it may reclaim any idle one.
+        pressure = min(reclaim_after, idle_timeout or float("inf"))
         self.children = ChildPool(
             self._spawn, name=self.name, max_children=max_children, prewarm=0 if shared else prewarm, wait=wait, idle_timeout=idle_timeout,
-            pressure_idle=(idle_timeout or float("inf")) if relay else 0.0, retry_after=retry_after,
+            pressure_idle=pressure if relay else 0.0, fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None, retry_after=retry_after,
         )
         self._pool = _SharedPerEra(self.children.acquire, self.name)
 

@@ -45,7 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prewarm", type=int, default=1, metavar="N", help="stdio target: spare children kept started ahead (after the first session) "
                    "so a new session need not wait for one to start; 0: none (default: 1)")
     p.add_argument("--child-idle-timeout", type=float, default=300.0, metavar="SECONDS", help="stdio target: close a session whose child has had nothing "
-                   "in flight this long (the client gets 404 and re-initializes); at the cap such a child is reclaimed at once; 0: never (default: 300)")
+                   "in flight this long (the client gets 404 and re-initializes); 0: never (default: 300)")
+    p.add_argument("--child-reclaim-after", type=float, default=60.0, metavar="SECONDS", help="stdio target, at --max-children: a new session takes the child of "
+                   "the least recently active session idle this long, or idle 1 s after only initializing (a burst's or one-shot client's leftovers); "
+                   "the closed session's client gets 404 and re-initializes (default: 60)")
     p.add_argument("--stateless-http", action="store_true", help="handshake-era clients get no session (each POST is independent)")
     p.add_argument("--transport", choices=["auto", "streamable-http", "sse"], default="auto", help="transport of a remote URL target (auto: …/sse means legacy SSE)")
     p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="header sent to a remote target on every request (repeatable)")

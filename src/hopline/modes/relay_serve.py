@@ -27,11 +27,11 @@ def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> 
 def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace) -> int:
     async def main() -> int:
         if isinstance(spec, StdioTarget):
-            if args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0:
-                log.error("--max-children must be at least 1, --prewarm and --child-idle-timeout at least 0")
+            if args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0:
+                log.error("--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0")
                 return 2
             backends: StdioBackends | RemoteBackends = StdioBackends(
-                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None,
+                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None, reclaim_after=args.child_reclaim_after,
             )
         else:
             backends = RemoteBackends(spec, shared=args.shared)

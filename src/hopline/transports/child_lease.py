@@ -39,13 +39,14 @@ class Lease:
     default): never reclaimed (shared children, sessions whose owner cannot recover).
     """
 
-    __slots__ = ("child", "pool", "reclaim", "last_active", "_pending_out", "_pending_in", "_released", "_closing")
+    __slots__ = ("child", "pool", "reclaim", "last_active", "requests", "_pending_out", "_pending_in", "_released", "_closing")
 
     def __init__(self, child: Any, pool: ChildPool) -> None:
         self.child = child
         self.pool = pool
         self.reclaim: Callable[[], Awaitable[bool]] | None = None
         self.last_active = time.monotonic()
+        self.requests = 0  # requests sent to the child: 1 after a bare handshake
         self._pending_out: set[Any] = set()  # our requests the child has not answered
         self._pending_in: set[Any] = set()  # the child's requests we have not answered
         self._released = False
@@ -58,7 +59,11 @@ class Lease:
     async def send(self, message: Message) -> None:
         body = message.body
         if "id" in body:
-            (self._pending_out.add if "method" in body else self._pending_in.discard)(body["id"])
+            if "method" in body:
+                self._pending_out.add(body["id"])
+                self.requests += 1
+            else:
+                self._pending_in.discard(body["id"])
         elif body.get("method") == "notifications/cancelled" and isinstance(body.get("params"), dict):
             self._pending_out.discard(body["params"].get("requestId"))  # it may never be answered
         self.last_active = time.monotonic()

@@ -9,7 +9,12 @@ one a shared backend session runs on as much as one per client session — is a
   lease to give its child up (its owner decides: the gateway parks an idle backend
   session, the relay closes a session idle past its timeout); else it waits up to
   ``wait`` seconds for a slot; else it fails with :class:`AtCapacity` (-31001, with
-  ``retry_after``).
+  ``retry_after``). How long "idle" must be under pressure is the owner's choice
+  (``pressure_idle``), with a shorter one (``fresh_idle``) for a lease that carried
+  no more than its handshake: a session that initialized and went quiet is the one a
+  burst or a one-shot client left behind, and the least a newcomer costs anyone. A
+  request at the cap that would find such a lease reclaimable within ``RECLAIM_WAIT``
+  seconds waits for it rather than failing.
 - **spawning** (``max_spawning``): at most that many fork/execs of this backend at
   once, so a burst of sessions never forks hundreds of processes together.
 - **spares** (``prewarm``): children spawned ahead (never initialized: the handshake
@@ -46,6 +51,7 @@ log = logging.getLogger("hopline.pool")
 DEFAULT_MAX_CHILDREN = 8
 DEFAULT_MAX_SPAWNING = 4
 SPARE_WAIT = 10.0  # how long a request waits for a spare already being forked
+RECLAIM_WAIT = 2.0  # how long a request at the cap waits for a lease to become reclaimable
 
 
 class ChildPool:
@@ -62,11 +68,14 @@ class ChildPool:
         wait: float = 10.0,
         idle_timeout: float | None = None,
         pressure_idle: float = 0.0,
+        fresh_idle: float | None = None,
         retry_after: float = 5.0,
     ) -> None:
         """``spawn``: starts one child (anything with ``send``/``receive``/``aclose``/
         ``is_alive``/``is_closed``). ``pressure_idle``: how long a lease must have been
-        idle before it is reclaimed to make room at the cap (0: any lease not busy)."""
+        idle before it is reclaimed to make room at the cap (0: any lease not busy);
+        ``fresh_idle``: the same for a lease that carried at most one request (its
+        handshake); default: ``pressure_idle``."""
         if max_children < 1:
             raise ValueError("max_children must be at least 1")
         self._spawn = spawn
@@ -76,6 +85,7 @@ class ChildPool:
         self.wait = wait
         self.idle_timeout = idle_timeout
         self.pressure_idle = pressure_idle
+        self.fresh_idle = pressure_idle if fresh_idle is None else min(fresh_idle, pressure_idle)
         self.retry_after = retry_after
         self._gate = asyncio.Semaphore(max(1, max_spawning))
         self._leased: dict[Lease, None] = {}
@@ -135,6 +145,7 @@ class ChildPool:
     async def _claim(self, wait: float) -> Lease:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        patience = loop.time() + max(wait, RECLAIM_WAIT)  # for a lease about to become reclaimable
         while True:
             spare = self._take_spare()
             if spare is not None:
@@ -147,6 +158,10 @@ class ChildPool:
             if await self._reclaim_one():
                 continue
             remaining = deadline - loop.time()
+            soonest = self._next_reclaimable()
+            if soonest is not None and soonest <= patience - loop.time() and not self._closed:
+                await self._wait(soonest + 0.005)  # woken early if a slot frees meanwhile
+                continue
             if remaining <= 0 or self._closed:
                 raise AtCapacity(self.name, self.max_children, self.retry_after)
             await self._wait(remaining)
@@ -267,13 +282,25 @@ class ChildPool:
                 waiter.set_result(None)
                 return
 
-    async def _reclaim_one(self, *, min_idle: float | None = None) -> bool:
+    def _threshold(self, lease: Lease) -> float:
+        return self.fresh_idle if lease.requests <= 1 else self.pressure_idle
+
+    def _next_reclaimable(self) -> float | None:
+        """Seconds until some idle lease becomes reclaimable under pressure (None: none will
+        by waiting alone; busy leases are not counted, their answers wake nobody)."""
+        now = time.monotonic()
+        waits = [self._threshold(lease) - idle for lease in self._leased
+                 if lease.reclaim is not None and lease.alive() and (idle := lease.idle_for(now)) is not None]
+        waits = [w for w in waits if w > 0]  # one already past it was asked and kept its child
+        return min(waits) if waits else None
+
+    async def _reclaim_one(self) -> bool:
         """Take one child back for a request at the cap: the least recently active
-        lease, idle at least ``pressure_idle``, whose owner gives it up."""
-        threshold = self.pressure_idle if min_idle is None else min_idle
+        lease idle at least its threshold (``pressure_idle``, or ``fresh_idle`` after a
+        bare handshake) whose owner gives it up."""
         now = time.monotonic()
         candidates = sorted(
-            (lease for lease in self._leased if lease.reclaim is not None and lease.alive() and (lease.idle_for(now) or -1.0) >= threshold),
+            (lease for lease in self._leased if lease.reclaim is not None and lease.alive() and (lease.idle_for(now) or -1.0) >= self._threshold(lease)),
             key=lambda lease: lease.last_active,
         )
         for lease in candidates:
