@@ -86,7 +86,7 @@ class ClientSession:
         self.counters = counters if counters is not None else Admission()
         self.events: BoundedLog[tuple[int, int, bytes]] = BoundedLog(limits, self.counters)
         self.backlog: BoundedLog[Message] = BoundedLog(limits, self.counters)
-        self.cut_tokens: collections.deque[Any] = collections.deque(maxlen=CUT_TOKENS)
+        self.cut_tokens: collections.deque[Any] | None = None  # made at the first cut (an empty deque is 624 bytes)
         self.closed_reason: str | None = None
         self.last_active = time.monotonic()
         self._stream_counter = 0
@@ -162,6 +162,8 @@ class ClientSession:
             return None
         if sink.request_id is None:
             return None
+        if self.cut_tokens is None:
+            self.cut_tokens = collections.deque(maxlen=CUT_TOKENS)
         self.cut_tokens.extend(t for t, rid in self.progress.items() if rid == sink.request_id)
         self.finish_post(sink)
         return notification("notifications/cancelled", {"requestId": sink.request_id, "reason": "the client did not read its response stream"})
@@ -221,6 +223,9 @@ class ClientSession:
                     log.debug("session %s: dropped a response for unknown id %r", self.id[:8], message.id)
                 else:
                     self.backlog.append(message, len(message.encode()))
+                # An idle session's reader waits here for its next message for as long as the
+                # session lives: it must not keep the last one (an initialize answer: ~4 KB).
+                del message, sink
         except ChannelClosed as exc:
             reason = exc.reason
         except Exception as exc:  # a bug: close the session, never the process
