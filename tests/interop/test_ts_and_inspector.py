@@ -121,7 +121,7 @@ def home(tmp_path_factory) -> Path:
 def ts(url: str, sdk: str, era: str, calls: list[tuple[str, dict[str, Any]]] = CALLS, transport: str = "http") -> str:
     """ts_client.mjs's JSON line for ``url``."""
     spec = {"sdk": sdk, "era": era, "url": url, "transport": transport, "calls": calls}
-    done = subprocess.run([NODE, str(TS_CLIENT), json.dumps(spec)], cwd=NODE_DIR, capture_output=True, timeout=RUN_TIMEOUT, text=True)
+    done = subprocess.run([NODE, str(TS_CLIENT), json.dumps(spec)], cwd=NODE_DIR, capture_output=True, timeout=RUN_TIMEOUT, text=True, check=False)
     line = done.stdout.strip()
     assert line, f"ts_client printed nothing (exit {done.returncode}); stderr:\n{done.stderr[-2000:]}"
     return line
@@ -131,7 +131,7 @@ def inspector(home: Path, url: str, era: str, method: str, *args: str) -> tuple[
     """The Inspector CLI's exit code and its one JSON object (stdout, or its error envelope on stderr)."""
     argv = [str(NODE22), str(INSPECTOR), "--cli", url, "--transport", "http", "--protocol-era", era, "--method", method, *args, "--format", "json", "--quiet"]
     env = {**os.environ, "HOME": str(home), "MCP_CATALOG_PATH": str(home / "mcp.json"), "MCP_CLIENT_CONFIG_PATH": str(home / "client.json")}
-    done = subprocess.run(argv, cwd=NODE_DIR, env=env, capture_output=True, timeout=RUN_TIMEOUT, text=True)
+    done = subprocess.run(argv, cwd=NODE_DIR, env=env, capture_output=True, timeout=RUN_TIMEOUT, text=True, check=False)
     out = done.stdout.strip() or done.stderr.strip()
     assert out, f"the Inspector printed nothing (exit {done.returncode})"
     return done.returncode, out
@@ -157,7 +157,7 @@ def unprefix(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def unroute(resource: dict[str, Any]) -> dict[str, Any]:
-    route = f"hopline://everything/"
+    route = "hopline://everything/"
     assert resource["uri"].startswith(route), resource["uri"]
     return {**resource, "uri": resource["uri"][len(route):]}
 
