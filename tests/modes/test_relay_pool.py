@@ -39,10 +39,12 @@ async def used_session(http: httpx.AsyncClient, url: str) -> str:
 
 
 async def test_max_children_2_gives_the_third_session_a_clear_error_at_once(hopline_relay):
+    """Two clients present (each has made a call and holds its GET stream open): a third
+    is refused at once."""
     relay = hopline_relay("--max-children", "2", "--prewarm", "0", "--", *PID)
-    async with httpx.AsyncClient(timeout=15) as http:
-        await used_session(http, relay.url)
-        await used_session(http, relay.url)
+    async with client(relay.url, "legacy") as a, client(relay.url, "legacy") as b, httpx.AsyncClient(timeout=15) as http:
+        await bounded(a.list_tools())
+        await bounded(b.list_tools())
         r = await bounded(http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS))
         body = r.json()
         assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, (r.status_code, r.headers)
@@ -67,14 +69,26 @@ async def test_at_the_cap_a_session_that_only_initialized_gives_its_child_to_a_n
         assert len(children(relay)) == 2
 
 
-async def test_at_the_cap_a_session_idle_past_child_reclaim_after_gives_its_child_up(hopline_relay):
-    relay = hopline_relay("--max-children", "1", "--prewarm", "0", "--child-reclaim-after", "0.5", "--", *PID)
+async def test_at_the_cap_a_session_whose_client_holds_no_stream_gives_its_child_up(hopline_relay):
+    """A one-shot client: it made a call and left without DELETE or a GET stream. A newcomer
+    waits (up to 5 s) until it has been idle 5 s, then takes its child."""
+    relay = hopline_relay("--max-children", "1", "--prewarm", "0", "--", *PID)
     async with httpx.AsyncClient(timeout=15) as http:
-        old = await used_session(http, relay.url)
-        newcomer = await used_session(http, relay.url)  # waits for the old one's half second
-        assert (await list_tools(http, relay.url, old)).status_code == 404
+        gone = await used_session(http, relay.url)
+        newcomer = await used_session(http, relay.url)
+        assert (await list_tools(http, relay.url, gone)).status_code == 404
         assert (await list_tools(http, relay.url, newcomer)).status_code == 200
-        assert len(children(relay)) == 1
+
+
+async def test_at_the_cap_a_session_idle_past_child_reclaim_after_gives_its_child_up(hopline_relay):
+    """Even a client still present (its GET stream open) gives its child up at the cap once
+    idle that long."""
+    relay = hopline_relay("--max-children", "1", "--prewarm", "0", "--child-reclaim-after", "0.5", "--", *PID)
+    async with client(relay.url, "legacy") as present:
+        first = int(text_of(await bounded(present.call_tool("pid", {}))))
+        async with client(relay.url, "legacy") as newcomer:  # waits for the half second
+            pid = int(text_of(await bounded(newcomer.call_tool("pid", {}))))
+            assert pid != first and children(relay) == {pid}
 
 
 async def test_the_second_session_is_served_by_the_prewarmed_spare(hopline_relay):

@@ -201,6 +201,26 @@ async def test_under_pressure_a_bare_handshake_is_reclaimed_sooner_than_a_used_c
     assert gave == [fresh.pid] and live_children() == {used.pid, third.pid}
 
 
+async def test_under_pressure_a_child_nobody_listens_on_is_reclaimed_sooner(pools):
+    """absent_idle for a lease whose owner says no client holds a stream open on it."""
+    pool = pools(max_children=2, wait=0, pressure_idle=3600.0, fresh_idle=3600.0, absent_idle=0.3)
+    heard, left = await pool.acquire(), await pool.acquire()
+    await ask_pid(heard)
+    await ask_pid(left)
+    gave: list[int] = []
+    for lease, listening in ((heard, True), (left, False)):
+        async def give(lease=lease) -> bool:
+            gave.append(lease.pid)
+            await lease.aclose()
+            return True
+
+        lease.reclaim = give
+        lease.listening = lambda listening=listening: listening
+    heard.last_active = left.last_active - 1.0  # the least recently active, but listened on
+    third = await pool.acquire()
+    assert gave == [left.pid] and live_children() == {heard.pid, third.pid}
+
+
 async def test_at_the_cap_a_lease_that_will_not_become_reclaimable_soon_is_not_waited_for(pools):
     pool = pools(max_children=1, wait=0, pressure_idle=3600.0, fresh_idle=3600.0)
     lease = await pool.acquire()

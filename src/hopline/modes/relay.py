@@ -34,6 +34,7 @@ log = logging.getLogger("hopline.relay")
 
 DEFAULT_RECLAIM_AFTER = 60.0  # at the cap: a relayed session idle this long gives its child up
 FRESH_RECLAIM = 1.0  # ... or one that has done nothing but initialize, idle this long
+ABSENT_RECLAIM = 5.0  # ... or one whose client holds no stream open (a one-shot client's), idle this long
 
 
 @dataclass
@@ -98,7 +99,7 @@ class StdioBackends:
     idle for ``idle_timeout`` seconds is closed (the client gets 404 on its next request
     and re-initializes). At the cap, a new session takes the child of the least
     recently active session idle for ``reclaim_after`` seconds (``FRESH_RECLAIM`` if it
-    did nothing but initialize), waiting up to ``RECLAIM_WAIT`` for one to become so;
+    did nothing but initialize, ``ABSENT_RECLAIM`` if its client holds no stream), waiting up to ``RECLAIM_WAIT`` for one to become so;
     else it fails at once with the reason as its error (the listener answers it as
     -31001 to the ``initialize``, with 503 and Retry-After).
     """
@@ -125,14 +126,16 @@ class StdioBackends:
         self.name = name or os.path.basename(target.argv[0])
         self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
         # Closing a relayed session is visible to its client (404, re-initialize), so at the
-        # cap the relay closes only one idle for ``reclaim_after`` seconds, or one that did
-        # nothing but initialize for FRESH_RECLAIM (what a burst or a one-shot client leaves
-        # behind), rather than turn the newcomer away. The gateway parks idle backend
-        # sessions without the client noticing, so it may reclaim any idle one.
+        # cap the relay closes only one idle for ``reclaim_after`` seconds, or sooner one its
+        # client has most likely left: FRESH_RECLAIM after a bare handshake (a burst's),
+        # ABSENT_RECLAIM with no stream open (a one-shot client's), rather than turn the
+        # newcomer away. The gateway parks idle backend sessions without the client
+        # noticing, so it may reclaim any idle one.
         pressure = min(reclaim_after, idle_timeout or float("inf"))
         self.children = ChildPool(
             self._spawn, name=self.name, max_children=max_children, prewarm=0 if shared else prewarm, wait=wait, idle_timeout=idle_timeout,
-            pressure_idle=pressure if relay else 0.0, fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None, retry_after=retry_after,
+            pressure_idle=pressure if relay else 0.0, fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None,
+            absent_idle=min(ABSENT_RECLAIM, pressure) if relay else None, retry_after=retry_after,
         )
         self._pool = _SharedPerEra(self.children.acquire, self.name)
 

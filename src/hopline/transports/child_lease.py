@@ -37,14 +37,17 @@ class Lease:
     ``reclaim`` is the owner's say in reaping: an async callable that gives the child up
     (closing this lease) and returns True, or returns False to keep it. None (the
     default): never reclaimed (shared children, sessions whose owner cannot recover).
+    ``listening``, set by an owner that knows it: whether a client holds a stream open on
+    this child's session (one that holds none and is idle has most likely left).
     """
 
-    __slots__ = ("child", "pool", "reclaim", "last_active", "requests", "_pending_out", "_pending_in", "_released", "_closing")
+    __slots__ = ("child", "pool", "reclaim", "listening", "last_active", "requests", "_pending_out", "_pending_in", "_released", "_closing")
 
     def __init__(self, child: Any, pool: ChildPool) -> None:
         self.child = child
         self.pool = pool
         self.reclaim: Callable[[], Awaitable[bool]] | None = None
+        self.listening: Callable[[], bool] | None = None
         self.last_active = time.monotonic()
         self.requests = 0  # requests sent to the child: 1 after a bare handshake
         self._pending_out: set[Any] = set()  # our requests the child has not answered
@@ -78,7 +81,12 @@ class Lease:
         return message
 
     def busy(self) -> bool:
-        return bool(self._pending_out or self._pending_in)
+        """Requests in flight: ours to the child, or the child's to a client that listens.
+        A child's request to a client holding no stream open (a roots/list to a one-shot
+        client that has exited) would otherwise keep its child busy for good."""
+        if self._pending_out:
+            return True
+        return bool(self._pending_in) and (self.listening is None or self.listening())
 
     def idle_for(self, now: float | None = None) -> float | None:
         """Seconds since the last message, or None while anything is in flight."""

@@ -10,11 +10,12 @@ one a shared backend session runs on as much as one per client session — is a
   session, the relay closes a session idle past its timeout); else it waits up to
   ``wait`` seconds for a slot; else it fails with :class:`AtCapacity` (-31001, with
   ``retry_after``). How long "idle" must be under pressure is the owner's choice
-  (``pressure_idle``), with a shorter one (``fresh_idle``) for a lease that carried
-  no more than its handshake: a session that initialized and went quiet is the one a
-  burst or a one-shot client left behind, and the least a newcomer costs anyone. A
-  request at the cap that would find such a lease reclaimable within ``RECLAIM_WAIT``
-  seconds waits for it rather than failing.
+  (``pressure_idle``), with shorter ones for the sessions a client has most likely
+  left: ``fresh_idle`` for a lease that carried no more than its handshake (what a
+  burst leaves behind), ``absent_idle`` for one whose client holds no stream open on it
+  (``Lease.listening``: a one-shot client such as ``mcp-inspector --cli`` never sends
+  DELETE, but its GET stream ends with it). A request at the cap that would find a
+  lease reclaimable within ``RECLAIM_WAIT`` seconds waits for it rather than failing.
 - **spawning** (``max_spawning``): at most that many fork/execs of this backend at
   once, so a burst of sessions never forks hundreds of processes together.
 - **spares** (``prewarm``): children spawned ahead (never initialized: the handshake
@@ -51,7 +52,7 @@ log = logging.getLogger("hopline.pool")
 DEFAULT_MAX_CHILDREN = 8
 DEFAULT_MAX_SPAWNING = 4
 SPARE_WAIT = 10.0  # how long a request waits for a spare already being forked
-RECLAIM_WAIT = 2.0  # how long a request at the cap waits for a lease to become reclaimable
+RECLAIM_WAIT = 5.0  # how long a request at the cap waits for a lease to become reclaimable
 
 
 class ChildPool:
@@ -69,13 +70,15 @@ class ChildPool:
         idle_timeout: float | None = None,
         pressure_idle: float = 0.0,
         fresh_idle: float | None = None,
+        absent_idle: float | None = None,
         retry_after: float = 5.0,
     ) -> None:
         """``spawn``: starts one child (anything with ``send``/``receive``/``aclose``/
         ``is_alive``/``is_closed``). ``pressure_idle``: how long a lease must have been
         idle before it is reclaimed to make room at the cap (0: any lease not busy);
         ``fresh_idle``: the same for a lease that carried at most one request (its
-        handshake); default: ``pressure_idle``."""
+        handshake); ``absent_idle``: for a lease whose client holds no stream open;
+        both default to ``pressure_idle``."""
         if max_children < 1:
             raise ValueError("max_children must be at least 1")
         self._spawn = spawn
@@ -86,6 +89,7 @@ class ChildPool:
         self.idle_timeout = idle_timeout
         self.pressure_idle = pressure_idle
         self.fresh_idle = pressure_idle if fresh_idle is None else min(fresh_idle, pressure_idle)
+        self.absent_idle = pressure_idle if absent_idle is None else min(absent_idle, pressure_idle)
         self.retry_after = retry_after
         self._gate = asyncio.Semaphore(max(1, max_spawning))
         self._leased: dict[Lease, None] = {}
@@ -283,7 +287,11 @@ class ChildPool:
                 return
 
     def _threshold(self, lease: Lease) -> float:
-        return self.fresh_idle if lease.requests <= 1 else self.pressure_idle
+        if lease.requests <= 1:
+            return self.fresh_idle
+        if lease.listening is not None and not lease.listening():
+            return self.absent_idle
+        return self.pressure_idle
 
     def _next_reclaimable(self) -> float | None:
         """Seconds until some idle lease becomes reclaimable under pressure (None: none will

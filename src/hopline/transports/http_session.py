@@ -81,6 +81,8 @@ class ClientSession:
         self.posts: dict[Id, Sink] = {}
         self.progress: dict[Any, Id] = {}
         self.get_sink: Sink | None = None
+        if hasattr(backend, "listening"):  # a child's lease: the pool asks whether our client still listens
+            backend.listening = self._listening
         self.streams: dict[int, Sink] = {}  # detached POST streams awaiting resumption
         self.limits = limits
         self.counters = counters if counters is not None else Admission()
@@ -95,6 +97,9 @@ class ClientSession:
 
     def start(self) -> None:
         self._reader = asyncio.create_task(self._read_backend(), name=f"session-{self.id[:8]}")
+
+    def _listening(self) -> bool:
+        return self.get_sink is not None and self.get_sink.attached
 
     # -- client → backend ------------------------------------------------------
     def open_post(self, message: Message) -> Sink:
@@ -321,7 +326,11 @@ class SessionTable:
         """The live session ``session_id`` if ``owner`` created it; None otherwise, so that
         another caller's session looks exactly like an unknown one."""
         session = self.sessions.get(session_id)
-        return session if session is not None and session.owner == owner else None
+        if session is None or session.owner != owner:
+            return None
+        if session.backend.is_closed():  # its reader has yet to notice: it is gone all the same (404)
+            return None
+        return session
 
     async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None) -> ClientSession:
         """A new session on a new backend channel; ChannelClosed if that does not open
