@@ -37,9 +37,9 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
+from hopline.context import Principal
 from hopline.layers.capability.toolmodes import CodeMode, SearchMode
 from hopline.layers.capability.toolmodes.index import STEMMER_NAME, IndexCache
-from hopline.layers.pipeline import Principal
 
 RESULTS = ROOT / "bench" / "results"
 # tasks: written first, as users phrase requests (the set the synonym table was shaped on);

@@ -19,7 +19,7 @@ from hopline import jsonrpc as j
 from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import Call, Pipeline
+from hopline.pipeline import Call, Pipeline
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings
 from hopline.observability.build import build
 from hopline.observability.hops import Hops, LoopDetected

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from hopline import NAME, __version__
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call
+from hopline.pipeline import Call
 from hopline.observability.kinds import error_code, kind_of
 from hopline.observability.trace import SpanContext
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import StreamableHttpListener

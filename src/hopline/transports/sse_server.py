@@ -24,7 +24,7 @@ from urllib.parse import parse_qs
 
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, SessionRequired, UnavailableError, parse
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.base import Backends, ChannelClosed
 from hopline.transports.admission import StreamOverflow

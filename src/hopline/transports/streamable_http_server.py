@@ -60,7 +60,7 @@ from hopline.jsonrpc import (
     UnsupportedProtocolVersion,
     parse,
 )
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
 from hopline.transports.base import Backends, ChannelClosed

@@ -20,7 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from hopline.jsonrpc import BackendTimeout, Message, NotAcceptable, UnavailableError, notification
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.admission import StreamOverflow
 from hopline.transports.base import ChannelClosed, Source

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from hopline.context import Principal
 from hopline.layers.capability.toolmodes import CodeMode, Limits, SearchMode
-from hopline.layers.pipeline import Principal
 from tests.conftest import PY, SERVERS
 from tests.layers.capability.toolhosts import HideTools, real_gateway
 

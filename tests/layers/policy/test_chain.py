@@ -11,7 +11,8 @@ import pytest
 
 from hopline.config.load import ConfigError, parse_config
 from hopline.jsonrpc import InternalError, InvalidParams, Message, UnavailableError, error_response, result
-from hopline.layers.pipeline import Call, Item, Pipeline, Principal
+from hopline.context import Principal
+from hopline.pipeline import Call, Item, Pipeline
 from hopline.layers.policy import chain as chain_module
 from hopline.layers.policy import loader as loader_module
 from hopline.layers.policy.build import build

@@ -9,7 +9,8 @@ import os
 import pytest
 
 from hopline.config.load import ConfigError, parse_config
-from hopline.layers.pipeline import ANONYMOUS, Item
+from hopline.context import ANONYMOUS
+from hopline.pipeline import Item
 from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile
 

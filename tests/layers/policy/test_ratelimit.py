@@ -9,7 +9,8 @@ import redis.asyncio
 
 from hopline.config.load import parse_config
 from hopline.jsonrpc import UnavailableError, result
-from hopline.layers.pipeline import Call, Pipeline, Principal
+from hopline.context import Principal
+from hopline.pipeline import Call, Pipeline
 from hopline.layers.policy.build import build
 from hopline.layers.policy.chain import Entry, InterceptorChain
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimited, RateLimiter, RedisStore

@@ -33,7 +33,8 @@ from hopline.config.errors import ConfigError
 from hopline.config.policy import RedisConfig
 from hopline.config.schema import GatewayConfig
 from hopline.jsonrpc import HoplineError
-from hopline.layers.pipeline import Call, CallLayer, Principal, SurfaceLayer
+from hopline.context import Principal
+from hopline.pipeline import Call, CallLayer, SurfaceLayer
 from hopline.layers.policy.audit import AuditLog
 from hopline.layers.policy.cel import CelPolicy, compile_rules
 from hopline.layers.policy.chain import Entry, InterceptorChain, SurfaceGuard, instantiate, load_class

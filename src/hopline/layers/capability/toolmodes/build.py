@@ -13,7 +13,7 @@ from hopline.layers.capability.toolmodes.code import CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache
 from hopline.layers.capability.toolmodes.sandbox import Limits, pool
 from hopline.layers.capability.toolmodes.search import SearchMode
-from hopline.layers.pipeline import ToolMode, ToolPlan
+from hopline.pipeline import ToolMode, ToolPlan
 
 
 def build(config: Any, *, delimiter: str | None = None) -> ToolMode | None:

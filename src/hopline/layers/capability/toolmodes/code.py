@@ -35,7 +35,7 @@ from hopline.layers.capability.toolmodes.search import (
     result_item,
     structured,
 )
-from hopline.layers.pipeline import ToolHost
+from hopline.pipeline import ToolHost
 
 RUN_CODE = "run_code"
 
