@@ -20,10 +20,10 @@ import pytest
 
 from hopline.binding import Era
 from hopline.config.load import parse_config
-from hopline.jsonrpc import InvalidParams, Message, result
 from hopline.context import Principal
-from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
+from hopline.jsonrpc import InvalidParams, Message, result
 from hopline.modes.gateway import Gateway
+from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
 
 DEMO = f"{PY} -m hopline.demo"

@@ -10,9 +10,9 @@ import pytest
 
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import ANONYMOUS
-from hopline.pipeline import Item
 from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile
+from hopline.pipeline import Item
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 
