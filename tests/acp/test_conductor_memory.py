@@ -10,7 +10,7 @@ import pytest
 from hopline.acp import chain
 from hopline.acp.conductor import Conductor
 from hopline.jsonrpc import Message
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.memory import memory_pair
 
 WAIT = 5.0

@@ -11,7 +11,7 @@ from acp_harness import PY
 from hopline.acp.chain import GATEWAY, Component, build
 from hopline.acp.launch import InProcess, Launcher, spawn_stdio
 from hopline.jsonrpc import Message
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 
 PING = Message({"jsonrpc": "2.0", "method": "ping"})
 REPORT = "import json, os, sys; sys.stdin.readline(); print(json.dumps({'jsonrpc': '2.0', 'method': 'env', 'params': {'X': os.environ.get('X'), 'Y': os.environ.get('Y'), 'cwd': os.getcwd()}}), flush=True)"

@@ -1,4 +1,4 @@
-"""The layer seams of Forward mode (layers/pipeline.py), driven in-process against real
+"""The layer seams of Forward mode (pipeline.py), driven in-process against real
 backends (hopline's demo MCP server over stdio).
 
 - A surface layer's decision filters the list *and* refuses the invoke, and a hidden
@@ -20,9 +20,10 @@ import pytest
 
 from hopline.binding import Era
 from hopline.config.load import parse_config
+from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, Message, result
-from hopline.layers.pipeline import Call, Item, Next, Pipeline, Principal, ToolHost, ToolPlan
 from hopline.modes.gateway import Gateway
+from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
 
 DEMO = f"{PY} -m hopline.demo"

@@ -25,10 +25,10 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 
 from hopline import jsonrpc as j  # noqa: E402
 from hopline.config.schema import GatewayConfig  # noqa: E402
-from hopline.layers.pipeline import Call, Pipeline  # noqa: E402
 from hopline.layers.resilience.build import build as build_resilience  # noqa: E402
 from hopline.observability.build import build as build_observability  # noqa: E402
 from hopline.observability.logs import REQUESTS, JsonFormatter, configure  # noqa: E402
+from hopline.pipeline import Call, Pipeline  # noqa: E402
 
 ANSWER = j.result(7, {"content": [{"type": "text", "text": "hello"}]})
 META = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "progressToken": 3}

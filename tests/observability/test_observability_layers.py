@@ -19,7 +19,6 @@ from hopline import jsonrpc as j
 from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import Call, Pipeline
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings
 from hopline.observability.build import build
 from hopline.observability.hops import Hops, LoopDetected
@@ -27,6 +26,7 @@ from hopline.observability.logs import ConsoleFormatter, JsonFormatter, RequestL
 from hopline.observability.metrics import Metrics
 from hopline.observability.propagation import Propagation
 from hopline.observability.trace import HOP_PARENT, parse
+from hopline.pipeline import Call, Pipeline
 from hopline.transports.stdio import StdioChild
 from tests.conftest import PY, SERVERS
 

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from hopline.jsonrpc import Message, request
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.child_pool import AtCapacity, ChildPool
 from hopline.transports.stdio import StdioChild
 from tests.conftest import PY, SERVERS

@@ -13,7 +13,7 @@ import pytest
 
 from hopline import jsonrpc
 from hopline.jsonrpc import Message
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.sse_client import SseUpstream
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "servers"))

@@ -20,7 +20,7 @@ import pytest
 from hopline import jsonrpc
 from hopline.binding import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from hopline.jsonrpc import Message
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.header_codec import clean_headers, encode_header_value
 from hopline.transports.streamable_http_client import StreamableHttpUpstream
 

@@ -43,7 +43,7 @@ from hopline.acp.launch import Launcher
 from hopline.acp.lifecycle import State
 from hopline.acp.router import Output, Router, Tracer
 from hopline.jsonrpc import InternalError, Message
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.acp")
 

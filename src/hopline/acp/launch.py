@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from hopline.acp.chain import GATEWAY, Chain, Component
 from hopline.jsonrpc import Message
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.memory import memory_pair
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from hopline.acp import dialects, mcp_wire
 from hopline.acp.dialects import CANCEL_REQUEST, DIALECTS, ENVELOPES
 from hopline.jsonrpc import JSONRPC, Message
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.acp")
 

@@ -35,7 +35,7 @@ from hopline.demo.context import Request
 from hopline.demo.dispatch import Dispatcher
 from hopline.demo.protocol import DemoProtocol
 from hopline.jsonrpc import Message, UnavailableError, parse
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 
 log = logging.getLogger("hopline.conversion")
 _EOF = object()

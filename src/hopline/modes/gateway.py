@@ -31,7 +31,7 @@ from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 from hopline.layers.session.client_end import ClientEnd
-from hopline.layers.pipeline import ANONYMOUS, Principal
+from hopline.context import ANONYMOUS, Principal
 from hopline.layers.policy.propagation import Propagator
 from hopline.layers.session.held import HeldCalls
 from hopline.modes.gateway_listen import BackendListens

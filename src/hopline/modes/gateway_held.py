@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era
 from hopline.jsonrpc import InvalidParams, Message, result
-from hopline.layers.pipeline import Call
 from hopline.layers.session.held import Held
+from hopline.pipeline import Call
 
 if TYPE_CHECKING:
     from hopline.layers.discovery.backend import BackendSession

@@ -27,7 +27,7 @@ from hopline.modes import gateway_shared
 from hopline.transports.child_pool import AtCapacity, Lease
 
 if TYPE_CHECKING:
-    from hopline.layers.pipeline import Principal
+    from hopline.context import Principal
     from hopline.layers.session.client_end import ClientEnd
     from hopline.modes.gateway import Gateway
 

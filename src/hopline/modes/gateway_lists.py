@@ -13,11 +13,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import Call, Item, Kind, Principal
 from hopline.layers.policy.build import refused, surface_key
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
+from hopline.pipeline import Call, Item, Kind
 
 if TYPE_CHECKING:
     from hopline.modes.gateway import Gateway

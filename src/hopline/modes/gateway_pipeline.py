@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from hopline.config.schema import GatewayConfig
 from hopline.layers.capability import toolmodes
-from hopline.layers.pipeline import Pipeline
 from hopline.layers.policy import build as policy
 from hopline.layers.resilience.build import Resilience
 from hopline.observability.build import Observability
+from hopline.pipeline import Pipeline
 
 FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 

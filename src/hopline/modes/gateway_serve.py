@@ -16,12 +16,12 @@ from hopline.config.errors import ConfigError, format_path
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
+from hopline.layers.transport.channel import Channel
 from hopline.modes.gateway import Gateway
 from hopline.modes.listen_bounds import session_table
 from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
-from hopline.transports.base import Channel
 from hopline.transports.door_limits import DoorLimits
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener

@@ -21,7 +21,8 @@ from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.layers.capability import compose
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import ANONYMOUS, STANDARD, Call, Item, Kind, Principal, ToolPlan
+from hopline.context import ANONYMOUS, Principal
+from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
 from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from hopline.binding import Era
+from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import Message, UnavailableError, notification
 from hopline.layers.discovery.backend import CHANGED, BackendSession
-from hopline.layers.pipeline import ANONYMOUS, Principal
 
 if TYPE_CHECKING:
     from hopline.modes.gateway import Gateway

@@ -18,8 +18,9 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, Message
-from hopline.layers.pipeline import Principal, ToolPlan
+from hopline.pipeline import ToolPlan
 
 if TYPE_CHECKING:
     from hopline.modes.gateway_session import GatewaySession

@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable
 
 from hopline.binding import Era
 from hopline.layers.session.mux import Multiplexer
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.child_pool import DEFAULT_MAX_CHILDREN, AtCapacity, ChildPool, Lease
 
 log = logging.getLogger("hopline.relay")

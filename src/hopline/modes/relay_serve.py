@@ -76,7 +76,7 @@ def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
 
     async def main() -> int:
         from hopline.binding import Era
-        from hopline.transports.base import ChannelClosed
+        from hopline.layers.transport.channel import ChannelClosed
 
         backends = RemoteBackends(spec)
         try:

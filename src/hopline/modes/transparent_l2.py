@@ -35,7 +35,7 @@ import httpx
 
 from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
-from hopline.layers.pipeline import ANONYMOUS, Principal
+from hopline.context import ANONYMOUS, Principal
 from hopline.modes.listen_bounds import session_table
 from hopline.transports import http_util as hu
 from hopline.transports.streamable_http_server import (

@@ -18,13 +18,13 @@ from prometheus_client import CollectorRegistry
 from hopline import __version__
 from hopline.binding import MCP_HANDSHAKE, Binding
 from hopline.config.schema import GatewayConfig
-from hopline.layers.pipeline import BackendGate, CallLayer
 from hopline.observability.admin import AdminApp
 from hopline.observability.hops import Hops
 from hopline.observability.logs import RequestLog
 from hopline.observability.metrics import Metrics
 from hopline.observability.propagation import Propagation
 from hopline.observability.spans import NoSpans, Spans
+from hopline.pipeline import BackendGate, CallLayer
 
 
 class Observability:

@@ -23,9 +23,9 @@ from typing import Any, Callable, Literal
 import orjson
 
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call, Next
 from hopline.observability.kinds import error_code, kind_of
 from hopline.observability.propagation import trace_of
+from hopline.pipeline import Call, Next
 
 REQUESTS = logging.getLogger("hopline.requests")
 FIELD = "hopline"  # the LogRecord attribute holding the structured fields

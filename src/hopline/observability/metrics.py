@@ -37,8 +37,8 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call, Next
 from hopline.observability.kinds import kind_of
+from hopline.pipeline import Call, Next
 
 METHODS = frozenset({
     "tools/call", "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe",

@@ -20,9 +20,9 @@ from typing import Any, Mapping
 
 from hopline import NAME, __version__
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call
 from hopline.observability.kinds import error_code, kind_of
 from hopline.observability.trace import SpanContext
+from hopline.pipeline import Call
 
 NAMED = frozenset({"tools/call", "prompts/get"})
 QUIET = frozenset({"ok", "tool_error", "error"})  # the hop worked; the answer is the backend's business

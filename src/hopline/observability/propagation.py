@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call, Next
 from hopline.observability.hops import Hops
 from hopline.observability.spans import NoSpans, Spans
 from hopline.observability.trace import incoming_parent, outgoing
+from hopline.pipeline import Call, Next
 
 META = "_meta"
 

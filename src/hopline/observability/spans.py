@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call
 from hopline.observability.trace import SpanContext, new_root
+from hopline.pipeline import Call
 
 
 class Span(Protocol):

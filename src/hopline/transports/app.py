@@ -19,17 +19,14 @@ path-suffixed forms (mcp-wire §7).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import orjson
 
-from hopline.layers.pipeline import Principal
+from hopline.context import Authenticator, Principal
 from hopline.transports import http_util as hu
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import StreamableHttpListener
-
-if TYPE_CHECKING:  # imported by whoever builds one; a relay without auth never loads it
-    from hopline.layers.policy.auth import Authenticator
 
 log = logging.getLogger("hopline.http")
 

@@ -44,7 +44,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable
 
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.child_lease import AtCapacity, Lease
 
 log = logging.getLogger("hopline.pool")

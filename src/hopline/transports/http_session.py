@@ -48,8 +48,8 @@ import time
 from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import Id, Message, UnavailableError, notification
+from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.admission import Admission, BoundedLog, Overloaded, Slot, StreamLimits
-from hopline.transports.base import Channel, ChannelClosed
 from hopline.transports.sink import HandedOver, Sink
 
 __all__ = ["ClientSession", "HandedOver", "SessionTable", "Sink", "is_end"]

@@ -15,7 +15,7 @@ import contextlib
 import logging
 
 from hopline.jsonrpc import Message
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.garbage import RateLimitedLog
 
 _EOF = object()

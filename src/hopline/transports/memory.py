@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from hopline.jsonrpc import Message
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 
 _EOF = object()
 

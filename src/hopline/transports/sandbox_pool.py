@@ -46,6 +46,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
+from hopline.layers.transport.pool import PoolError
+
 log = logging.getLogger("hopline.sandbox")
 
 CLOSE_BOUND = 2.0  # seconds each step of closing a worker may take before it is killed
@@ -54,15 +56,6 @@ CLOSE_BOUND = 2.0  # seconds each step of closing a worker may take before it is
 def default_max_workers() -> int:
     """The CPU count, capped at 4: runs are CPU-bound interpreters."""
     return max(1, min(4, os.cpu_count() or 1))
-
-
-class PoolError(Exception):
-    """A run got no worker: ``busy`` if a bound was reached (try again shortly), else
-    the pool is shutting down or a worker could not start."""
-
-    def __init__(self, message: str, *, busy: bool = False) -> None:
-        super().__init__(message)
-        self.busy = busy
 
 
 class _Worker:

@@ -16,8 +16,8 @@ import asyncio
 import contextlib
 
 from hopline.jsonrpc import Id, Message
+from hopline.layers.transport.inbox import Inbox
 from hopline.transports.admission import StreamLimits, StreamOverflow
-from hopline.transports.inbox import Inbox
 
 
 class HandedOver(Exception):

@@ -1,4 +1,4 @@
-"""A legacy HTTP+SSE backend (MCP 2024-11-05) seen as a :class:`~hopline.transports.base.Channel`.
+"""A legacy HTTP+SSE backend (MCP 2024-11-05) seen as a :class:`~hopline.layers.transport.channel.Channel`.
 
 Contract
 - ``await SseUpstream.connect(url)`` GETs the SSE URL and waits for the
@@ -27,7 +27,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, malformed_answer, parse, recover_answer_id
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
 from hopline.transports.header_codec import clean_headers

@@ -24,12 +24,12 @@ from urllib.parse import parse_qs
 
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, NotAcceptable, SessionNotFound, SessionRequired, UnavailableError, parse
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
-from hopline.transports.base import Backends, ChannelClosed
+from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports.admission import StreamOverflow
 from hopline.transports.http_session import SessionTable, is_end
-from hopline.transports.inbox import Interrupted
+from hopline.layers.transport.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
 
 

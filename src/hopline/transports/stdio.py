@@ -33,7 +33,7 @@ import sys
 from typing import Any, Mapping, Sequence
 
 from hopline.jsonrpc import Message, ProtocolError, malformed_answer, parse, recover_answer_id
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.garbage import RateLimitedLog
 
 log = logging.getLogger("hopline.stdio")

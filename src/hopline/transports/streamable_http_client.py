@@ -1,4 +1,4 @@
-"""A Streamable HTTP backend seen as a :class:`~hopline.transports.base.Channel`.
+"""A Streamable HTTP backend seen as a :class:`~hopline.layers.transport.channel.Channel`.
 
 Contract
 - In: ``send(message)``: requests, notifications, and responses to server→client
@@ -44,7 +44,7 @@ from hopline.transports.h1client import lean_or_httpx
 from hopline.binding import Era, era_of_message
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, malformed_answer, malformed_answer_error
 from hopline.jsonrpc import parse, recover_answer_id
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
 from hopline.transports.http_util import public_url

@@ -60,10 +60,10 @@ from hopline.jsonrpc import (
     UnsupportedProtocolVersion,
     parse,
 )
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
-from hopline.transports.base import Backends, ChannelClosed
+from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports.header_codec import decode_header_value
 from hopline.transports.http_session import ClientSession, SessionTable
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter

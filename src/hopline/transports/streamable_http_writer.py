@@ -19,13 +19,13 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from hopline.context import Principal
 from hopline.jsonrpc import BackendTimeout, Message, NotAcceptable, UnavailableError, notification
-from hopline.layers.pipeline import Principal
+from hopline.layers.transport.channel import ChannelClosed, Source
+from hopline.layers.transport.inbox import Interrupted
 from hopline.transports import http_util as hu
 from hopline.transports.admission import StreamOverflow
-from hopline.transports.base import ChannelClosed, Source
 from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
-from hopline.transports.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
 
 if TYPE_CHECKING:

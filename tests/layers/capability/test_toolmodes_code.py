@@ -18,6 +18,7 @@ import pytest
 
 from hopline.jsonrpc import UnavailableError
 from hopline.layers.capability.toolmodes import CodeMode, Limits, sandbox
+from hopline.transports.sandbox_pool import SandboxPool
 from tests.layers.capability.toolhosts import FakeHost, text_result, tool
 
 HIDDEN = "admin__drop_database"
@@ -55,7 +56,7 @@ def host() -> FakeHost:
 
 
 async def run(code: str, limits: Limits = FAST, on: FakeHost | None = None) -> dict:
-    mode = CodeMode(limits=limits)
+    mode = CodeMode(limits=limits, workers=sandbox.pool(limits, SandboxPool))
     try:
         return await mode.call(on or host(), "run_code", {"code": code})
     finally:
@@ -74,7 +75,7 @@ def failed(result: dict) -> str:
 
 
 async def test_lists_one_run_code_tool_with_the_callers_tool_names():
-    (only,) = await CodeMode().tools(host())
+    (only,) = await CodeMode(workers=sandbox.pool(Limits(), SandboxPool)).tools(host())
     assert only["name"] == "run_code" and only["inputSchema"]["required"] == ["code"]
     assert "weather__forecast" in only["description"] and HIDDEN not in json.dumps(only)
     assert "7 s" in only["description"]  # the seed's default timeout
@@ -258,15 +259,15 @@ async def test_non_json_results_are_made_json():
 
 
 async def test_not_run_code_is_not_the_modes():
-    assert await CodeMode().call(host(), "weather__forecast", {}) is None
-    assert failed(await CodeMode().call(host(), "run_code", {"code": 42})) == "run_code: 'code' must be a string"
+    assert await CodeMode(workers=sandbox.pool(Limits(), SandboxPool)).call(host(), "weather__forecast", {}) is None
+    assert failed(await CodeMode(workers=sandbox.pool(Limits(), SandboxPool)).call(host(), "run_code", {"code": 42})) == "run_code: 'code' must be a string"
 
 
 async def test_sandbox_run_reports_calls_and_elapsed_time():
     async def double(x):
         return 2 * x
 
-    workers = sandbox.pool(FAST)
+    workers = sandbox.pool(FAST, SandboxPool)
     outcome = await sandbox.run("double(2) + double(3)", {"double": double}, FAST, workers)
     await workers.aclose()
     assert outcome.ok and outcome.value == 10 and outcome.calls == 2 and 0 < outcome.elapsed < 2

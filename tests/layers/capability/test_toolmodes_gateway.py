@@ -11,8 +11,9 @@ import json
 
 import pytest
 
-from hopline.layers.capability.toolmodes import CodeMode, Limits, SearchMode
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
+from hopline.layers.capability.toolmodes import CodeMode, Limits, SearchMode, sandbox
+from hopline.transports.sandbox_pool import SandboxPool
 from tests.conftest import PY, SERVERS
 from tests.layers.capability.toolhosts import HideTools, real_gateway
 
@@ -66,7 +67,7 @@ async def test_search_mode_shows_the_tool_to_a_caller_the_policy_allows():
 
 
 async def test_code_mode_runs_code_that_calls_two_tools_and_combines_them():
-    async with real_gateway(BACKENDS, mode=CodeMode(limits=Limits(timeout=10)), surface=POLICY, principal=BOB) as client:
+    async with real_gateway(BACKENDS, mode=CodeMode(limits=Limits(timeout=10), workers=sandbox.pool(Limits(timeout=10), SandboxPool)), surface=POLICY, principal=BOB) as client:
         (run_code,) = await client.list_tools()
         assert run_code["name"] == "run_code" and HIDDEN not in run_code["description"]
         code = "e = call_tool('demo__echo', {'text': 'hello'})\ns = call_tool('demo__add', a=20, b=22)\nf'{e} {s[\"sum\"]}'"
@@ -75,14 +76,14 @@ async def test_code_mode_runs_code_that_calls_two_tools_and_combines_them():
 
 
 async def test_code_mode_cannot_reach_the_hidden_tool():
-    async with real_gateway(BACKENDS, mode=CodeMode(limits=Limits(timeout=10)), surface=POLICY, principal=BOB) as client:
+    async with real_gateway(BACKENDS, mode=CodeMode(limits=Limits(timeout=10), workers=sandbox.pool(Limits(timeout=10), SandboxPool)), surface=POLICY, principal=BOB) as client:
         code = f"try:\n    call_tool('{HIDDEN}')\n    r = 'reached'\nexcept LookupError as e:\n    r = str(e)\n[r, '{HIDDEN}' in list_tools(), get_tool('{HIDDEN}'), search_tools('whoami', 20)]"
         reached, listed, described, searched = (await client.call("run_code", {"code": code}))["result"]["structuredContent"]["result"]
         assert reached == unknown_tool_error(HIDDEN)["message"] and listed is False and described is None
         assert HIDDEN not in json.dumps(searched)
 
 
-@pytest.mark.parametrize("mode", [SearchMode(), CodeMode()])
+@pytest.mark.parametrize("mode", [SearchMode(), CodeMode(workers=sandbox.pool(Limits(), SandboxPool))])
 async def test_direct_calls_of_catalogue_tools_still_obey_policy_in_every_mode(mode):
     async with real_gateway(BACKENDS, mode=mode, surface=POLICY, principal=BOB) as client:
         assert (await client.call(HIDDEN, {}))["error"] == unknown_tool_error(HIDDEN)

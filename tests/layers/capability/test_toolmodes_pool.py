@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from hopline.layers.capability.toolmodes import CodeMode, Limits, sandbox
+from hopline.transports.sandbox_pool import SandboxPool
 from tests.conftest import PY
 from tests.layers.capability.toolhosts import FakeHost, real_gateway, tool
 from tests.peers import eventually, live
@@ -71,7 +72,7 @@ def failed(result: dict) -> str:
 
 
 async def test_twenty_parallel_runs_through_a_real_gateway_keep_to_max_workers():
-    pool = sandbox.pool(LIMITS, max_workers=2, spares=1, idle_timeout=60.0)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=2, spares=1, idle_timeout=60.0)
     mode = CodeMode(limits=LIMITS, workers=pool)
     code = "s = call_tool('demo__add', a={i}, b=1000)\ne = call_tool('demo__echo', {{'text': 'run {i}'}})\n[s['sum'], e]"
     with Sampler() as sampled:
@@ -84,7 +85,7 @@ async def test_twenty_parallel_runs_through_a_real_gateway_keep_to_max_workers()
 
 
 async def test_idle_workers_are_reaped_after_the_idle_timeout():
-    pool = sandbox.pool(LIMITS, max_workers=3, spares=2, idle_timeout=0.5)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=3, spares=2, idle_timeout=0.5)
     with Sampler() as sampled:
         outcomes = await asyncio.gather(*(sandbox.run(f"{i} * 2", {}, LIMITS, pool) for i in range(6)))
         assert [o.value for o in outcomes] == [2 * i for i in range(6)]
@@ -96,7 +97,7 @@ async def test_idle_workers_are_reaped_after_the_idle_timeout():
 
 
 async def test_each_run_takes_the_started_spare_and_its_worker_ends_with_it():
-    pool = sandbox.pool(LIMITS, max_workers=2, spares=1, idle_timeout=60.0)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=2, spares=1, idle_timeout=60.0)
     base = workers()
     try:
         assert (await sandbox.run("1", {}, LIMITS, pool)).ok
@@ -121,7 +122,7 @@ async def test_a_full_queue_and_a_long_wait_answer_a_busy_error_at_once():
         return {"content": [{"type": "text", "text": "held"}], "isError": False}
 
     host = FakeHost([tool("slow__hold", "holds its worker")], functions={"slow__hold": hold})
-    pool = sandbox.pool(LIMITS, max_workers=1, spares=0, queue=1, queue_wait=0.3)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=1, spares=0, queue=1, queue_wait=0.3)
     mode = CodeMode(limits=LIMITS, workers=pool)
     try:
         holding = asyncio.create_task(mode.call(host, "run_code", {"code": "call_tool('slow__hold')"}))
@@ -146,7 +147,7 @@ async def test_a_full_queue_and_a_long_wait_answer_a_busy_error_at_once():
     [("while True:\n    pass", "TimeoutError"), ("x = []\nwhile True:\n    x.append([1] * 10000)", "MemoryError")],
 )
 async def test_a_run_stopped_by_its_time_or_memory_limit_leaves_no_process(code, error):
-    pool = sandbox.pool(LIMITS, max_workers=2, spares=0)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=2, spares=0)
     with Sampler() as sampled:
         outcome = await sandbox.run(code, {}, Limits(timeout=0.5, memory=16 * 1024 * 1024), pool)
         assert error in outcome.error
@@ -158,7 +159,7 @@ async def test_a_run_stopped_by_its_time_or_memory_limit_leaves_no_process(code,
 async def test_cancelled_runs_leave_no_worker_behind():
     """20 calls cancelled as they start (a client that gives up): each used to leave an
     idle worker alive for good. Their workers are now the pool's, capped and reaped."""
-    pool = sandbox.pool(LIMITS, max_workers=4, spares=1, idle_timeout=0.3)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=4, spares=1, idle_timeout=0.3)
     mode = CodeMode(limits=LIMITS, workers=pool)
     host = FakeHost([])
     with Sampler() as sampled:
@@ -174,7 +175,7 @@ async def test_cancelled_runs_leave_no_worker_behind():
 
 
 async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
-    pool = sandbox.pool(LIMITS, max_workers=2, spares=1, idle_timeout=60.0)
+    pool = sandbox.pool(LIMITS, SandboxPool, max_workers=2, spares=1, idle_timeout=60.0)
     with Sampler() as sampled:
         async with real_gateway({"demo": [PY, "-m", "hopline.demo"]}, mode=CodeMode(limits=LIMITS, workers=pool)) as client:
             assert (await client.call("run_code", {"code": "1 + 1"}))["result"]["structuredContent"]["result"] == 2
@@ -218,7 +219,7 @@ async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
 
 
 async def test_a_worker_that_cannot_start_is_a_clear_error_and_is_not_retried_in_a_loop():
-    pool = sandbox.pool(LIMITS, binary_path="/nonexistent/monty")
+    pool = sandbox.pool(LIMITS, SandboxPool, binary_path="/nonexistent/monty")
     outcome = await sandbox.run("1", {}, LIMITS, pool)
     assert outcome.error.startswith("RuntimeError: sandbox unavailable: a sandbox worker could not start: ") and "/nonexistent/monty" in outcome.error
     await eventually(lambda: pool.live == 0)

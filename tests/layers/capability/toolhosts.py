@@ -15,10 +15,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from hopline.config.schema import GatewayConfig
+from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, request
-from hopline.layers.pipeline import Item, Principal, ToolPlan
 from hopline.modes.gateway import Gateway
 from hopline.modes.gateway_session import GatewaySession
+from hopline.pipeline import Item, ToolPlan
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 

@@ -10,11 +10,12 @@ import orjson
 import pytest
 
 from hopline.config.load import parse_config
+from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, result
-from hopline.layers.pipeline import Call, Item, Pipeline, Principal
 from hopline.layers.policy.audit import AuditLog, safe_target, scrub, trace_id_of
 from hopline.layers.policy.build import build
 from hopline.layers.policy.ratelimit import RateLimited
+from hopline.pipeline import Call, Item, Pipeline
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLXNpZ25hdHVyZQ"

@@ -12,8 +12,8 @@ import pytest
 
 from hopline.binding import Era
 from hopline.config.auth import BackendAuth
+from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import request
-from hopline.layers.pipeline import ANONYMOUS, Principal
 from hopline.layers.policy.auth import LOCAL
 from hopline.layers.policy.propagation import PropagationError, Propagator
 from hopline.modes.relay import RemoteBackends, RemoteTarget

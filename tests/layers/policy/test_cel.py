@@ -7,9 +7,10 @@ import logging
 import pytest
 
 from hopline.config.load import ConfigError, parse_config
-from hopline.layers.pipeline import ANONYMOUS, Item, Principal
+from hopline.context import ANONYMOUS, Principal
 from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.cel import CelPolicy, RuleError, compile_rule, compile_rules
+from hopline.pipeline import Item
 
 BACKENDS = "backends:\n  gh: {command: python}\n  jira: {command: python}\n"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from hopline.config.load import ConfigError, parse_config
+from hopline.context import Principal
 from hopline.jsonrpc import InternalError, InvalidParams, Message, UnavailableError, error_response, result
-from hopline.layers.pipeline import Call, Item, Pipeline, Principal
 from hopline.layers.policy import chain as chain_module
 from hopline.layers.policy import loader as loader_module
 from hopline.layers.policy.build import build
@@ -26,6 +26,7 @@ from hopline.layers.policy.chain import (
     reject,
     unknown_error,
 )
+from hopline.pipeline import Call, Item, Pipeline
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ALICE = Principal("alice", claims={"sub": "alice", "roles": ["dev"]}, issuer="https://idp", token="SECRET-TOKEN-VALUE")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from hopline.config.load import ConfigError, parse_config
+from hopline.context import Principal
 from hopline.jsonrpc import Message, UnavailableError, error_response, result
-from hopline.layers.pipeline import Call, Pipeline, Principal
 from hopline.layers.policy.build import build
 from hopline.layers.policy.dlp import BUILTINS, Redactor, compile_patterns
+from hopline.pipeline import Call, Pipeline
 
 ALICE = Principal("alice")
 AWS = "AKIAIOSFODNN7EXAMPLE"

@@ -9,9 +9,10 @@ import os
 import pytest
 
 from hopline.config.load import ConfigError, parse_config
-from hopline.layers.pipeline import ANONYMOUS, Item
+from hopline.context import ANONYMOUS
 from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile
+from hopline.pipeline import Item
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
 

@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hopline.config.schema import GatewayConfig
 from hopline.jsonrpc import InvalidParams, result
-from hopline.layers.pipeline import Call, Item, Pipeline, Principal
+from hopline.context import Principal
+from hopline.pipeline import Call, Item, Pipeline
 from hopline.layers.policy.audit import AuditLog
 from hopline.layers.policy.build import build
 from hopline.layers.policy.chain import unknown_error

@@ -8,11 +8,12 @@ import pytest
 import redis.asyncio
 
 from hopline.config.load import parse_config
+from hopline.context import Principal
 from hopline.jsonrpc import UnavailableError, result
-from hopline.layers.pipeline import Call, Pipeline, Principal
 from hopline.layers.policy.build import build
 from hopline.layers.policy.chain import Entry, InterceptorChain
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimited, RateLimiter, RedisStore
+from hopline.pipeline import Call, Pipeline
 
 ALICE = Principal("alice", issuer="https://idp")
 BOB = Principal("bob", issuer="https://idp")

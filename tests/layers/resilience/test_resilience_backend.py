@@ -14,11 +14,11 @@ import pytest
 from hopline import jsonrpc as j
 from hopline.binding import Era
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.pipeline import Call, Pipeline
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings, CircuitOpen
 from hopline.layers.resilience.outcome import Classifier
 from hopline.layers.resilience.retry import Backoff, Retry, RetryBudget, RetryPolicy
 from hopline.layers.resilience.timeouts import Timeouts
+from hopline.pipeline import Call, Pipeline
 from hopline.transports.stdio import StdioChild
 from tests.conftest import PY, SERVERS
 

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hopline import jsonrpc as j
-from hopline.layers.pipeline import Call, Pipeline
 from hopline.layers.resilience.breaker import TRANSITIONS, Breaker, Breakers, BreakerSettings, CircuitOpen, Event, IllegalTransition, State
 from hopline.layers.resilience.outcome import Classifier, Outcome
+from hopline.pipeline import Call, Pipeline
 
 
 class Clock:

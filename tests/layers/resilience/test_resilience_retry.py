@@ -7,10 +7,10 @@ import random
 import pytest
 
 from hopline import jsonrpc as j
-from hopline.layers.pipeline import Call, Pipeline
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings, CircuitOpen
 from hopline.layers.resilience.outcome import Outcome
 from hopline.layers.resilience.retry import Backoff, Retry, RetryBudget, RetryPolicy
+from hopline.pipeline import Call, Pipeline
 
 
 class Clock:

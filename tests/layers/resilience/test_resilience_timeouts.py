@@ -10,11 +10,11 @@ from pydantic import ValidationError
 from hopline import jsonrpc as j
 from hopline.config.resilience import ResilienceConfig
 from hopline.config.schema import GatewayConfig
-from hopline.layers.pipeline import Call, Pipeline
 from hopline.layers.resilience.build import build
 from hopline.layers.resilience.outcome import Outcome
 from hopline.layers.resilience.partial import FailMode, FanOut
 from hopline.layers.resilience.timeouts import Timeouts
+from hopline.pipeline import Call, Pipeline
 
 
 def call(method: str = "tools/call", backend: str = "b", target: str | None = "t", timeout: float | None = 300.0) -> Call:

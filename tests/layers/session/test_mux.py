@@ -8,7 +8,7 @@ import pytest
 
 from hopline import jsonrpc as j
 from hopline.layers.session.mux import Multiplexer
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.memory import memory_pair
 
 

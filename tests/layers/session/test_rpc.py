@@ -9,7 +9,7 @@ import pytest
 from hopline import jsonrpc as j
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.rpc import RpcPeer
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.memory import memory_pair
 
 

@@ -1,6 +1,6 @@
 """The bridge's MCP side: each ACP-transport server as a loopback Streamable HTTP endpoint.
 
-:class:`AcpMcpChannel` is an MCP :class:`~hopline.transports.base.Channel` whose
+:class:`AcpMcpChannel` is an MCP :class:`~hopline.layers.transport.channel.Channel` whose
 other end is an MCP-over-ACP connection: the first message opens it
 (``mcp/connect`` in the bridge's spelling for that server), every MCP request
 becomes one ``mcp/message`` request (with the ACP session id under
@@ -27,9 +27,9 @@ from hopline.acp import mcp_wire
 from hopline.binding import Era
 from hopline.jsonrpc import JSONRPC, Message, UnavailableError
 from hopline.layers.session.mux import Multiplexer
+from hopline.layers.transport.channel import Channel, ChannelClosed
+from hopline.layers.transport.inbox import Inbox
 from hopline.transports import http_util as hu
-from hopline.transports.base import Channel, ChannelClosed
-from hopline.transports.inbox import Inbox
 from hopline.transports.streamable_http_server import StreamableHttpListener
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from hopline.acp import mcp_wire
 from hopline.acp.bridge.mcp import AcpMcpChannel, LoopbackApp, ServerBackends
 from hopline.acp.proxy_core import ProxyCore
-from hopline.transports.base import Channel
+from hopline.layers.transport.channel import Channel
 from hopline.transports.http_session import SessionTable
 from hopline.transports.streamable_http_server import StreamableHttpListener
 

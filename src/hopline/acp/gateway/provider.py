@@ -44,7 +44,7 @@ from hopline.acp import mcp_wire
 from hopline.acp.mcp_wire import CONNECT, DISCONNECT, MCP, McpDialect, Op
 from hopline.binding import Era
 from hopline.jsonrpc import JSONRPC, Message
-from hopline.transports.base import Backends, ChannelClosed
+from hopline.layers.transport.channel import Backends, ChannelClosed
 
 if TYPE_CHECKING:
     from hopline.acp.proxy_core import ProxyCore

@@ -17,7 +17,7 @@ from hopline.acp import mcp_wire
 from hopline.acp.gateway.provider import Provider, Server
 from hopline.acp.proxy_core import ProxyCore, feed
 from hopline.jsonrpc import Message
-from hopline.transports.base import Backends, Channel
+from hopline.layers.transport.channel import Backends, Channel
 
 log = logging.getLogger("hopline.acp.gateway")
 

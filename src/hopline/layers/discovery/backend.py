@@ -28,7 +28,7 @@ from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN,
 from hopline.jsonrpc import Message, PeerError, UnavailableError
 from hopline.layers.discovery.shared import Owners
 from hopline.layers.session.rpc import OnNotification, OnRequest, RpcPeer
-from hopline.transports.base import Channel
+from hopline.layers.transport.channel import Channel
 
 log = logging.getLogger("hopline.discovery")
 

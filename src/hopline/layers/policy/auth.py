@@ -1,7 +1,7 @@
 """Authentication at the gateway's front: the OAuth 2.1 resource server (mcp-wire §7).
 
 In: one HTTP request's headers and query string. Out: the caller's
-:class:`~hopline.layers.pipeline.Principal`, or an :class:`AuthError` carrying the HTTP
+:class:`~hopline.context.Principal`, or an :class:`AuthError` carrying the HTTP
 answer (401 with ``WWW-Authenticate: Bearer resource_metadata="…"``; 403
 ``insufficient_scope`` naming the scopes needed; 431 for an oversized credential).
 It runs on every request to an MCP endpoint, before anything reaches a listener, so a
@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from hopline.config.auth import AuthConfig
-from hopline.layers.pipeline import Principal
+from hopline.context import Principal
 from hopline.layers.policy.jwks import Fetch, HttpFetcher, KeySet
 
 log = logging.getLogger("hopline.auth")

@@ -32,14 +32,15 @@ from typing import Any, Callable, Hashable, Sequence
 from hopline.config.errors import ConfigError
 from hopline.config.policy import RedisConfig
 from hopline.config.schema import GatewayConfig
+from hopline.context import Principal
 from hopline.jsonrpc import HoplineError
-from hopline.layers.pipeline import Call, CallLayer, Principal, SurfaceLayer
 from hopline.layers.policy.audit import AuditLog
 from hopline.layers.policy.cel import CelPolicy, compile_rules
 from hopline.layers.policy.chain import Entry, InterceptorChain, SurfaceGuard, instantiate, load_class
 from hopline.layers.policy.dlp import Redactor, compile_patterns
 from hopline.layers.policy.pinning import ToolPinning
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimiter, RedisStore
+from hopline.pipeline import Call, CallLayer, SurfaceLayer
 
 log = logging.getLogger("hopline.policy")
 SOURCE = "configuration"

@@ -3,7 +3,7 @@
 The policy is a list of allow rules (agentgateway's shape). An item — a tool, prompt,
 resource or resource template of one backend — is visible to a caller iff some rule
 evaluates to ``true`` for it; no rules at all means everything is visible (``build``
-then adds no layer). This is a :class:`~hopline.layers.pipeline.SurfaceLayer`: the
+then adds no layer). This is a :class:`~hopline.pipeline.SurfaceLayer`: the
 gateway filters every list with :meth:`CelPolicy.visible` and refuses an invoke of an
 item it hides exactly as it refuses an unknown name, so the list and the call can
 never disagree and a hidden tool cannot be told apart from a missing one.
@@ -61,8 +61,9 @@ from typing import Any, Hashable, Iterable
 
 import cel
 
-from hopline.layers.pipeline import Item, Principal
+from hopline.context import Principal
 from hopline.layers.policy.audit import AuditLog, safe_target
+from hopline.pipeline import Item
 
 log = logging.getLogger("hopline.policy")
 

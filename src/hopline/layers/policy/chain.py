@@ -1,7 +1,7 @@
 """The interceptor chain: Layer 5 as one call layer (draft §6.5, SEP-1763 shape).
 
 Contract
-- In: a routed :class:`~hopline.layers.pipeline.Call` in either direction —
+- In: a routed :class:`~hopline.pipeline.Call` in either direction —
   ``to_backend`` (a client's invoke on its way to one backend) or ``to_client`` (a
   backend's sampling / elicitation / roots request on its way to the client whose
   request caused it) — and the ``next`` step.
@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping, Sequence
 
 from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message, MethodNotFound
-from hopline.layers.pipeline import Call, Item, Next, SurfaceLayer
+from hopline.pipeline import Call, Item, Next, SurfaceLayer
 from hopline.layers.policy.audit import AuditLog, scrub, safe_target, trace_id_of
 from hopline.layers.policy.interceptor import (  # noqa: F401 (the interceptor API, re-exported)
     CONTINUE,

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, Message
-from hopline.layers.pipeline import Direction, Principal
+from hopline.pipeline import Direction
 
 
 class PolicyDenied(HoplineError):

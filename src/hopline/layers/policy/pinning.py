@@ -3,7 +3,7 @@
 The draft's security considerations: a compromised backend may return tool
 definitions built to manipulate the model ("SHOULD validate tool definitions against
 a schema allowlist"), and may try to shadow other backends' tools. This is a
-:class:`~hopline.layers.pipeline.SurfaceLayer`: what it hides is absent from every list
+:class:`~hopline.pipeline.SurfaceLayer`: what it hides is absent from every list
 and refused at invoke exactly as an unknown tool (the gateway and the chain's guard ask
 the same :meth:`ToolPinning.visible`). Its decisions do not depend on the caller.
 
@@ -49,8 +49,9 @@ import re
 import time
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from hopline.layers.pipeline import Item, Principal
+from hopline.context import Principal
 from hopline.layers.policy.audit import AuditLog
+from hopline.pipeline import Item
 
 log = logging.getLogger("hopline.policy")
 

@@ -1,6 +1,6 @@
 """Token propagation (draft §9.1): the credentials the gateway presents to each HTTP backend.
 
-In: a backend id and the caller's :class:`~hopline.layers.pipeline.Principal`. Out: the
+In: a backend id and the caller's :class:`~hopline.context.Principal`. Out: the
 headers to add to that backend's requests (:meth:`Propagator.headers_for`), or an
 ``httpx.Auth`` that adds them to every request and renews them when they run out
 (:meth:`Propagator.auth_for`, for ``RemoteTarget.auth``).
@@ -38,8 +38,8 @@ import httpx
 import orjson
 
 from hopline.config.auth import BackendAuth, canonical_resource
+from hopline.context import Principal
 from hopline.jsonrpc import UnavailableError
-from hopline.layers.pipeline import Principal
 
 log = logging.getLogger("hopline.auth")
 

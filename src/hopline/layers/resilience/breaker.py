@@ -15,9 +15,9 @@ before the circuit opened) are ignored, so a straggler can neither close nor
 re-open a circuit. HALF_OPEN hands out exactly one permit: the trial.
 
 :class:`Breakers` holds one breaker per backend, shared by every session, and is
-both the :class:`~hopline.layers.pipeline.BackendGate` (a backend is available
+both the :class:`~hopline.pipeline.BackendGate` (a backend is available
 only while CLOSED; entering OPEN and returning to CLOSED call ``changed``, and
-the gateway emits the CHANGE-SIGNAL) and a :class:`~hopline.layers.pipeline.CallLayer`
+the gateway emits the CHANGE-SIGNAL) and a :class:`~hopline.pipeline.CallLayer`
 that takes permits and records outcomes. Because an OPEN backend is withdrawn
 from every surface, no client call can be the trial: :meth:`Breakers.supervise`
 runs one *probe* (a callable the gateway supplies, e.g. ``ping``) per backend
@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from hopline.jsonrpc import Message, UnavailableError
-from hopline.layers.pipeline import Call, Next
 from hopline.layers.resilience.outcome import Classifier, Outcome
 from hopline.layers.resilience.window import Window
+from hopline.pipeline import Call, Next
 
 log = logging.getLogger("hopline.resilience")
 

@@ -16,12 +16,12 @@ import time
 from typing import Any, Awaitable, Callable, Iterator
 
 from hopline.config.schema import GatewayConfig
-from hopline.layers.pipeline import BackendGate, CallLayer
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings, Probe
 from hopline.layers.resilience.outcome import Classifier, Outcome
 from hopline.layers.resilience.partial import FailMode, FanOut
 from hopline.layers.resilience.retry import Backoff, Retry, RetryBudget, RetryPolicy
 from hopline.layers.resilience.timeouts import Timeouts
+from hopline.pipeline import BackendGate, CallLayer
 
 
 class Resilience:

@@ -34,7 +34,7 @@ import enum
 from typing import Any, Iterable, Mapping
 
 from hopline.jsonrpc import BackendTimeout, HoplineError, Message, PeerError, UnavailableError
-from hopline.transports.base import ChannelClosed
+from hopline.layers.transport.channel import ChannelClosed
 
 HOPLINE_CODES = frozenset({-31001, -31002, -31003})
 TIMEOUT_CODE = BackendTimeout.code

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from hopline.jsonrpc import Message
-from hopline.layers.pipeline import Call, Next
 from hopline.layers.resilience.outcome import Classifier, Outcome
 from hopline.layers.resilience.window import Window
+from hopline.pipeline import Call, Next
 
 SAFE_METHODS = frozenset({"resources/read", "prompts/get", "completion/complete", "tasks/get"})
 Sleep = Callable[[float], Awaitable[None]]

@@ -1,6 +1,6 @@
 """Deadlines per backend and per method/tool: the tightest one wins (draft §11.2, F5).
 
-In: a :class:`~hopline.layers.pipeline.Call` (its ``timeout`` may already be set).
+In: a :class:`~hopline.pipeline.Call` (its ``timeout`` may already be set).
 Out: the same call with ``timeout`` set to the tightest of that, the gateway's
 ``listen.request_timeout``, the backend's ``backends.<id>.timeout``, the method's
 and the tool's (``resilience.timeouts``).
@@ -20,7 +20,7 @@ import asyncio
 from typing import Mapping
 
 from hopline.jsonrpc import BackendTimeout, Message
-from hopline.layers.pipeline import Call, Next
+from hopline.pipeline import Call, Next
 
 BACKSTOP = 1.0  # seconds after the deadline before this layer gives up itself
 

@@ -17,8 +17,8 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import HoplineError, InternalError, Message, UnavailableError, request
-from hopline.transports.base import ChannelClosed
-from hopline.transports.inbox import Inbox
+from hopline.layers.transport.channel import ChannelClosed
+from hopline.layers.transport.inbox import Inbox
 
 log = logging.getLogger("hopline.session")
 

@@ -2,7 +2,7 @@
 
 Used where a backend connection is shared: 2026-07-28 requests (no session, so
 any connection of that era may serve them) and ``hopline relay --shared``. Every
-view is a :class:`~hopline.transports.base.Channel`; ids and progress tokens are
+view is a :class:`~hopline.layers.transport.channel.Channel`; ids and progress tokens are
 remapped through :class:`IdMap`, so no client ever receives another's response.
 
 Routing of what the backend sends that is not a response:
@@ -29,8 +29,8 @@ from typing import Any
 
 from hopline.jsonrpc import InternalError, Message, UnavailableError, notification
 from hopline.layers.session.idmap import IdMap
-from hopline.transports.base import Channel, ChannelClosed
-from hopline.transports.inbox import Inbox
+from hopline.layers.transport.channel import Channel, ChannelClosed
+from hopline.layers.transport.inbox import Inbox
 
 log = logging.getLogger("hopline.mux")
 

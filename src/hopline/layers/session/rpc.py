@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
 from hopline.layers.session.wireids import fresh_id
-from hopline.transports.base import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.rpc")
 

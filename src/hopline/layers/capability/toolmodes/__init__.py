@@ -1,16 +1,16 @@
 """Layer 7 progressive disclosure: the Standard, Search and Code tool modes.
 
 A tool mode decides what ``tools/list`` shows a caller and runs its own tools
-(:class:`~hopline.layers.pipeline.ToolMode`); everything it reaches goes through a
-:class:`~hopline.layers.pipeline.ToolHost`, so policy and the rest of the pipeline
+(:class:`~hopline.pipeline.ToolMode`); everything it reaches goes through a
+:class:`~hopline.pipeline.ToolHost`, so policy and the rest of the pipeline
 apply unchanged. Standard mode is the absence of a mode. Each endpoint has a
-:class:`~hopline.layers.pipeline.ToolPlan`: a mode per backend (groups), one default.
+:class:`~hopline.pipeline.ToolPlan`: a mode per backend (groups), one default.
 
 - ``search.py`` — ``get_tool`` + ``invoke_tool`` (agentgateway-compatible wire shape)
 - ``code.py`` — ``run_code`` over ``sandbox.py`` (Monty in a worker process from a bounded pool)
 - ``index.py`` — the BM25 index, one per catalogue version, shared by sessions
 - ``embed.py`` — optional MiniLM embeddings for a hybrid ranking (NumPy only)
-- ``build.py`` — configuration → a :class:`~hopline.layers.pipeline.ToolPlan` per endpoint
+- ``build.py`` — configuration → a :class:`~hopline.pipeline.ToolPlan` per endpoint
 """
 
 from hopline.layers.capability.toolmodes.build import aclose, build, plans

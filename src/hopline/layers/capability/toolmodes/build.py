@@ -13,7 +13,8 @@ from hopline.layers.capability.toolmodes.code import CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache
 from hopline.layers.capability.toolmodes.sandbox import Limits, pool
 from hopline.layers.capability.toolmodes.search import SearchMode
-from hopline.layers.pipeline import ToolMode, ToolPlan
+from hopline.pipeline import ToolMode, ToolPlan
+from hopline.transports.sandbox_pool import SandboxPool
 
 
 def build(config: Any, *, delimiter: str | None = None) -> ToolMode | None:
@@ -50,7 +51,7 @@ def _modes(tools: ToolsConfig, used: set[str], delimiter: str) -> dict[str, Tool
     if "code" in used:
         code = tools.code
         limits = Limits(timeout=code.timeout, memory=code.memory, output=code.output, max_calls=code.max_calls, max_code=code.max_code)
-        workers = pool(limits, max_workers=code.max_workers, spares=code.spares, queue=code.queue, queue_wait=code.queue_wait, idle_timeout=code.idle_timeout)
+        workers = pool(limits, SandboxPool, max_workers=code.max_workers, spares=code.spares, queue=code.queue, queue_wait=code.queue_wait, idle_timeout=code.idle_timeout)
         out["code"] = CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache, workers=workers)
     return out
 

@@ -35,7 +35,7 @@ from hopline.layers.capability.toolmodes.search import (
     result_item,
     structured,
 )
-from hopline.layers.pipeline import ToolHost
+from hopline.pipeline import ToolHost
 
 RUN_CODE = "run_code"
 
@@ -120,8 +120,8 @@ class _Api:
 
 class CodeMode:
     """``tools/list`` → ``run_code``; one instance serves every session, and its
-    ``workers`` (the gateway's sandbox pool, checked out for ``limits``; by default a
-    pool with default bounds) serve every run. :meth:`aclose` reaps them."""
+    ``workers`` (the gateway's sandbox pool, checked out for ``limits``, given by whoever
+    builds the mode: see :func:`sandbox.pool`) serve every run. :meth:`aclose` reaps them."""
 
     name = "code"
 
@@ -132,13 +132,13 @@ class CodeMode:
         top_k: int = 5,
         max_top_k: int = 20,
         cache: IndexCache | None = None,
-        workers: sandbox.Workers | None = None,
+        workers: sandbox.Workers,
     ) -> None:
         self.limits = limits
         self.top_k = top_k
         self.max_top_k = max(max_top_k, top_k)
         self.cache = cache or IndexCache()
-        self.workers = workers if workers is not None else sandbox.pool(limits)
+        self.workers = workers
 
     async def aclose(self, grace: float | None = None) -> None:
         """Reap the sandbox workers; runs in flight get ``grace`` seconds, then are killed."""

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from hopline.transports.sandbox_pool import PoolError
+from hopline.layers.transport.pool import PoolError
 
 HostFunction = Callable[..., Awaitable[Any]]
 MiB = 1024 * 1024
@@ -102,13 +102,12 @@ def checkout_options(limits: Limits) -> dict[str, Any]:
     }
 
 
-def pool(limits: Limits, **bounds: Any) -> Workers:
-    """A worker pool for runs under ``limits``; ``bounds`` are :class:`SandboxPool`'s
-    (``max_workers``, ``spares``, ``queue``, ``queue_wait``, ``idle_timeout``). It spawns
-    nothing until a run needs a worker."""
-    from hopline.transports.sandbox_pool import SandboxPool
-
-    return SandboxPool(request_timeout=limits.timeout + 1.0, checkout=checkout_options(limits), **bounds)
+def pool(limits: Limits, factory: Callable[..., Workers], **bounds: Any) -> Workers:
+    """A worker pool for runs under ``limits``, made by ``factory`` (the composition root
+    passes :class:`hopline.transports.sandbox_pool.SandboxPool`: this layer imports no
+    transport); ``bounds`` are the pool's (``max_workers``, ``spares``, ``queue``,
+    ``queue_wait``, ``idle_timeout``). It spawns nothing until a run needs a worker."""
+    return factory(request_timeout=limits.timeout + 1.0, checkout=checkout_options(limits), **bounds)
 
 
 class SandboxError(Exception):

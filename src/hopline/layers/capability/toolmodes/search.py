@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from hopline.layers.capability.toolmodes.index import IndexCache, ToolIndex
-from hopline.layers.pipeline import ToolHost
+from hopline.pipeline import ToolHost
 
 GET_TOOL = "get_tool"
 INVOKE_TOOL = "invoke_tool"

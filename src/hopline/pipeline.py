@@ -34,38 +34,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, runtime_checkable
 
+from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import Message
 
 # "method": a request the gateway does not mediate itself, passed on to the one backend
 # (sidecar mode); its name is the method. Policy rules decide on it like on any item.
 Kind = Literal["tool", "prompt", "resource", "resourceTemplate", "method"]
 Direction = Literal["to_backend", "to_client"]
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who is calling, as the authentication layer established it.
-
-    ``subject`` is stable per caller (the JWT ``sub``, an API key's name, or
-    ``"anonymous"``/``"local"`` where no authentication is configured). ``claims`` is the
-    verified claim set (CEL sees it as ``jwt``). ``token`` is the raw credential and is
-    only ever read by token propagation configured as passthrough or exchange; it never
-    appears in ``repr``, logs, metrics or audit records.
-    """
-
-    subject: str
-    claims: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    scopes: frozenset[str] = frozenset()
-    issuer: str | None = None
-    token: str | None = field(default=None, repr=False, hash=False, compare=False)
-
-    @property
-    def key(self) -> tuple[str | None, str]:
-        """What a session is bound to and what per-identity caches are keyed by."""
-        return (self.issuer, self.subject)
-
-
-ANONYMOUS = Principal("anonymous")
 
 
 @dataclass(slots=True)
