@@ -26,8 +26,8 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from hopline import jsonrpc as j  # noqa: E402
 from hopline.config.schema import GatewayConfig  # noqa: E402
 from hopline.layers.pipeline import Call, Pipeline  # noqa: E402
-from hopline.layers.resilience.build import build as build_resilience  # noqa: E402
-from hopline.observability.build import build as build_observability  # noqa: E402
+from hopline.compose.resilience import build as build_resilience  # noqa: E402
+from hopline.compose.observability import build as build_observability  # noqa: E402
 from hopline.observability.logs import REQUESTS, JsonFormatter, configure  # noqa: E402
 
 ANSWER = j.result(7, {"content": [{"type": "text", "text": "hello"}]})

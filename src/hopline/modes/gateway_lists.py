@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.pipeline import Call, Item, Kind, Principal
-from hopline.layers.policy.build import refused, surface_key
+from hopline.compose.policy import refused, surface_key
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ import os
 import pytest
 from pydantic import ValidationError
 
+from hopline.compose.toolmodes import build
 from hopline.config.schema import GatewayConfig
-from hopline.layers.capability.toolmodes import CodeMode, SearchMode, build
+from hopline.layers.capability.toolmodes import CodeMode, SearchMode
 
 BACKENDS = {"backends": {"a": {"command": "a"}}}
 
@@ -59,7 +60,7 @@ def test_bad_settings_are_errors(tools, message):
 
 
 def test_groups_and_endpoints_build_one_plan_per_endpoint_sharing_the_modes():
-    from hopline.layers.capability.toolmodes import plans
+    from hopline.compose.toolmodes import plans
 
     conf = GatewayConfig.model_validate(
         {

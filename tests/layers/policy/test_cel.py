@@ -8,7 +8,7 @@ import pytest
 
 from hopline.config.load import ConfigError, parse_config
 from hopline.layers.pipeline import ANONYMOUS, Item, Principal
-from hopline.layers.policy.build import build, surface_key
+from hopline.compose.policy import build, surface_key
 from hopline.layers.policy.cel import CelPolicy, RuleError, compile_rule, compile_rules
 
 BACKENDS = "backends:\n  gh: {command: python}\n  jira: {command: python}\n"

@@ -14,7 +14,7 @@ from hopline.jsonrpc import InternalError, InvalidParams, Message, UnavailableEr
 from hopline.layers.pipeline import Call, Item, Pipeline, Principal
 from hopline.layers.policy import chain as chain_module
 from hopline.layers.policy import loader as loader_module
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.chain import (
     CONTINUE,
     Entry,

@@ -7,7 +7,7 @@ import pytest
 from hopline.config.load import ConfigError, parse_config
 from hopline.jsonrpc import Message, UnavailableError, error_response, result
 from hopline.layers.pipeline import Call, Pipeline, Principal
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.dlp import BUILTINS, Redactor, compile_patterns
 
 ALICE = Principal("alice")

@@ -10,7 +10,7 @@ import pytest
 
 from hopline.config.load import ConfigError, parse_config
 from hopline.layers.pipeline import ANONYMOUS, Item
-from hopline.layers.policy.build import build, surface_key
+from hopline.compose.policy import build, surface_key
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile
 
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}

@@ -30,7 +30,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.jsonrpc import InvalidParams, result
 from hopline.layers.pipeline import Call, Item, Pipeline, Principal
 from hopline.layers.policy.audit import AuditLog
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.chain import unknown_error
 
 BACKENDS = ["gh", "jira", "db"]

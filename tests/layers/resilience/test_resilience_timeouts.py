@@ -11,7 +11,7 @@ from hopline import jsonrpc as j
 from hopline.config.resilience import ResilienceConfig
 from hopline.config.schema import GatewayConfig
 from hopline.layers.pipeline import Call, Pipeline
-from hopline.layers.resilience.build import build
+from hopline.compose.resilience import build
 from hopline.layers.resilience.outcome import Outcome
 from hopline.layers.resilience.partial import FailMode, FanOut
 from hopline.layers.resilience.timeouts import Timeouts
