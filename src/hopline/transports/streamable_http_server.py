@@ -64,7 +64,7 @@ from hopline.layers.pipeline import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
 from hopline.transports.base import Backends, ChannelClosed
-from hopline.transports.header_codec import decode_header_value
+from hopline.header_codec import decode_header_value
 from hopline.transports.http_session import ClientSession, SessionTable
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
 

@@ -131,7 +131,7 @@ def test_bad_sandbox_pool_settings_are_errors(code, message):
 
 
 def test_hopline_check_shows_the_sandbox_pool():
-    from hopline.config.check_cli import explain
+    from hopline.commands.check import explain
 
     lines = explain(config(mode="code", code={"max_workers": 2, "queue": 5, "idle_timeout": 30}))
     assert "  code sandbox: up to 2 workers, 1 spare, unused ones reaped after 30s; queue 5 runs, each waiting up to 10s; a run: 7s, 64 MiB, 100 tool calls" in lines
