@@ -22,8 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo-server": ("hopline.demo.cli", "Run the built-in demo MCP server over stdio (what the relay serves by default)."),
     "acp": ("hopline.acp.cli", "ACP conductor: run a chain of proxies in front of an ACP agent."),
     "acp-gateway": ("hopline.acp.gateway.__main__", "hopline's MCP gateway as an ACP proxy component (for chains other conductors run)."),
-    "schema": ("hopline.config.schema_cli", "Print the JSON Schema of the configuration file."),
-    "check": ("hopline.config.check_cli", "Validate a configuration file and explain what it sets up."),
+    "schema": ("hopline.commands.schema", "Print the JSON Schema of the configuration file."),
+    "check": ("hopline.commands.check", "Validate a configuration file and explain what it sets up."),
 }
 
 EPILOG = """\

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from hopline.config import check_cli
+from hopline.commands import check as check_cli
 from hopline.config.load import ConfigError, load_config, parse_config
 from hopline.declaration import declare, for_config
 from hopline.modes import gateway_serve

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from hopline.binding import Era
-from hopline.config import check_cli
+from hopline.commands import check as check_cli
 from hopline.conversion.netguard import async_client, fetch_spec, refused
 from hopline.conversion.server import OpenApiBackends
 from hopline.jsonrpc import UnavailableError

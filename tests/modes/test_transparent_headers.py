@@ -154,7 +154,7 @@ async def test_at_level_2_the_body_read_for_the_method_still_reaches_the_gateway
     ],
 )
 def test_the_headers_and_method_a_rule_reads_are_found_conservatively(rules, headers, method):
-    from hopline.modes.transparent_policy import relevance
+    from hopline.layers.policy.transparent import relevance
 
     found = relevance(rules)
     assert (None if found.headers is None else set(found.headers), found.method) == (headers, method)
@@ -174,7 +174,7 @@ def test_the_headers_and_method_a_rule_reads_are_found_conservatively(rules, hea
     ],
 )
 def test_the_envelope_method_is_read_only_when_unambiguous(body, method):
-    from hopline.modes.transparent_policy import body_method
+    from hopline.layers.policy.transparent import body_method
 
     assert body_method(body) == method
 
@@ -182,7 +182,7 @@ def test_the_envelope_method_is_read_only_when_unambiguous(body, method):
 def test_check_says_which_repeated_headers_are_refused_and_what_happens_to_unknown_methods(tmp_path, capsys):
     import argparse
 
-    from hopline.config import check_cli
+    from hopline.commands import check as check_cli
 
     rules = [*NO_CALLS, 'http.headers["x-team"] == "ops"']
     path = write(tmp_path, {"destination": "header", "destinations": {"a:80": "http://127.0.0.1:1"}, "rules": rules})

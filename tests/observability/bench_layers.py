@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from hopline import jsonrpc as j  # noqa: E402
+from hopline.compose.observability import build as build_observability  # noqa: E402
+from hopline.compose.resilience import build as build_resilience  # noqa: E402
 from hopline.config.schema import GatewayConfig  # noqa: E402
-from hopline.layers.resilience.build import build as build_resilience  # noqa: E402
-from hopline.observability.build import build as build_observability  # noqa: E402
 from hopline.observability.logs import REQUESTS, JsonFormatter, configure  # noqa: E402
 from hopline.pipeline import Call, Pipeline  # noqa: E402
 

@@ -20,7 +20,7 @@ from hopline.binding import Era
 from hopline.config.schema import GatewayConfig
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings
-from hopline.observability.build import build
+from hopline.compose.observability import build
 from hopline.observability.hops import Hops, LoopDetected
 from hopline.observability.logs import ConsoleFormatter, JsonFormatter, RequestLog
 from hopline.observability.metrics import Metrics

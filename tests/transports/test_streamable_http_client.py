@@ -19,9 +19,9 @@ import pytest
 
 from hopline import jsonrpc
 from hopline.binding import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
+from hopline.header_codec import clean_headers, encode_header_value
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel, ChannelClosed
-from hopline.transports.header_codec import clean_headers, encode_header_value
 from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "servers"))

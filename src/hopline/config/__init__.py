@@ -5,7 +5,7 @@
 - ``load``: :func:`load_config` / :func:`parse_config` and :class:`ConfigError`.
 - ``interpolate``, ``desktop``, ``ids``: the pure steps ``load`` applies.
 - ``watch``: :class:`ConfigWatcher` and :func:`diff_backends` for hot reload.
-- ``schema_cli``, ``check_cli``: ``hopline schema`` and ``hopline check``.
+- ``hopline schema`` and ``hopline check`` are :mod:`hopline.commands`.
 
 Names below are imported on first use, so importing this package (as the CLI does
 for ``hopline --help``) does not import pydantic or PyYAML.

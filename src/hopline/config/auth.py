@@ -7,7 +7,7 @@ authenticates itself to each HTTP backend (draft §9.1). Secrets come from the
 environment with ``${VAR}`` like everywhere else; no message here ever contains a value.
 
 The audience is the gateway's canonical resource URI (RFC 8707, mcp-wire §7):
-:func:`canonical_resource` lower-cases scheme and host, drops a default port, a
+:func:`~hopline.layers.policy.resource.canonical_resource` lower-cases scheme and host, drops a default port, a
 trailing slash and nothing else; a token is accepted only if its ``aud`` holds that
 exact string (an upper-case host or a trailing slash in ``aud`` is another resource).
 
@@ -36,41 +36,20 @@ from __future__ import annotations
 
 import re
 from typing import Any, Literal, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from hopline.config.section import Loc, Section, raise_problems
+from hopline.layers.policy.resource import DEFAULT_PORTS, canonical_resource
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"]
 ASYMMETRIC: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}  # RFC 7518 §3.2: at least the hash size
-DEFAULT_PORTS = {"http": 80, "https": 443}
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 # Headers hopline owns toward a backend or that are hop-by-hop (header_codec.NOT_FORWARDED).
 _RESERVED_HEADERS = frozenset("host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split())
-
-
-def canonical_resource(uri: str) -> str:
-    """The RFC 8707 canonical form of an http(s) resource URI; raises ValueError if it is not one."""
-    try:
-        parts = urlsplit(uri.strip())
-        port = parts.port
-    except ValueError:
-        raise ValueError("must be an http:// or https:// URI with a host (and a valid port, if any)") from None
-    scheme = parts.scheme.lower()
-    if scheme not in DEFAULT_PORTS or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URI with a host")
-    if parts.fragment or uri.rstrip().endswith("#"):
-        raise ValueError("must not contain a fragment (RFC 8707 §2)")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not contain user information")
-    host = parts.hostname.lower()
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host if port is None or port == DEFAULT_PORTS[scheme] else f"{host}:{port}"
-    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 def _endpoint(url: str) -> str:

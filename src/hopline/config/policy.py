@@ -1,7 +1,7 @@
 """Authorization and the interceptor chain (Layer 5): CEL rules, rate limits, pinning, DLP, audit.
 
 The default is the absent policy: every item visible, nothing limited, redacted or
-audited, and ``layers/policy/build.py`` adds no layer at all. Each subsection, when
+audited, and ``compose/policy.py`` adds no layer at all. Each subsection, when
 present, switches one part on. CEL rules are compiled and checked here, so a rule
 that cannot work (bad syntax, an unknown name, data known only at call time such as
 ``mcp.tool.arguments``) is an error at its own key path (``policy.rules[2]``) when

@@ -14,7 +14,7 @@ host of its choosing.
 ``http.method``, ``http.path``, ``http.destination``, ``http.source`` (the client's
 address), ``http.headers`` (lower-case names) and ``http.mcp_method``. A request is
 forwarded iff one rule is true (no rules: all are). What a rule judges is what is
-forwarded (``modes/transparent_policy.py``): a repeated header that a rule reads, or an
+forwarded (``layers/policy/transparent.py``): a repeated header that a rule reads, or an
 MCP routing header, is refused (400); ``mcp_method`` is the ``Mcp-Method`` header only
 for a request that claims 2026-07-28 (which must then carry consistent mirror headers);
 for any other request with a body the method is unknown, and ``unknown_method`` says
@@ -102,7 +102,7 @@ class TransparentConfig(Section):
             if plain:
                 why = "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set trusted_network: true inside a trusted network boundary"
                 raise_problems([(("destinations", plain[0]), why)])
-        from hopline.modes.transparent_policy import compile_rules  # the CEL programs, checked when the file loads
+        from hopline.layers.policy.transparent import compile_rules  # the CEL programs, checked when the file loads
 
         problems: list[tuple[Loc, str]] = []
         for i, expr in enumerate(self.rules):

@@ -25,7 +25,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.jsonrpc import Message, UnavailableError
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
-from hopline.layers.resilience.build import build as build_resilience
+from hopline.compose.resilience import build as build_resilience
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
@@ -39,7 +39,7 @@ from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.gateway_shared import Sharing
 from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
-from hopline.observability.build import build as build_observability
+from hopline.compose.observability import build as build_observability
 
 log = logging.getLogger("hopline.gateway")
 MAX_PER_CALLER = 1024  # per-caller connectors kept (token exchange, passthrough); the oldest is closed

@@ -13,10 +13,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from hopline.compose.policy import refused, surface_key
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.policy.build import refused, surface_key
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.pipeline import Call, Item, Kind
 

@@ -11,11 +11,10 @@ the declaration lists only the layers present.
 
 from __future__ import annotations
 
+from hopline.compose import policy, toolmodes
+from hopline.compose.observability import Observability
+from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
-from hopline.layers.capability import toolmodes
-from hopline.layers.policy import build as policy
-from hopline.layers.resilience.build import Resilience
-from hopline.observability.build import Observability
 from hopline.pipeline import Pipeline
 
 FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability

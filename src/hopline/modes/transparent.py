@@ -7,7 +7,7 @@ Interception is the surrounding network's job (see ``config/transparent.py``): a
 reaches hopline addressed to its original destination, named by ``Host`` or by a header
 the interception layer sets. hopline looks that destination up in its allow-list,
 applies the header-based policy (CEL over ``http``; what a rule may trust is in
-``transparent_policy.py``), and streams the request to the real
+``layers/policy/transparent.py``), and streams the request to the real
 address and the answer back, byte for byte: bodies are never parsed or re-serialised,
 SSE streams and their ``Last-Event-ID`` resumption, ``Mcp-Session-Id``, ``DELETE`` and
 the client's own ``Authorization`` (token propagation: passthrough) all pass unchanged.
@@ -40,7 +40,7 @@ import orjson
 
 from hopline import runtime
 from hopline.binding import MODERN_VERSIONS
-from hopline.modes.transparent_policy import HEADER_ERROR, HeaderPolicy, body_method, claimed_method, read_headers, rules_view
+from hopline.layers.policy.transparent import HEADER_ERROR, HeaderPolicy, body_method, claimed_method, read_headers, rules_view
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
 

@@ -6,5 +6,5 @@
 - :mod:`.metrics` + :mod:`.admin`: Prometheus on a separate admin listener;
 - :mod:`.logs`: one structured line per request; :mod:`.otel`: OpenTelemetry spans.
 
-What the gateway calls is :func:`hopline.observability.build.build`.
+What the gateway calls is :func:`hopline.compose.observability.build`.
 """

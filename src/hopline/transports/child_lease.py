@@ -7,12 +7,18 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from hopline.jsonrpc import Message, UnavailableError
 
-if TYPE_CHECKING:
-    from hopline.transports.child_pool import ChildPool
+
+class Pool(Protocol):
+    """What a lease needs of its pool (child_pool.ChildPool): a name, and to be told
+    when its child has been reaped."""
+
+    name: str
+
+    def _returned(self, lease: Lease) -> None: ...
 
 
 class AtCapacity(UnavailableError):
@@ -43,7 +49,7 @@ class Lease:
 
     __slots__ = ("child", "pool", "reclaim", "listening", "last_active", "requests", "_pending_out", "_pending_in", "_released", "_closing")
 
-    def __init__(self, child: Any, pool: ChildPool) -> None:
+    def __init__(self, child: Any, pool: Pool) -> None:
         self.child = child
         self.pool = pool
         self.reclaim: Callable[[], Awaitable[bool]] | None = None

@@ -26,11 +26,11 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from hopline.header_codec import clean_headers
 from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, malformed_answer, parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
-from hopline.transports.header_codec import clean_headers
 from hopline.transports.http_util import public_url
 
 log = logging.getLogger("hopline.sse_upstream")

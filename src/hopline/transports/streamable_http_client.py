@@ -46,7 +46,7 @@ from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError
 from hopline.jsonrpc import parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
-from hopline.transports.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
+from hopline.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
 from hopline.transports.http_util import public_url
 from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone

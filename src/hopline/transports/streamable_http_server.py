@@ -43,7 +43,9 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from hopline.binding import HANDSHAKE_VERSIONS, MODERN_VERSIONS, META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_version
+from hopline.binding import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS, NAME_HEADER_PARAM, Era, era_of_version
+from hopline.context import Principal
+from hopline.header_codec import decode_header_value
 from hopline.jsonrpc import (
     BackendTimeout,
     HeaderMismatch,
@@ -60,11 +62,9 @@ from hopline.jsonrpc import (
     UnsupportedProtocolVersion,
     parse,
 )
-from hopline.context import Principal
+from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
-from hopline.layers.transport.channel import Backends, ChannelClosed
-from hopline.transports.header_codec import decode_header_value
 from hopline.transports.http_session import ClientSession, SessionTable
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
 

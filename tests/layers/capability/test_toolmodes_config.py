@@ -7,8 +7,9 @@ import os
 import pytest
 from pydantic import ValidationError
 
+from hopline.compose.toolmodes import build
 from hopline.config.schema import GatewayConfig
-from hopline.layers.capability.toolmodes import CodeMode, SearchMode, build
+from hopline.layers.capability.toolmodes import CodeMode, SearchMode
 
 BACKENDS = {"backends": {"a": {"command": "a"}}}
 
@@ -59,7 +60,7 @@ def test_bad_settings_are_errors(tools, message):
 
 
 def test_groups_and_endpoints_build_one_plan_per_endpoint_sharing_the_modes():
-    from hopline.layers.capability.toolmodes import plans
+    from hopline.compose.toolmodes import plans
 
     conf = GatewayConfig.model_validate(
         {
@@ -130,7 +131,7 @@ def test_bad_sandbox_pool_settings_are_errors(code, message):
 
 
 def test_hopline_check_shows_the_sandbox_pool():
-    from hopline.config.check_cli import explain
+    from hopline.commands.check import explain
 
     lines = explain(config(mode="code", code={"max_workers": 2, "queue": 5, "idle_timeout": 30}))
     assert "  code sandbox: up to 2 workers, 1 spare, unused ones reaped after 30s; queue 5 runs, each waiting up to 10s; a run: 7s, 64 MiB, 100 tool calls" in lines

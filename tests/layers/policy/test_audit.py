@@ -13,7 +13,7 @@ from hopline.config.load import parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, result
 from hopline.layers.policy.audit import AuditLog, safe_target, scrub, trace_id_of
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.ratelimit import RateLimited
 from hopline.pipeline import Call, Item, Pipeline
 
@@ -133,7 +133,7 @@ def test_visibility_records_when_lists_are_audited(audit):
 
 
 def test_an_invoke_the_gateway_refused_itself_is_audited(audit):
-    from hopline.layers.policy.build import refused
+    from hopline.compose.policy import refused
 
     surface, calls = build(parse_config(CONFIG), audit=audit.log)
     c = tool_call("drop", {"text": "argument-secret-value"}, {"traceparent": f"00-{TRACE}-b7ad6b7169203331-01"})

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from hopline.config.auth import canonical_resource
 from hopline.config.load import ConfigError, parse_config
 from hopline.layers.policy.auth import Authenticator
 from hopline.layers.policy.jwks import KeyProblem
+from hopline.layers.policy.resource import canonical_resource
 from tests.servers.oauth_server import SigningKeys
 
 ISSUER = {"issuer": "https://issuer.test", "jwks_url": "https://issuer.test/jwks"}
@@ -138,3 +138,27 @@ def test_keys_that_cannot_be_loaded_are_reported_by_location(tmp_path):
             Authenticator(c.auth)
         assert "auth.issuers[0].keys[0]" in str(info.value) and expected in str(info.value), str(info.value)
         assert "PRIVATE" not in str(info.value)
+
+
+def test_the_auth_sections_have_the_shape_the_layers_read():
+    """The layers take the ``auth`` sections as they are (layers/policy/settings.py):
+    a field renamed or dropped in config/auth.py fails here, not on a live request."""
+    from hopline.layers.policy.settings import ApiKeySettings, AuthSettings, BackendAuthSettings, IssuerSettings, KeySettings
+
+    auth = config(
+        {
+            "resource": "https://gw.test",
+            "issuers": [{"issuer": "https://i.test", "keys": [{"alg": "HS256", "secret": "s" * 32}]}],
+            "api_keys": [{"name": "bot", "key": "k" * 16}],
+            "backends": {"web": {"mode": "inject", "secret": "token"}},
+        }
+    ).auth
+    assert isinstance(auth, AuthSettings)
+    assert isinstance(auth.issuers[0], IssuerSettings) and isinstance(auth.issuers[0].keys[0], KeySettings)
+    assert isinstance(auth.api_keys[0], ApiKeySettings)
+    assert isinstance(auth.backends["web"], BackendAuthSettings)
+
+    class Missing:  # a settings object lacking a field the layer reads is not one
+        issuer = "https://i.test"
+
+    assert not isinstance(Missing(), IssuerSettings)

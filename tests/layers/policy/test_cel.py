@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
+from hopline.compose.policy import build, surface_key
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import ANONYMOUS, Principal
-from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.cel import CelPolicy, RuleError, compile_rule, compile_rules
 from hopline.pipeline import Item
 

@@ -14,7 +14,7 @@ from hopline.context import Principal
 from hopline.jsonrpc import InternalError, InvalidParams, Message, UnavailableError, error_response, result
 from hopline.layers.policy import chain as chain_module
 from hopline.layers.policy import loader as loader_module
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.chain import (
     CONTINUE,
     Entry,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from hopline.compose.policy import build
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import Message, UnavailableError, error_response, result
-from hopline.layers.policy.build import build
 from hopline.layers.policy.dlp import BUILTINS, Redactor, compile_patterns
 from hopline.pipeline import Call, Pipeline
 

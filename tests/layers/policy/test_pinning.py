@@ -8,9 +8,9 @@ import os
 
 import pytest
 
+from hopline.compose.policy import build, surface_key
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import ANONYMOUS
-from hopline.layers.policy.build import build, surface_key
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile
 from hopline.pipeline import Item
 

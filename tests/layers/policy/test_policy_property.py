@@ -31,7 +31,7 @@ from hopline.jsonrpc import InvalidParams, result
 from hopline.context import Principal
 from hopline.pipeline import Call, Item, Pipeline
 from hopline.layers.policy.audit import AuditLog
-from hopline.layers.policy.build import build
+from hopline.compose.policy import build
 from hopline.layers.policy.chain import unknown_error
 
 BACKENDS = ["gh", "jira", "db"]

@@ -7,10 +7,10 @@ import logging
 import pytest
 import redis.asyncio
 
+from hopline.compose.policy import build
 from hopline.config.load import parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import UnavailableError, result
-from hopline.layers.policy.build import build
 from hopline.layers.policy.chain import Entry, InterceptorChain
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimited, RateLimiter, RedisStore
 from hopline.pipeline import Call, Pipeline
@@ -236,7 +236,7 @@ def _view(c: Call):
 
 
 async def test_aclose_releases_the_redis_connections(redis_url, free_port):
-    from hopline.layers.policy.build import aclose
+    from hopline.compose.policy import aclose
 
     cfg = parse_config(f"backends:\n  gh: {{command: python}}\npolicy:\n  rate_limits:\n    store: redis\n    redis: {{url: '{redis_url}', prefix: 'c{free_port()}:'}}\n    limits: [{{requests: 5}}]\n")
     _, calls = build(cfg)

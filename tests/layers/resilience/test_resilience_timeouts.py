@@ -8,9 +8,9 @@ import pytest
 from pydantic import ValidationError
 
 from hopline import jsonrpc as j
+from hopline.compose.resilience import build
 from hopline.config.resilience import ResilienceConfig
 from hopline.config.schema import GatewayConfig
-from hopline.layers.resilience.build import build
 from hopline.layers.resilience.outcome import Outcome
 from hopline.layers.resilience.partial import FailMode, FanOut
 from hopline.layers.resilience.timeouts import Timeouts

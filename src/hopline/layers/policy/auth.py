@@ -38,9 +38,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from hopline.config.auth import AuthConfig
 from hopline.context import Principal
 from hopline.layers.policy.jwks import Fetch, HttpFetcher, KeySet
+from hopline.layers.policy.settings import AuthSettings
 
 log = logging.getLogger("hopline.auth")
 
@@ -99,7 +99,7 @@ class Authenticator:
     """Turns a request's credentials into a Principal (see the module docstring)."""
 
     def __init__(
-        self, config: AuthConfig, *, fetch: Fetch | None = None, clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
+        self, config: AuthSettings, *, fetch: Fetch | None = None, clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
         self.config = config
         self.resource = config.resource

@@ -36,7 +36,7 @@ import orjson
 from jwt import PyJWK
 from jwt.algorithms import Algorithm, get_default_algorithms
 
-from hopline.config.auth import IssuerConfig, StaticKey
+from hopline.layers.policy.settings import IssuerSettings, KeySettings
 
 log = logging.getLogger("hopline.auth")
 
@@ -67,7 +67,7 @@ class Key:
         return f"<Key kid={self.kid!r} alg={self.alg}>"
 
 
-def load_static(spec: StaticKey, where: str) -> Key:
+def load_static(spec: KeySettings, where: str) -> Key:
     """One configured key, prepared and checked; raises :class:`KeyProblem` naming ``where``."""
     algorithm = ALGORITHMS[spec.alg]
     try:
@@ -151,7 +151,7 @@ def _pin(jwk: dict[str, Any], allowed: list[str]) -> str | None:
 class KeySet:
     """One issuer's keys: static ones, plus a JWKS fetched at a bounded rate."""
 
-    def __init__(self, config: IssuerConfig, *, where: str, fetch: Fetch, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: IssuerSettings, *, where: str, fetch: Fetch, clock: Callable[[], float] = time.monotonic) -> None:
         self.issuer = config.issuer
         self.url = config.jwks_url
         self.allowed = list(config.algorithms)

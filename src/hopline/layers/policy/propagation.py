@@ -37,9 +37,10 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from hopline.config.auth import BackendAuth, canonical_resource
 from hopline.context import Principal
 from hopline.jsonrpc import UnavailableError
+from hopline.layers.policy.resource import canonical_resource
+from hopline.layers.policy.settings import BackendAuthSettings
 
 log = logging.getLogger("hopline.auth")
 
@@ -75,7 +76,7 @@ class Propagator:
 
     def __init__(
         self,
-        settings: Mapping[str, BackendAuth],
+        settings: Mapping[str, BackendAuthSettings],
         backend_urls: Mapping[str, str | None],
         *,
         client: httpx.AsyncClient | None = None,
@@ -156,7 +157,7 @@ class Propagator:
             raise PropagationError(backend_id, f"{self.mode(backend_id)} needs the caller's bearer token, and this caller has none")
         return token
 
-    async def _obtain(self, key: tuple[str, str], spec: BackendAuth, principal: Principal | None) -> _Credential:
+    async def _obtain(self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None) -> _Credential:
         failed = self._failed.get(key)
         if failed is not None and self._clock() < failed[0]:
             raise PropagationError(key[0], failed[1])
@@ -172,7 +173,7 @@ class Propagator:
         if not future.cancelled():
             future.exception()  # retrieved: every waiter may have gone
 
-    async def _request(self, key: tuple[str, str], spec: BackendAuth, principal: Principal | None) -> _Credential:
+    async def _request(self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None) -> _Credential:
         backend_id = key[0]
         form: dict[str, str] = {}
         if spec.mode == "client_credentials":
@@ -218,7 +219,7 @@ class Propagator:
         log.info("auth: obtained %s credentials for backend %s (valid %.0f s)", spec.mode, backend_id, max(0.0, expires - self._clock()))
         return credential
 
-    async def _post(self, backend_id: str, spec: BackendAuth, form: dict[str, str], auth: httpx.Auth | None) -> tuple[str, float]:
+    async def _post(self, backend_id: str, spec: BackendAuthSettings, form: dict[str, str], auth: httpx.Auth | None) -> tuple[str, float]:
         if self._client is None:
             self._client = httpx.AsyncClient(follow_redirects=False)
         try:
@@ -288,7 +289,7 @@ class CredentialAuth(httpx.Auth):
         raise RuntimeError("CredentialAuth is for httpx.AsyncClient")
 
 
-def _value(spec: BackendAuth, credential: str) -> str:
+def _value(spec: BackendAuthSettings, credential: str) -> str:
     return f"{spec.scheme} {credential}" if spec.scheme else credential
 
 

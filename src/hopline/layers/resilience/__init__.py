@@ -3,7 +3,7 @@
 Pure parts, no I/O: the breaker is a transition table driven by outcomes and an
 injectable clock; retries take their sleep and randomness as arguments; the
 timeouts layer only sets ``call.timeout`` (the transport enforces it). What the
-gateway calls is :func:`hopline.layers.resilience.build.build`.
+gateway calls is :func:`hopline.compose.resilience.build`.
 """
 
 from hopline.layers.resilience.breaker import Breaker, BreakerSettings, Breakers, CircuitOpen, IllegalTransition, State

@@ -10,13 +10,14 @@ apply unchanged. Standard mode is the absence of a mode. Each endpoint has a
 - ``code.py`` — ``run_code`` over ``sandbox.py`` (Monty in a worker process from a bounded pool)
 - ``index.py`` — the BM25 index, one per catalogue version, shared by sessions
 - ``embed.py`` — optional MiniLM embeddings for a hybrid ranking (NumPy only)
-- ``build.py`` — configuration → a :class:`~hopline.pipeline.ToolPlan` per endpoint
+
+Configuration → a :class:`~hopline.pipeline.ToolPlan` per endpoint is
+:mod:`hopline.compose.toolmodes` (``build``, ``plans``, ``aclose``).
 """
 
-from hopline.layers.capability.toolmodes.build import aclose, build, plans
 from hopline.layers.capability.toolmodes.code import RUN_CODE, CodeMode
 from hopline.layers.capability.toolmodes.index import IndexCache, ToolIndex
 from hopline.layers.capability.toolmodes.sandbox import Limits, Outcome
 from hopline.layers.capability.toolmodes.search import GET_TOOL, INVOKE_TOOL, SearchMode
 
-__all__ = ["GET_TOOL", "INVOKE_TOOL", "RUN_CODE", "CodeMode", "IndexCache", "Limits", "Outcome", "SearchMode", "ToolIndex", "aclose", "build", "plans"]
+__all__ = ["GET_TOOL", "INVOKE_TOOL", "RUN_CODE", "CodeMode", "IndexCache", "Limits", "Outcome", "SearchMode", "ToolIndex"]

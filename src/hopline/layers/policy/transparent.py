@@ -35,7 +35,7 @@ from typing import Any
 import cel
 
 from hopline.binding import MODERN_VERSIONS, NAME_HEADER_PARAM
-from hopline.transports.header_codec import decode_header_value
+from hopline.header_codec import decode_header_value
 
 log = logging.getLogger("hopline.transparent")
 

@@ -116,7 +116,7 @@ def explain(config: GatewayConfig) -> list[str]:
 
 def _transparent_headers(t: TransparentConfig) -> list[str]:
     """What a level 1 rule can trust: the headers refused when repeated, and the stance on unknown methods."""
-    from hopline.modes.transparent_policy import relevance
+    from hopline.layers.policy.transparent import relevance
 
     reads = relevance(t.rules)
     strict = reads.refused_when_repeated([t.header] if t.destination == "header" else [])
