@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import httptools
 import httpx
 
-from hopline.transports.h1response import Response
+from hopline.transports.h1response import Response, expire
 
 MAX_IDLE = 32  # idle keep-alive connections kept per origin
 
@@ -266,19 +266,24 @@ class LeanClient:
         head.append("\r\n")
         response = Response(conn, read_s)
         conn.response = response
-        conn.ready = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        ready = conn.ready = loop.create_future()
         self._busy.add(conn)
         assert conn.transport is not None
         conn.transport.write("".join(head).encode("latin-1") + (content or b""))
+        # A timer handle on the head's own future, not an asyncio.timeout context (cheaper per request).
+        handle = loop.call_later(read_s, expire, ready) if read_s is not None else None
         try:
-            async with asyncio.timeout(read_s):
-                await conn.ready
+            await ready
         except TimeoutError:
             self._discard(conn)
             raise httpx.ReadTimeout(f"no response from {host}:{port} within {read_s:g} s") from None
         except BaseException:
             self._discard(conn)
             raise
+        finally:
+            if handle is not None:
+                handle.cancel()
         return conn, response
 
     async def _checkout(self, origin: tuple[str, str, int], secure: bool, connect_s: float | None) -> _Connection:
