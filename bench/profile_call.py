@@ -11,6 +11,8 @@ serve`` with one ``url`` backend ``e`` at ``--log-level warning`` (``--log-level
 turns the request log line on). hopline runs as a child of this script under a small
 wrapper that switches ``cProfile`` on at SIGUSR1 and off (writing the stats) at SIGUSR2,
 so only the measured calls are profiled and the client's own cost is not in them.
+``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
+(``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
 
 The client is bench/loadgen.py's own ``Client`` (one session, one keep-alive connection,
 handshake-era, sequential calls): ``--warmup`` calls, then profiling on, ``-n`` calls,
@@ -67,19 +69,27 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
     def proc_io() -> dict[str, int]:
         return {k: int(v) for k, v in (line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())}
 
+    profiling = os.environ.get("HOPLINE_PROFILE_CPU_ONLY") != "1"
+
+    def cpu_ns() -> int:  # this process's threads, user + system, from the scheduler
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in Path("/proc/self/task").iterdir())
+
     def on(_sig, _frm) -> None:
         asyncio.get_running_loop().set_task_factory(_counting_task_factory)  # the handler runs inside the loop
         io.update(proc_io())
         tasks[0] = 0
-        prof.enable()
+        io["cpu"] = cpu_ns()
+        if profiling:
+            prof.enable()
         Path(ready_path).write_text("on")
 
     def off(_sig, _frm) -> None:
         prof.disable()
+        cpu = cpu_ns() - io["cpu"]
         after = proc_io()
         asyncio.get_running_loop().set_task_factory(None)
         prof.dump_stats(stats_path)
-        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"]}
+        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu}
         Path(stats_path + ".json").write_text(json.dumps(extra))
         Path(ready_path).write_text("off")
 
@@ -121,7 +131,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: Path) -> None:
+async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: Path, strace: Path | None = None) -> None:
     sys.path.insert(0, str(BENCH))
     import loadgen
 
@@ -132,11 +142,18 @@ async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: 
     for _ in range(warmup):
         if not await cl.call_once(False):
             raise RuntimeError(f"warm-up call failed: {stats.errors}")
+    tracer = None
+    if strace is not None:  # counts every syscall of hopline's process during the calls (slows it, counts stay)
+        tracer = subprocess.Popen(["strace", "-c", "-f", "-o", str(strace), "-p", str(child.pid)], stderr=subprocess.DEVNULL)
+        await asyncio.sleep(1.0)  # strace attaches asynchronously; a bench, not a test
     child.send_signal(signal.SIGUSR1)
     await asyncio.to_thread(_wait_file, ready, "on")
     for _ in range(n):
         if not await cl.call_once(True):
             raise RuntimeError(f"call failed: {stats.errors}")
+    if tracer is not None:
+        tracer.send_signal(signal.SIGINT)
+        await asyncio.to_thread(tracer.wait, 30)
     child.send_signal(signal.SIGUSR2)
     await asyncio.to_thread(_wait_file, ready, "off")
     await cl.goodbye()
@@ -152,11 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--sort", default="cumulative", help="pstats sort key (cumulative, tottime, ncalls)")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    p.add_argument("--strace", action="store_true", help="also count hopline's syscalls per call with strace -c (needs strace)")
+    p.add_argument("--cpu", action="store_true", help="no profiler: print hopline's CPU-ms per call instead (schedstat; depends on machine load)")
     args = p.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="hopline-profile-"))
     bport, gport = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    if args.cpu:
+        env["HOPLINE_PROFILE_CPU_ONLY"] = "1"
     backend_cmd = [PY, str(BENCH / "echo_server.py"), "http", "--port", str(bport)] + (["--sse"] if args.sse else [])
     cfg = {"version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": gport, "max_sessions": 10000},
            "backends": {"e": {"url": f"http://127.0.0.1:{bport}/mcp"}}}  # fmt: skip
@@ -171,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
             procs.append(child)
             _wait_port(gport)
-            asyncio.run(_drive(f"http://127.0.0.1:{gport}/mcp", args.n, args.warmup, child, ready))
+            asyncio.run(_drive(f"http://127.0.0.1:{gport}/mcp", args.n, args.warmup, child, ready, tmp / "strace.txt" if args.strace else None))
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -181,9 +202,13 @@ def main(argv: list[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    st = pstats.Stats(str(stats_path))
     n = args.n
     extra = json.loads(Path(str(stats_path) + ".json").read_text())
+    if args.cpu:
+        print(f"{n} proxied tools/call (backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
+              f"{extra['tasks'] / n:.2f} tasks, {extra['write_syscalls'] / n:.2f} write / {extra['read_syscalls'] / n:.2f} read syscalls per call")  # fmt: skip
+        return 0
+    st = pstats.Stats(str(stats_path))
     own = sum(v[1] for (_f, _line, name), v in st.stats.items() if name == FACTORY)
     figures = {"calls": n, "backend": "sse" if args.sse else "json", "log_level": args.log_level,
                "function_calls_per_request": round((st.total_calls - own) / n, 1), "primitive_calls_per_request": round((st.prim_calls - own) / n, 1),
@@ -198,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
           " cProfile counts every resumption of a coroutine as a call)")  # fmt: skip
     for label in ["tasks created", *COUNTERS, "write syscalls (/proc/self/io syscw)", "read syscalls (/proc/self/io syscr)"]:
         print(f"  {label} per request: {figures[label]}")
+    if args.strace:
+        print("  syscalls per request (strace -c):")
+        for line in (tmp / "strace.txt").read_text().splitlines():
+            f = line.split()
+            if len(f) >= 5 and f[3].isdigit() and f[-1] != "total":
+                calls = int(f[3])
+                print(f"    {f[-1]:<16} {calls / n:6.2f}")
+                figures[f"syscall {f[-1]}"] = round(calls / n, 2)
     print()
     st.sort_stats(args.sort).print_stats(args.top)
     if args.json:
