@@ -13,6 +13,8 @@ wrapper that switches ``cProfile`` on at SIGUSR1 and off (writing the stats) at 
 so only the measured calls are profiled and the client's own cost is not in them.
 ``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
 (``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
+``--src`` runs other sources, e.g. ``git archive <commit> src | tar -x -C /tmp/old`` then
+``--src /tmp/old/src``, for a before/after comparison on the same machine state.
 
 The client is bench/loadgen.py's own ``Client`` (one session, one keep-alive connection,
 handshake-era, sequential calls): ``--warmup`` calls, then profiling on, ``-n`` calls,
@@ -74,9 +76,14 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
     def cpu_ns() -> int:  # this process's threads, user + system, from the scheduler
         return sum(int((t / "schedstat").read_text().split()[0]) for t in Path("/proc/self/task").iterdir())
 
+    def ticks() -> tuple[int, int]:  # user, system (clock ticks)
+        fields = Path("/proc/self/stat").read_text().rpartition(")")[2].split()
+        return int(fields[11]), int(fields[12])
+
     def on(_sig, _frm) -> None:
         asyncio.get_running_loop().set_task_factory(_counting_task_factory)  # the handler runs inside the loop
         io.update(proc_io())
+        io["utime"], io["stime"] = ticks()
         tasks[0] = 0
         io["cpu"] = cpu_ns()
         if profiling:
@@ -86,10 +93,11 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
     def off(_sig, _frm) -> None:
         prof.disable()
         cpu = cpu_ns() - io["cpu"]
+        utime, stime = ticks()
         after = proc_io()
         asyncio.get_running_loop().set_task_factory(None)
         prof.dump_stats(stats_path)
-        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu}
+        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu, "user_ticks": utime - io["utime"], "system_ticks": stime - io["stime"]}
         Path(stats_path + ".json").write_text(json.dumps(extra))
         Path(ready_path).write_text("off")
 
@@ -169,13 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--sort", default="cumulative", help="pstats sort key (cumulative, tottime, ncalls)")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    p.add_argument("--src", default=str(REPO / "src"), help="the hopline sources to run (default: this checkout's src), e.g. an older commit's, exported")
     p.add_argument("--strace", action="store_true", help="also count hopline's syscalls per call with strace -c (needs strace)")
     p.add_argument("--cpu", action="store_true", help="no profiler: print hopline's CPU-ms per call instead (schedstat; depends on machine load)")
     args = p.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="hopline-profile-"))
     bport, gport = _free_port(), _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(args.src).resolve()), os.environ.get("PYTHONPATH", "")])}
     if args.cpu:
         env["HOPLINE_PROFILE_CPU_ONLY"] = "1"
     backend_cmd = [PY, str(BENCH / "echo_server.py"), "http", "--port", str(bport)] + (["--sse"] if args.sse else [])
@@ -206,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = json.loads(Path(str(stats_path) + ".json").read_text())
     if args.cpu:
         print(f"{n} proxied tools/call (backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
+              f"({100 * extra['system_ticks'] / max(1, extra['user_ticks'] + extra['system_ticks']):.0f}% of it in the kernel), "
               f"{extra['tasks'] / n:.2f} tasks, {extra['write_syscalls'] / n:.2f} write / {extra['read_syscalls'] / n:.2f} read syscalls per call")  # fmt: skip
         return 0
     st = pstats.Stats(str(stats_path))
