@@ -94,6 +94,11 @@ class Response:
             await self._more()
 
     async def aread(self) -> bytes:
+        if self._done and self._error is None and self._chunks:  # all here already: no iterator
+            chunks, self._chunks, self._buffered = self._chunks, [], 0
+            self._conn.resume()
+            self.content = self.content + (chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            return self.content
         if not self._done or self._chunks:
             parts = [chunk async for chunk in self.aiter_bytes()]
             self.content = self.content + b"".join(parts)
