@@ -264,13 +264,15 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._phase = HEAD
         self._arm(self._limits.header_timeout)
 
+    # on_url and on_header do uvicorn's own work inline (its bodies as of 0.54) instead of
+    # calling super(): one Python call per header field fewer (bench/profile_call.py).
     def on_url(self, url: bytes) -> None:
         self._url += len(url)
         if self._url > self._limits.max_url_bytes:
             self.door.counters.url_too_long += 1
             self._refusal = URL_414
             raise _Refused
-        super().on_url(url)
+        self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._fields += 1
@@ -278,7 +280,10 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self.door.counters.too_many_headers += 1
             self._refusal = COUNT_431
             raise _Refused
-        super().on_header(name, value)
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._heads += 1
