@@ -49,7 +49,7 @@ PY = sys.executable
 COUNTERS = {
     "asyncio.timeout contexts": lambda f, n: n == "__aenter__" and f.endswith("asyncio/timeouts.py"),
     "select() probes": lambda f, n: n == "<built-in method select.select>",
-    "log records made": lambda f, n: n == "makeRecord" and f.endswith("logging/__init__.py"),
+    "log records made": lambda f, n: n == "makeRecord" and f.endswith("logging/__init__.py") or n == "_record" and f.endswith("observability/logs.py"),
 }
 FACTORY = "_counting_task_factory"
 
