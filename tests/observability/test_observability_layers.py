@@ -22,7 +22,7 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.resilience.breaker import Breakers, BreakerSettings
 from hopline.compose.observability import build
 from hopline.observability.hops import Hops, LoopDetected
-from hopline.observability.logs import ConsoleFormatter, JsonFormatter, RequestLog
+from hopline.observability.logs import BatchedStream, ConsoleFormatter, JsonFormatter, RequestLog
 from hopline.observability.metrics import Metrics
 from hopline.observability.propagation import Propagation
 from hopline.observability.trace import HOP_PARENT, parse
@@ -269,6 +269,63 @@ async def test_no_line_when_info_is_off(request_log):
     logger.setLevel(logging.WARNING)
     await Pipeline(calls=[RequestLog(logger)]).run(tool_call(), answering)
     assert capture.lines == []
+
+
+async def test_request_lines_honour_an_installed_record_factory(request_log):
+    logger, capture = request_log
+    made = []
+    default = logging.getLogRecordFactory()
+
+    def factory(*args, **kwargs):
+        record = default(*args, **kwargs)
+        made.append(record)
+        return record
+
+    logging.setLogRecordFactory(factory)
+    try:
+        await Pipeline(calls=[RequestLog(logger)]).run(tool_call(), answering)
+    finally:
+        logging.setLogRecordFactory(default)
+    assert len(made) == 1 and json.loads(capture.lines[0])["kind"] == "ok"
+
+
+class Writes:
+    """A stream that keeps each write apart."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+async def test_lines_logged_in_one_loop_iteration_leave_in_one_write_in_order():
+    target = Writes()
+    handler = logging.StreamHandler(BatchedStream(target))
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("hopline.test.batched")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        logger.warning("one")
+        logger.warning("two")
+        assert target.writes == []  # held until the end of this iteration
+        await asyncio.sleep(0)
+        assert target.writes == ["one\ntwo\n"]
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_outside_the_loop_a_batched_stream_writes_at_once():
+    target = Writes()
+    stream = BatchedStream(target)
+    stream.write("line\n")
+    stream.flush()
+    assert target.writes == ["line\n"]
 
 
 def test_the_console_format_appends_the_fields():

@@ -287,3 +287,60 @@ def test_max_connections_is_lowered_to_what_the_open_file_limit_allows():
             "print(_fit_fd_limit(DoorLimits()).max_connections, _fit_fd_limit(DoorLimits(max_connections=500)).max_connections)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=BOUND)
     assert done.stdout.split() == ["768", "500"] and "does not fit the open-file limit 1024" in done.stderr
+
+
+# -- one write per response -------------------------------------------------------------------------
+class Recorded:
+    """A transport that records what is written to it."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def writelines(self, parts) -> None:
+        self.writes.append(b"".join(parts))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_response_head_leaves_with_its_body_in_one_write():
+    from hopline.transports.front_door import OneWrite
+
+    wire = Recorded()
+    out = OneWrite(wire, asyncio.get_running_loop())
+    out.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+    out.write(b"ok")
+    assert wire.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]
+    out.write(b"more")  # later writes pass straight on
+    assert wire.writes[-1] == b"more"
+
+
+async def test_a_stream_head_leaves_in_the_same_loop_iteration_without_waiting_for_an_event():
+    from hopline.transports.front_door import OneWrite
+
+    wire = Recorded()
+    out = OneWrite(wire, asyncio.get_running_loop())
+    out.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+    await asyncio.sleep(0)  # the head's flush was scheduled before this task's wake-up
+    assert wire.writes == [b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"]
+    out.write(b"data: 1\n\n")
+    assert wire.writes[-1] == b"data: 1\n\n"
+
+
+async def test_closing_writes_a_held_head_first():
+    from hopline.transports.front_door import OneWrite
+
+    wire = Recorded()
+    out = OneWrite(wire, asyncio.get_running_loop())
+    out.write(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+    out.close()
+    assert wire.writes == [b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n"] and wire.closed
+    await asyncio.sleep(0)
+    assert len(wire.writes) == 1  # the scheduled flush finds nothing left

@@ -40,3 +40,18 @@ def test_oversize_event_is_refused():
     parser = SSEParser(max_event=100)
     with pytest.raises(ValueError):
         parser.feed(b"data: " + b"x" * 200 + b"\n")
+
+
+LINES = st.sampled_from([b"data: {\"a\":1}", b"data:x", b"data", b"data: ", b"id: 7", b"id", b"event: other", b"retry: 20", b"retry: x", b": ping", b"", b"datax: y", b"data: \xff\xfe"])
+
+
+@given(st.lists(LINES, max_size=30), st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=20))
+def test_the_fast_path_gives_what_the_line_by_line_path_gives(lines, cuts):
+    stream = b"".join(line + b"\n" for line in lines)
+    expected = SSEParser(errors="surrogateescape")._feed_lines(stream)  # one line at a time, the general path
+    parser, events, pos = SSEParser(errors="surrogateescape"), [], 0
+    for cut in cuts * 10:
+        events += parser.feed(stream[pos : pos + cut])
+        pos += cut
+    events += parser.feed(stream[pos:])
+    assert events == expected

@@ -16,7 +16,10 @@ people) on the root handlers that ``hopline`` set up.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
+import threading
 import time
 from typing import Any, Callable, Literal
 
@@ -71,13 +74,87 @@ class RequestLog:
             fields["retries"] = retries
         if call.direction != "to_backend":
             fields["direction"] = call.direction
-        # makeRecord + handle: logger.info() would also walk the stack for the caller's
-        # file and line, which a request line does not show (a third of its cost).
         logger = self.logger
-        logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, "request", (), None, extra={FIELD: fields}))
+        logger.handle(_record(logger.name, fields))
 
     def __repr__(self) -> str:
         return f"<RequestLog {self.logger.name}>"
+
+
+_TEMPLATES: dict[str, dict[str, Any]] = {}
+
+
+def _record(name: str, fields: dict[str, Any]) -> logging.LogRecord:
+    """The request line's record. logger.info() would walk the stack for the caller's file
+    and line, which a request line does not show; and every request line has the same
+    name, level, message and origin, so its record is a copy of one made once with only the
+    time and the fields new (LogRecord.__init__ was ~20 Python calls of the line's cost,
+    bench/profile_call.py --log-level info). A record factory someone installed (OpenTelemetry's
+    logging instrumentation does) is honoured: then every record is made through it."""
+    if logging.getLogRecordFactory() is not logging.LogRecord:
+        return logging.getLogger(name).makeRecord(name, logging.INFO, __file__, 0, "request", (), None, extra={FIELD: fields})
+    template = _TEMPLATES.get(name)
+    if template is None:
+        template = _TEMPLATES[name] = vars(logging.LogRecord(name, logging.INFO, __file__, 0, "request", (), None))
+    record = logging.LogRecord.__new__(logging.LogRecord)
+    d = record.__dict__
+    d.update(template)
+    now = time.time()
+    d["created"] = now
+    d["msecs"] = int((now - int(now)) * 1000) + 0.0
+    d["relativeCreated"] = (now - logging._startTime) * 1000
+    d[FIELD] = fields
+    return record
+
+
+class BatchedStream:
+    """A log handler's stream (stderr) that, inside the event loop, writes what one loop
+    iteration logged in one write at the end of that iteration (``call_soon``) instead of
+    one write and flush per line: a request line per call is then not a syscall per call.
+    Outside a running loop (start-up, shutdown, another thread) a flush writes at once, so
+    nothing is held past ``logging.shutdown``. Order is kept: every line goes through the
+    one buffer."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._parts: list[str] = []
+        self._scheduled = False
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            self._drain()
+        elif not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self._drain_soon)
+
+    def _drain_soon(self) -> None:
+        self._scheduled = False
+        self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            parts, self._parts = self._parts, []
+            if parts:
+                try:
+                    self._stream.write("".join(parts))
+                    self._stream.flush()
+                except (OSError, ValueError):  # stderr closed: nothing to do about it
+                    pass
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, ...
+        return getattr(self._stream, name)
 
 
 class JsonFormatter(logging.Formatter):
@@ -108,7 +185,7 @@ class ConsoleFormatter(logging.Formatter):
         line = super().format(record)
         fields = getattr(record, FIELD, None)
         if isinstance(fields, dict):
-            line += "".join(f" {k}={v}" for k, v in fields.items() if v is not None)
+            line += "".join([f" {k}={v}" for k, v in fields.items() if v is not None])
         return line
 
 
@@ -123,12 +200,17 @@ def configure(fmt: Literal["json", "console"] = "console", *, requests: bool = T
     """Use ``fmt`` on every handler of the root logger; switch request lines on or off.
 
     Also stops ``logging`` from looking up thread and process names for every record:
-    neither format shows them, and the look-ups cost more than the line itself."""
+    neither format shows them, and the look-ups cost more than the line itself. On the
+    process's own root logger, stderr/stdout handlers write through :class:`BatchedStream`
+    (one write per loop iteration)."""
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    process_root = root is None
     root = root or logging.getLogger()
     formatter = FORMATTERS[fmt]()
     for handler in root.handlers:
         handler.setFormatter(formatter)
+        if process_root and type(handler) is logging.StreamHandler and handler.stream in (sys.stderr, sys.stdout):
+            handler.setStream(BatchedStream(handler.stream))
     REQUESTS.disabled = not requests

@@ -16,6 +16,13 @@ if TYPE_CHECKING:
 HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
 
 
+def expire(future: asyncio.Future) -> None:
+    """A read deadline passed: the wait on ``future`` raises TimeoutError (a timer handle,
+    cheaper per request than an ``asyncio.timeout`` context)."""
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class Headers(dict):
     """Response headers, lower-cased names; repeated fields joined with ", "."""
 
@@ -60,14 +67,17 @@ class Response:
 
     # -- read by the caller -----------------------------------------------------------------
     async def _more(self) -> None:
-        self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        handle = loop.call_later(self._timeout, expire, waiter) if self._timeout is not None else None
         try:
-            async with asyncio.timeout(self._timeout):
-                await self._waiter
+            await waiter
         except TimeoutError:
             raise httpx.ReadTimeout("timed out waiting for the response body") from None
         finally:
             self._waiter = None
+            if handle is not None:
+                handle.cancel()
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         while True:
@@ -84,6 +94,11 @@ class Response:
             await self._more()
 
     async def aread(self) -> bytes:
+        if self._done and self._error is None and self._chunks:  # all here already: no iterator
+            chunks, self._chunks, self._buffered = self._chunks, [], 0
+            self._conn.resume()
+            self.content = self.content + (chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            return self.content
         if not self._done or self._chunks:
             parts = [chunk async for chunk in self.aiter_bytes()]
             self.content = self.content + b"".join(parts)

@@ -97,6 +97,22 @@ class ClientSession:
 
     def start(self) -> None:
         self._reader = asyncio.create_task(self._read_backend(), name=f"session-{self.id[:8]}")
+        if hasattr(self.backend, "settle"):  # the gateway's ClientEnd: answers may skip its outbox and our reader
+            self.backend.settle = self._settle
+
+    def _settle(self, message: Message) -> bool:
+        """An answer for a POST whose stream holds nothing yet goes there at once (what the
+        reader would do with it); anything else is left to the reader (False).
+        Measured with bench/profile_call.py: one task step and an inbox put/get fewer per call."""
+        body = message.body
+        if self.stream_all or "method" in body:
+            return False
+        sink = self.posts.get(body.get("id"))  # type: ignore[arg-type]
+        if sink is None or not sink.inbox.empty():  # a put on an empty sink never overflows
+            return False
+        del self.posts[body.get("id")]  # type: ignore[arg-type]
+        sink.put(message)
+        return True
 
     def _listening(self) -> bool:
         return self.get_sink is not None and self.get_sink.attached

@@ -56,6 +56,44 @@ class SSEParser:
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[Event]:
+        """The events ``chunk`` completes. The common case, whole events ended by ``\n\n``
+        and no ``\r`` (what MCP servers send: one ``data:`` line per event), is cut on the
+        blank lines and split into lines at once, instead of finding one end of line at a
+        time and copying the rest of the buffer after each; the same lines go through the
+        same rules in the same order either way, and any remainder takes the general path.
+        Measured with bench/profile_call.py --sse (the SDK backend's SSE answers)."""
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            self._buf = b""
+            return self._feed_lines(buf)
+        events: list[Event] = []
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            for line in buf[start:end].split(b"\n"):
+                if line.startswith(b"data:"):
+                    value = line[6:] if line.startswith(b"data: ") else line[5:]
+                    self._data.append(value.decode("utf-8", self._errors))
+                    self._size += len(value)
+                    if self._size > self.max_event:
+                        raise ValueError(f"SSE event larger than {self.max_event} bytes")
+                else:
+                    ev = self._line(line.decode("utf-8", self._errors if line.startswith(b"data") else "replace"))
+                    if ev is not None:
+                        events.append(ev)
+            start = end + 2
+            ev = self._dispatch()
+            if ev is not None:
+                events.append(ev)
+        self._buf = b""
+        if start < len(buf):
+            events += self._feed_lines(buf[start:] if start else buf)
+        return events
+
+    def _feed_lines(self, chunk: bytes) -> list[Event]:
+        """The general path: one line at a time, any line ending."""
         self._buf += chunk
         events: list[Event] = []
         while True:

@@ -122,7 +122,7 @@ class StreamableHttpListener(ResponseWriter):
         if not ctype.lower().startswith("application/json"):
             raise ProtocolError("Content-Type must be application/json", data=None)
         accept = (headers.get(b"accept") or "*/*").lower()
-        if not any(t in accept for t in ("application/json", "text/event-stream", "*/*")):
+        if not ("application/json" in accept or "text/event-stream" in accept or "*/*" in accept):
             raise NotAcceptable("Accept must include application/json and text/event-stream")
         body = await hu.read_body(receive, headers, self.options.max_body)
         message = parse(body)

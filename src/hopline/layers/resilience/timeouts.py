@@ -32,8 +32,11 @@ def _expire(task: asyncio.Task | None, fired: list[bool]) -> None:
 
 
 def tightest(*candidates: float | None) -> float | None:
-    present = [c for c in candidates if c is not None]
-    return min(present) if present else None
+    best = None
+    for c in candidates:  # a plain loop: no list or min() per call on the hot path
+        if c is not None and (best is None or c < best):
+            best = c
+    return best
 
 
 class Timeouts:

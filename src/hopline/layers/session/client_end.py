@@ -40,6 +40,11 @@ class ClientEnd:
         self._asked: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        # The listener's reader may take answers straight from here (http_session.py routes
+        # one to its POST's stream), skipping the outbox and a hop through that reader's
+        # task; only while the outbox is empty, so nothing queued before (a notification)
+        # is overtaken. False: not taken, it is queued as usual.
+        self.settle: Callable[[Message], bool] | None = None
 
     # -- the listener's side (Channel + Source) ---------------------------------------
     async def send(self, message: Message) -> None:
@@ -60,7 +65,7 @@ class ClientEnd:
             if self.on_notification is not None:
                 await self.on_notification(message, self)
             return
-        task = asyncio.create_task(self._run(message))
+        task = asyncio.get_running_loop().create_task(self._run(message))  # the loop's own: asyncio.create_task is two Python calls more
         self._running[body["id"]] = task
 
     async def _run(self, message: Message) -> None:
@@ -78,7 +83,10 @@ class ClientEnd:
             if self._running.get(msg_id) is asyncio.current_task():
                 del self._running[msg_id]
         if answer is not None and not self._closed:
-            self.outbox.put_nowait(Message({**answer.body, "id": msg_id}))
+            out = Message({**answer.body, "id": msg_id})
+            settle = self.settle
+            if settle is None or not self.outbox.empty() or not settle(out):
+                self.outbox.put_nowait(out)
 
     async def receive(self, timeout: float | None = None) -> Message:
         message = await self.outbox.get(timeout)

@@ -32,6 +32,11 @@ OnRequest = Callable[[Message], Awaitable[Message]]
 OnNotification = Callable[[Message], None]
 
 
+def _expire(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class RpcPeer:
     def __init__(self, channel: Channel, *, name: str, on_request: OnRequest | None = None, on_notification: OnNotification | None = None, on_closed: Callable[[], object] | None = None) -> None:
         self.channel = channel
@@ -45,6 +50,8 @@ class RpcPeer:
         self._progress: dict[str, Callable[[Message], None]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
+        if hasattr(channel, "settle"):  # an HTTP upstream: answers may skip its queue and our reader (transports/inbound.py)
+            channel.settle = self._settle
 
     def next_id(self) -> int:
         """A fresh unguessable id, not in flight on this peer."""
@@ -78,16 +85,20 @@ class RpcPeer:
             await self.channel.send(request(msg_id, method, params))
             if timeout is None:
                 return await future
+            # The deadline is a timer handle on the call's own future (no asyncio.timeout
+            # context, no shield): bench/profile_call.py, ~15 Python calls fewer per call.
+            handle = asyncio.get_running_loop().call_later(timeout, _expire, future)
             try:
-                async with asyncio.timeout(timeout):  # cheaper than wait_for: no task per call
-                    return await asyncio.shield(future)
+                return await future
             except TimeoutError:
                 self._cancel_soon(msg_id, "timeout")
                 raise BackendTimeout(f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name) from None
+            finally:
+                handle.cancel()
         except ChannelClosed as exc:
             raise UnavailableError(f"backend {self.name} unavailable: {exc.reason}", backend=self.name, reason="backend_closed") from None
         except asyncio.CancelledError:
-            if not future.done():  # our caller gave up: tell the peer
+            if not future.done() or future.cancelled():  # our caller gave up (awaiting the future cancels it): tell the peer
                 self._cancel_soon(msg_id, "cancelled")
             raise
         finally:
@@ -129,6 +140,17 @@ class RpcPeer:
                 self.on_closed()
             except Exception:
                 log.exception("%s: on_closed failed", self.name)
+
+    def _settle(self, message: Message) -> bool:
+        """Resolve the call an answer is for, straight from the channel; False: not one of ours (the reader decides)."""
+        body = message.body
+        if "method" in body:
+            return False
+        future = self._waiting.get(body.get("id"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            return False
+        future.set_result(message)
+        return True
 
     def _dispatch(self, message: Message) -> None:
         body = message.body
