@@ -67,7 +67,7 @@ def initialize_result(infos: Mapping[str, BackendInfo], *, requested: Any, name:
 def discover_result(infos: Mapping[str, BackendInfo], *, name: str, own_instructions: str | None, reverse: bool) -> dict[str, Any]:
     if reverse and len(infos) == 1:
         (info,) = infos.values()
-        caps, text, identity = _reverse_caps(info), info.instructions, info.server_info or server_info(name)
+        caps, text, identity = _reverse_caps(info, modern=True), info.instructions, info.server_info or server_info(name)
     else:
         caps, text, identity = capabilities(infos), instructions(infos, own_instructions), server_info(name)
     result: dict[str, Any] = {
@@ -83,8 +83,11 @@ def discover_result(infos: Mapping[str, BackendInfo], *, name: str, own_instruct
     return result
 
 
-def _reverse_caps(info: BackendInfo) -> dict[str, Any]:
-    return dict(info.capabilities)
+def _reverse_caps(info: BackendInfo, *, modern: bool = False) -> dict[str, Any]:
+    caps = dict(info.capabilities)
+    if modern:
+        caps.pop("tasks", None)  # not a 2026-07-28 ServerCapabilities field (Tasks is an extension there)
+    return caps
 
 
 def healthy(infos: Iterable[tuple[str, BackendInfo | None]]) -> dict[str, BackendInfo]:
@@ -106,4 +109,9 @@ def stamp(value: dict[str, Any], *, name: str, reverse: bool, backend_id: str | 
     if is_list:
         value.setdefault("ttlMs", 0)
         value.setdefault("cacheScope", "private")
+        tools = value.get("tools")
+        if isinstance(tools, list) and any(isinstance(t, dict) and "execution" in t for t in tools):
+            # ``execution`` (taskSupport) is handshake-era vocabulary: the 2026-07-28 Tool has
+            # no such field, and neither has the Tasks extension's.
+            value["tools"] = [{k: v for k, v in t.items() if k != "execution"} if isinstance(t, dict) else t for t in tools]
     return value
