@@ -187,12 +187,20 @@ class Pipeline:
         """Run ``call`` through every call layer, outermost first, ending in ``last``."""
         step = last
         for layer in reversed(self.calls):
-            step = _bind(layer, step)
+            step = _Step(layer, step)
         return step(call)
 
 
-def _bind(layer: CallLayer, next_step: Next) -> Next:
-    async def step(call: Call) -> Message:
-        return await layer(call, next_step)
+class _Step:
+    """One layer bound to the rest of the pipeline. Calling it returns the layer's own
+    coroutine: no wrapper coroutine per layer per call (bench/profile_call.py: five
+    frames fewer per proxied call with the default layers)."""
 
-    return step
+    __slots__ = ("layer", "next")
+
+    def __init__(self, layer: CallLayer, next_step: Next) -> None:
+        self.layer = layer
+        self.next = next_step
+
+    def __call__(self, call: Call) -> Awaitable[Message]:
+        return self.layer(call, self.next)
