@@ -54,11 +54,13 @@ from hopline.transports.door_limits import DoorCounters, DoorLimits
 __all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
 
 
-LINGER = 1.0  # seconds a refused connection drains the client's input before it is closed
+LINGER = 1.0  # seconds a refused connection drains the client's input, after its last bytes, before it is closed
+LINGER_MAX = 5.0  # ... and at most this long in all
 # Connections refused over a cap may linger (LINGER at most) so their client reads the 503
 # instead of a reset; at most this many at once, beyond it they are closed at once.
 MAX_REFUSING = 256
-LINGER_BYTES = 1024 * 1024  # ... or this much of it, whichever comes first
+LINGER_BYTES = 4 * 1024 * 1024  # ... or this much of it, whichever comes first (a client sends its whole
+# request before it reads: a 1.3 MB header closed on at 1 MiB reset the connection under its 431)
 RETRY_AFTER = b"2"  # seconds, in the 503 over a connection cap
 
 IDLE, HEAD, BODY, BUSY, CLOSING = range(5)
@@ -181,6 +183,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._url = self._fields = 0  # of the head being read
         self._refusal = b""
         self._drained = 0
+        self._linger_end = 0.0  # a draining connection is closed by then at the latest
         self._source: str | None = None
         self._refusing = False  # refused over a cap and lingering (counted in door.refusing)
 
@@ -203,6 +206,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
             except (NotImplementedError, RuntimeError, OSError):
                 transport.close()
                 return
+            self._linger_end = self.loop.time() + LINGER_MAX
             self._arm(LINGER)
             return
         self._source = source
@@ -226,6 +230,8 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self._drained += len(data)
             if self._drained > LINGER_BYTES:
                 self.transport.close()
+            elif self._linger_end:  # still sending (a big head, slowly under load): wait for its end
+                self._arm(min(LINGER, self._linger_end - self.loop.time()))
             return
         self._unset_keepalive_if_required()
         if self._phase != BODY:  # head bytes (of this request or the next): fed up to the limit only
@@ -371,4 +377,5 @@ class FrontDoorProtocol(HttpToolsProtocol):
         except (NotImplementedError, RuntimeError, OSError):  # a TLS transport cannot half-close
             transport.close()
             return
+        self._linger_end = self.loop.time() + LINGER_MAX
         self._arm(LINGER)
