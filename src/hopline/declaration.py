@@ -14,12 +14,15 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
+
+if TYPE_CHECKING:
+    from hopline.config.schema import GatewayConfig
 
 # Layers each mode brings into the pipeline (a mode is a composition of layers).
 MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7), "federation": (1, 2, 3, 6, 7), "transparent": (1,)}
@@ -38,6 +41,7 @@ LEVEL_HANDSHAKE = {
     2: "level 2: dual-handshake on every connection (the destination's own identity and surface, as Reverse mode)",
 }
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
+FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 
 
 @dataclass
@@ -147,11 +151,20 @@ def capabilities() -> dict[str, Any]:
     }
 
 
+def layers_for(config: GatewayConfig) -> set[int]:
+    """The draft layers a gateway built from ``config`` runs (its pipeline carries them)."""
+    layers = set(FORWARD_LAYERS)
+    if config.auth is not None or not config.policy.is_empty():
+        layers.add(5)
+    r = config.resilience
+    if r.breaker.enabled or r.retry.enabled or r.timeouts.methods or r.timeouts.tools:
+        layers.add(4)
+    return layers
+
+
 def for_config(config: object) -> Deployment:
     """The deployment a gateway configuration describes (Forward or Reverse mode): the
-    layers its pipeline will run (``gateway_pipeline.layers_for``), not a wish list."""
-    from hopline.modes.gateway_pipeline import layers_for
-
+    layers its pipeline will run (:func:`layers_for`), not a wish list."""
     from hopline.layers.policy.propagation import Propagator
 
     mode = getattr(config, "mode")
@@ -178,8 +191,6 @@ def for_config(config: object) -> Deployment:
 def _transparent(config: Any) -> Deployment:
     """Transparent mode: HTTP only, the client's credentials passed through; level 1 runs
     Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
-    from hopline.modes.gateway_pipeline import layers_for
-
     t = config.transparent
     layers = ({1, 5} if t.rules else {1}) if t.level == 1 else layers_for(config) | ({5} if t.rules else set())
     how = "the Host header, as the client addressed it" if t.destination == "host" else f"the {t.header!r} header, set by the interception layer"

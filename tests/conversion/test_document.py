@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hopline.conversion.document import SpecError, base_url_for, load_document, parse_document
+from hopline.conversion.document import base_url_for, load_document, parse_document
+from hopline.conversion.errors import SpecError
 from tests.conftest import SERVERS
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from hopline.conversion.document import SpecError
+from hopline.conversion.errors import SpecError
 from hopline.conversion.operations import convert, tool_name
 from hopline.conversion.refs import MAX_NODES, Resolver
 

@@ -30,18 +30,25 @@ Sans-io: it only calls the router's delivery primitives.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from hopline.acp import mcp_wire
-from hopline.acp.mcp_servers import Declarations, Server
+from hopline.acp.mcp_servers import Declarations, Server, Tables
 from hopline.acp.mcp_wire import CONNECT, DISCONNECT, MCP, MESSAGE, Op
 from hopline.jsonrpc import JSONRPC, HoplineError, InvalidParams, InvalidRequest, Message, PeerError, error_response
 
-if TYPE_CHECKING:
-    from hopline.acp.router import Router
-
 DOWN, UP = 1, -1
 CONDUCTOR_CODES = (-31001, -31002)  # the conductor's own errors: binding failures, never inner MCP errors
+
+
+class Delivery(Tables, Protocol):
+    """The router's delivery primitives called here (:class:`hopline.acp.router.Router` has them)."""
+
+    def _deliver(self, t: int, direction: int, conn: Any, msg_id: Any, src: int, method: str, params: Any, plain: Message | None, then: Callable[[Message], Message | None] | None = None, request: bool | None = None) -> None: ...
+
+    def _reply(self, conn: Any, msg_id: Any, err: HoplineError, src: int) -> list[tuple[int, Message]]: ...
+
+    def _emit(self, conn: int, src: int, message: Message, wrap: Any, method: str | None, to: int | None = None, conductor: bool = False) -> None: ...
 
 
 class McpServerUnavailable(HoplineError):
@@ -64,7 +71,7 @@ class Link:
 
 
 class McpRoutes:
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Delivery) -> None:
         self.r = router
         self.servers = Declarations(router)
         self.links: dict[tuple[int, Any], Link] = {}  # (consumer, its connection id)

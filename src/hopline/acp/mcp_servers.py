@@ -23,13 +23,21 @@ Sans-io; reads the router's per-position tables.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hopline.acp import mcp_wire
 from hopline.acp.mcp_wire import MCP
 
-if TYPE_CHECKING:
-    from hopline.acp.router import Router
+
+class Tables(Protocol):
+    """The router's per-position tables read here (:class:`hopline.acp.router.Router` has them)."""
+
+    proxy_mode: bool
+    last: int
+    is_proxy: list[bool]
+    dialect: list[str | None]
+    answers: list[Any]
+    upstream_dialect: str | None
 
 
 @dataclass(slots=True)
@@ -43,7 +51,7 @@ class Server:
 
 
 class Declarations:
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Tables) -> None:
         self.r = router
         self.servers: dict[str, Server] = {}
 

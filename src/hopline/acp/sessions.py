@@ -30,20 +30,37 @@ load is answered. Nothing here waits: the shell bounds the whole restart in time
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from hopline.acp.lifecycle import Event, State, step
 from hopline.jsonrpc import Message, UnavailableError
 
 if TYPE_CHECKING:
+    from hopline.acp.chain import Chain
     from hopline.acp.hops import Pending
-    from hopline.acp.router import Router
+    from hopline.acp.mcp_routes import McpRoutes
 
 LOAD_FIELDS = ("cwd", "mcpServers", "additionalDirectories")
 
 
+class Conductor(Protocol):
+    """What is read and called here of the router (:class:`hopline.acp.router.Router` has it)."""
+
+    chain: Chain
+    mcp: McpRoutes
+    last: int
+    names: list[str]
+    state: list[State]
+    answers: list[Any]
+    restarts: list[int]
+
+    def request_now(self, t: int, method: str, params: Any, then: Callable[[Message], Message | None]) -> None: ...
+
+    def _flush(self, t: int) -> None: ...
+
+
 class Sessions:
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Conductor) -> None:
         self.r = router
         self.setups: dict[str, dict[int, dict[str, Any]]] = {}  # session id → {position: setup params as received there}
         self.lost: dict[str, tuple[str, str]] = {}  # session id → (why it cannot be served any more, which component)

@@ -5,6 +5,7 @@ The translation sublayer between Layer 1 and Layer 2. A backend configured with
 API's operations; the gateway connects to it like to any backend, so routing,
 namespacing, policy, resilience and both MCP eras apply unchanged.
 
+- :mod:`.errors`     ``SpecError``, what every step below raises for a spec it cannot use
 - :mod:`.document`   read the spec (file or URL, JSON or YAML), check it, find the base URL
 - :mod:`.refs`       inline local ``$ref`` s, cut cycles, OpenAPI 3.0 → JSON Schema
 - :mod:`.operations` operations → tool names, descriptions, input schemas, annotations

@@ -3,7 +3,7 @@
 In: a location from ``backends.<id>.openapi`` (a file path, relative to the
 configuration file's directory, or an http(s) URL) and the optional ``base_url``.
 Out: the parsed document (a dict) and the base URL requests go to, or a
-:class:`SpecError` whose message an operator can act on.
+:class:`~hopline.conversion.errors.SpecError` whose message an operator can act on.
 
 Rules
 - JSON or YAML (YAML is parsed safely); at most :data:`MAX_SPEC_BYTES`.
@@ -26,17 +26,9 @@ from urllib.parse import urljoin, urlsplit
 import orjson
 import yaml
 
+from hopline.conversion.errors import SpecError
+
 MAX_SPEC_BYTES = 20 * 1024 * 1024
-
-
-class SpecError(Exception):
-    """An OpenAPI document that cannot be loaded or converted (a start-up error).
-
-    ``key`` is the backend setting the problem belongs to (``openapi``, ``operations``)."""
-
-    def __init__(self, message: str, *, key: str = "openapi") -> None:
-        super().__init__(message)
-        self.key = key
 
 
 def is_url(location: str) -> bool:

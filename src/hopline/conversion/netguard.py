@@ -35,7 +35,7 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 
-from hopline.conversion.document import SpecError
+from hopline.conversion.errors import SpecError
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

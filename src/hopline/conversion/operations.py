@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from hopline.conversion.document import SpecError
+from hopline.conversion.errors import SpecError
 from hopline.conversion.refs import Resolver
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")

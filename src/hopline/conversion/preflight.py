@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from hopline.config.errors import ConfigError, format_path
-from hopline.conversion.document import SpecError, base_url_for, is_url, load_document
+from hopline.conversion.document import base_url_for, is_url, load_document
+from hopline.conversion.errors import SpecError
 from hopline.conversion.netguard import Network, check_credentials, check_url, networks
 from hopline.conversion.operations import Converted, convert
 

@@ -2,7 +2,7 @@
 
 In: the whole OpenAPI document and a node of it (a schema, parameter, request body).
 Out: a self-contained JSON Schema (dict) with every local ``$ref`` (``#/...``) inlined,
-or a :class:`~hopline.conversion.document.SpecError` for a reference that names
+or a :class:`~hopline.conversion.errors.SpecError` for a reference that names
 nothing or points outside the document.
 
 Rules
@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from hopline.conversion.document import SpecError
+from hopline.conversion.errors import SpecError
 
 MAX_DEPTH = 24  # nested $ref expansions on one path
 MAX_NODES = 50_000  # schema nodes produced for one operation

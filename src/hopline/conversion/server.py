@@ -25,7 +25,8 @@ from typing import Any
 
 from hopline import __version__
 from hopline.binding import Era
-from hopline.conversion.document import SpecError, is_url
+from hopline.conversion.document import is_url
+from hopline.conversion.errors import SpecError
 from hopline.conversion.invoke import Api
 from hopline.conversion.netguard import async_client, networks
 from hopline.conversion.operations import Converted, Operation, convert

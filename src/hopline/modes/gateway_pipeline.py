@@ -15,21 +15,8 @@ from hopline.compose import policy, toolmodes
 from hopline.compose.observability import Observability
 from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
+from hopline.declaration import layers_for
 from hopline.pipeline import Pipeline
-
-FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
-
-
-def layers_for(config: GatewayConfig) -> set[int]:
-    """The draft layers a gateway built from ``config`` runs (for the declaration)."""
-    layers = set(FORWARD_LAYERS)
-    if config.auth is not None or not config.policy.is_empty():
-        layers.add(5)
-    r = config.resilience
-    if r.breaker.enabled or r.retry.enabled or r.timeouts.methods or r.timeouts.tools:
-        layers.add(4)
-    return layers
-
 
 def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None) -> Pipeline:
     """``resilience`` and ``observability`` are built once per gateway (breaker state and

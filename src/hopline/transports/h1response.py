@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-if TYPE_CHECKING:
-    from hopline.transports.h1client import _Connection
-
 HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
+
+
+class Feed(Protocol):
+    """The connection a response body comes from (``h1client._Connection``): paused above
+    ``HIGH_WATER`` buffered bytes, resumed once the caller has read them."""
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
 
 
 def expire(future: asyncio.Future) -> None:
@@ -33,7 +39,7 @@ class Headers(dict):
 class Response:
     __slots__ = ("_buffered", "_chunks", "_conn", "_done", "_error", "_timeout", "_waiter", "content", "headers", "raw_headers", "reason_phrase", "status_code")
 
-    def __init__(self, conn: _Connection, timeout: float | None) -> None:
+    def __init__(self, conn: Feed, timeout: float | None) -> None:
         self.status_code = 0
         self.reason_phrase = ""
         self.headers = Headers()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hopline.context import Principal
 from hopline.jsonrpc import BackendTimeout, Message, NotAcceptable, UnavailableError, notification
@@ -28,9 +28,6 @@ from hopline.transports.admission import StreamOverflow
 from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
 from hopline.transports.sse import KEEPALIVE, encode_event
 
-if TYPE_CHECKING:
-    from hopline.transports.streamable_http_server import ListenerOptions
-
 log = logging.getLogger("hopline.http")
 
 MODERN_STATUS = {-32601: 404, -32602: 400, -32020: 400, -32021: 400, -32022: 400, -32600: 400, -32700: 400}
@@ -38,12 +35,19 @@ SESSION_HEADER = "mcp-session-id"
 CUT_GRACE = 1.0  # seconds a cut-off stream's last event may take to leave
 
 
+class WriterOptions(Protocol):
+    """The listener's options read here (``streamable_http_server.ListenerOptions`` has them)."""
+
+    request_timeout: float  # seconds an answer may take
+    keepalive: float  # seconds between SSE keep-alive comments
+
+
 class ResponseWriter:
     """Mixin: writing responses and the GET stream (see the module docstring)."""
 
     if TYPE_CHECKING:  # provided by StreamableHttpListener
         sessions: SessionTable
-        options: ListenerOptions
+        options: WriterOptions
 
         def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession: ...  # noqa: E704
 

@@ -37,11 +37,12 @@ after their MCP servers are up.
 Logs go to stderr; stdout carries ACP only. Endpoints live as long as the bridge.
 
 Modules: :mod:`.proxy` (the proxy: forwarding, handshake, session rewrites),
-:mod:`.mcp` (the MCP side: channel, backends, loopback app), :mod:`.__main__`
+:mod:`.mcp` (the MCP side: served servers, channel, backends, loopback app), :mod:`.__main__`
 (the process: stdio, the HTTP listener, shutdown).
 """
 
-from hopline.acp.bridge.proxy import Bridge, Served
+from hopline.acp.bridge.mcp import Served
+from hopline.acp.bridge.proxy import Bridge
 from hopline.acp.mcp_wire import SESSION_META_KEY
 
 __all__ = ["Bridge", "Served", "SESSION_META_KEY"]

@@ -17,23 +17,24 @@ connection; 2026-07-28 exchanges one shared connection per server behind a
 :class:`~hopline.layers.session.mux.Multiplexer`. :class:`LoopbackApp` serves
 one listener per server at ``/mcp/<random token>`` on 127.0.0.1 (Origin and
 Host checked as for every hopline listener); the path is the credential.
+:class:`Served` is one such server as the bridge serves it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
 
 from hopline.acp import mcp_wire
+from hopline.acp.proxy_core import Then
 from hopline.binding import Era
 from hopline.jsonrpc import JSONRPC, Message, UnavailableError
 from hopline.layers.session.mux import Multiplexer
 from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.layers.transport.inbox import Inbox
 from hopline.transports import http_util as hu
+from hopline.transports.http_session import SessionTable
 from hopline.transports.streamable_http_server import StreamableHttpListener
-
-if TYPE_CHECKING:
-    from hopline.acp.bridge.proxy import Bridge, Served
 
 _CLOSED = Message({"jsonrpc": JSONRPC, "method": "$/hopline/closed"})
 # Requests an agent may send while it sets its MCP servers up, before its session/new is
@@ -41,8 +42,46 @@ _CLOSED = Message({"jsonrpc": JSONRPC, "method": "$/hopline/closed"})
 SET_UP = frozenset({"initialize", "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "logging/setLevel"})
 
 
+@dataclass(slots=True)
+class Served:
+    key: str
+    raw: str
+    shape: str
+    name: str
+    path: str
+    session: str | None = None
+    backends: Any = None
+    sessions: SessionTable = field(default_factory=SessionTable)
+    setting_up: int = 0  # session/new|fork naming it, not answered yet
+    waiting: list[Callable[[], None]] = field(default_factory=list)  # requests held for the session id
+
+    def known(self) -> None:
+        """The session id is known (or will not be): release what waited for it."""
+        waiting, self.waiting = self.waiting, []
+        for resume in waiting:
+            resume()
+
+
+class BridgeProxy(Protocol):
+    """What a channel asks of the bridge proxy (:class:`hopline.acp.bridge.proxy.Bridge` has it)."""
+
+    channels: dict[Any, AcpMcpChannel]
+
+    def consumer_dialect(self, server: Served) -> str: ...
+
+    def mint_connection(self) -> str: ...
+
+    def request(self, method: str, params: Any, then: Then) -> int: ...
+
+    def notify(self, method: str, params: Any) -> None: ...
+
+    def answer(self, msg_id: Any, fields: dict[str, Any]) -> None: ...
+
+    def cancel(self, our_id: int) -> None: ...
+
+
 class AcpMcpChannel:
-    def __init__(self, bridge: Bridge, server: Served) -> None:
+    def __init__(self, bridge: BridgeProxy, server: Served) -> None:
         self.bridge, self.server = bridge, server
         self.dialect = mcp_wire.MCP[bridge.consumer_dialect(server)]
         self.inbox: Inbox[Message] = Inbox()
@@ -172,7 +211,7 @@ class AcpMcpChannel:
 class ServerBackends:
     """``Backends`` for one ACP-transport server."""
 
-    def __init__(self, bridge: Bridge, server: Served) -> None:
+    def __init__(self, bridge: BridgeProxy, server: Served) -> None:
         self.bridge, self.server = bridge, server
         self._mux: Multiplexer | None = None
 

@@ -11,38 +11,16 @@ from __future__ import annotations
 import logging
 import secrets
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hopline.acp import mcp_wire
-from hopline.acp.bridge.mcp import AcpMcpChannel, LoopbackApp, ServerBackends
+from hopline.acp.bridge.mcp import AcpMcpChannel, LoopbackApp, Served, ServerBackends
 from hopline.acp.proxy_core import ProxyCore
 from hopline.layers.transport.channel import Channel
-from hopline.transports.http_session import SessionTable
 from hopline.transports.streamable_http_server import StreamableHttpListener
 
 log = logging.getLogger("hopline.acp.bridge")
 CONSUMER = {"serverId": "d4", "id": "d2"}  # how the bridge speaks to a server, by declaration shape
-
-
-@dataclass(slots=True)
-class Served:
-    key: str
-    raw: str
-    shape: str
-    name: str
-    path: str
-    session: str | None = None
-    backends: Any = None
-    sessions: SessionTable = field(default_factory=SessionTable)
-    setting_up: int = 0  # session/new|fork naming it, not answered yet
-    waiting: list[Callable[[], None]] = field(default_factory=list)  # requests held for the session id
-
-    def known(self) -> None:
-        """The session id is known (or will not be): release what waited for it."""
-        waiting, self.waiting = self.waiting, []
-        for resume in waiting:
-            resume()
 
 
 class Bridge(ProxyCore):

