@@ -24,7 +24,7 @@ from hopline.compose.observability import build
 from hopline.observability.hops import Hops, LoopDetected
 from hopline.observability.logs import BatchedStream, ConsoleFormatter, JsonFormatter, RequestLog
 from hopline.observability.metrics import Metrics
-from hopline.observability.propagation import Propagation
+from hopline.observability.trace_layer import Propagation
 from hopline.observability.trace import HOP_PARENT, parse
 from hopline.pipeline import Call, Pipeline
 from hopline.transports.stdio import StdioChild

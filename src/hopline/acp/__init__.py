@@ -5,7 +5,7 @@ Layout (sans-io core, thin asyncio shell; DESIGN §2):
 - :mod:`hopline.acp.dialects`   the five proxy-chain dialects (D1..D5) as data: handshake,
                                 successor envelopes, recognition of what a peer sent.
 - :mod:`hopline.acp.lifecycle`  the per-position state machine (handshake, crash, restart), as a table.
-- :mod:`hopline.acp.hops`       per-connection id rewriting and the in-flight tables.
+- :mod:`hopline.acp.id_tables`       per-connection id rewriting and the in-flight tables.
 - :mod:`hopline.acp.router`     the routing core: messages in, messages out, no I/O.
 - :mod:`hopline.acp.handshake`  the proxy handshake and dialect detection (mixed into the router).
 - :mod:`hopline.acp.mcp_wire`   MCP-over-ACP spellings D1..D5 as data; the session ``_meta`` key.
@@ -17,7 +17,7 @@ Layout (sans-io core, thin asyncio shell; DESIGN §2):
 - :mod:`hopline.acp.conductor`  the asyncio shell: spawns components lazily, pumps channels, restarts.
 - :mod:`hopline.acp.launch`     how a component starts: a command as a process, a built-in in process.
 - :mod:`hopline.acp.settings`   the command line and the ``acp:`` section of a config file, merged.
-- :mod:`hopline.acp.trace`      ``--trace FILE``: one JSON line per routed message.
+- :mod:`hopline.acp.message_trace`      ``--trace FILE``: one JSON line per routed message.
 - :mod:`hopline.acp.cli`        ``hopline acp [--config FILE] [options] -- "proxy1 args" ... "agent --acp"``.
 - :mod:`hopline.acp.proxy_core` what hopline's own proxy components share (handshake, forwarding).
 - :mod:`hopline.acp.bridge`     ``python -m hopline.acp.bridge``: ACP-transport MCP servers as

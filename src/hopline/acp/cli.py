@@ -94,7 +94,7 @@ async def _serve(chosen: Plan) -> int:
 
     from hopline.acp.conductor import Conductor
     from hopline.acp.launch import Launcher
-    from hopline.acp.trace import TraceWriter
+    from hopline.acp.message_trace import TraceWriter
     from hopline.acp.upstream import open_upstream
 
     tracer = TraceWriter(chosen.trace) if chosen.trace else None

@@ -20,7 +20,7 @@ from typing import Any
 
 from hopline.acp import dialects
 from hopline.acp.dialects import DIALECTS, PROBE_ORDER, PROXY_INIT_METHODS
-from hopline.acp.hops import PROBE, Pending
+from hopline.acp.id_tables import PROBE, Pending
 from hopline.acp.lifecycle import REENTRY, Event, State, step
 from hopline.jsonrpc import JSONRPC, HoplineError, InternalError, InvalidRequest, Message
 

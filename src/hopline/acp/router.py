@@ -15,7 +15,7 @@ MCP-over-ACP traffic is the exception: it goes straight to the component that
 declared the server, or back to the one that connected (:mod:`hopline.acp.mcp_routes`).
 
 Guarantees:
-- Ids are rewritten per connection (:mod:`hopline.acp.hops`); answers map back.
+- Ids are rewritten per connection (:mod:`hopline.acp.id_tables`); answers map back.
 - Order: :meth:`Router.handle` emits outputs in arrival order and never waits,
   so per (source → destination) FIFO holds if the shell writes each
   connection's outputs in order. An update sent before a result stays before it.
@@ -38,7 +38,7 @@ from hopline.acp import dialects, mcp_wire
 from hopline.acp.chain import PROXY_MODE, Chain
 from hopline.acp.dialects import CANCEL_REQUEST, DIALECTS, ENVELOPES, PROBE_ORDER, PROXY_INIT_METHODS
 from hopline.acp.handshake import EXPECTED_HANDSHAKE, NOT_A_PROXY, ONLY_CONDUCTOR, Handshakes  # noqa: F401 (re-exported)
-from hopline.acp.hops import FORWARD, PROBE, Hops, Pending
+from hopline.acp.id_tables import FORWARD, PROBE, Hops, Pending
 from hopline.acp.lifecycle import TRAFFIC, Event, State, step
 from hopline.acp.mcp_routes import McpRoutes
 from hopline.acp.sessions import Sessions

@@ -37,7 +37,7 @@ from hopline.jsonrpc import Message, UnavailableError
 
 if TYPE_CHECKING:
     from hopline.acp.chain import Chain
-    from hopline.acp.hops import Pending
+    from hopline.acp.id_tables import Pending
     from hopline.acp.mcp_routes import McpRoutes
 
 LOAD_FIELDS = ("cwd", "mcpServers", "additionalDirectories")

@@ -22,7 +22,7 @@ from hopline.observability.admin import AdminApp
 from hopline.observability.hops import Hops
 from hopline.observability.logs import RequestLog
 from hopline.observability.metrics import Metrics
-from hopline.observability.propagation import Propagation
+from hopline.observability.trace_layer import Propagation
 from hopline.observability.spans import NoSpans, Spans
 from hopline.pipeline import BackendGate, CallLayer
 

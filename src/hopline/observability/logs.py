@@ -27,7 +27,7 @@ import orjson
 
 from hopline.jsonrpc import Message
 from hopline.observability.kinds import error_code, kind_of
-from hopline.observability.propagation import trace_of
+from hopline.observability.trace_layer import trace_of
 from hopline.pipeline import Call, Next
 
 REQUESTS = logging.getLogger("hopline.requests")
