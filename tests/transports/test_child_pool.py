@@ -39,6 +39,17 @@ async def ask_pid(lease) -> int:
     return int(answer.body["result"]["content"][0]["text"])
 
 
+def giving(gave: list[int], *leases) -> None:
+    """Each lease gives its child up when asked (closing it), noting its pid in ``gave``."""
+    for lease in leases:
+        async def give(lease=lease) -> bool:
+            gave.append(lease.pid)
+            await lease.aclose()
+            return True
+
+        lease.reclaim = give
+
+
 @pytest.fixture
 async def pools():
     made: list[ChildPool] = []
@@ -168,13 +179,7 @@ async def test_at_the_cap_the_least_recently_active_idle_child_is_reclaimed(pool
     pool = pools(max_children=2, wait=0)
     gave: list[int] = []
     older, newer = await pool.acquire(), await pool.acquire()
-    for lease in (older, newer):
-        async def give(lease=lease) -> bool:
-            gave.append(lease.pid)
-            await lease.aclose()
-            return True
-
-        lease.reclaim = give
+    giving(gave, older, newer)
     newer.last_active, older.last_active = 2.0, 1.0  # older is the least recently active
     third = await pool.acquire()
     assert gave == [older.pid] and live_children() == {newer.pid, third.pid}
@@ -189,13 +194,7 @@ async def test_under_pressure_a_bare_handshake_is_reclaimed_sooner_than_a_used_c
     await fresh.send(request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
     await asyncio.wait_for(fresh.receive(), 15)
     gave: list[int] = []
-    for lease in (used, fresh):
-        async def give(lease=lease) -> bool:
-            gave.append(lease.pid)
-            await lease.aclose()
-            return True
-
-        lease.reclaim = give
+    giving(gave, used, fresh)
     used.last_active = fresh.last_active - 1.0  # the least recently active, but past its handshake
     third = await pool.acquire()
     assert gave == [fresh.pid] and live_children() == {used.pid, third.pid}
@@ -208,14 +207,8 @@ async def test_under_pressure_a_child_nobody_listens_on_is_reclaimed_sooner(pool
     await ask_pid(heard)
     await ask_pid(left)
     gave: list[int] = []
-    for lease, listening in ((heard, True), (left, False)):
-        async def give(lease=lease) -> bool:
-            gave.append(lease.pid)
-            await lease.aclose()
-            return True
-
-        lease.reclaim = give
-        lease.listening = lambda listening=listening: listening
+    giving(gave, heard, left)
+    heard.listening, left.listening = (lambda: True), (lambda: False)
     heard.last_active = left.last_active - 1.0  # the least recently active, but listened on
     third = await pool.acquire()
     assert gave == [left.pid] and live_children() == {heard.pid, third.pid}

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.conftest import PY, SERVERS
-from tests.peers import bounded
+from tests.peers import bounded, eventually
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 CLIENT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
@@ -64,19 +64,27 @@ async def non_reader(base: str, request: bytes) -> tuple[asyncio.StreamReader, a
     return reader, writer
 
 
-def post(base: str, path: str, body: bytes, sid: str | None = None) -> bytes:
+def post(base: str, path: str, body: bytes, sid: str | None = None, extra: str = "") -> bytes:
     host = base.removeprefix("http://")
-    extra = f"mcp-session-id: {sid}\r\n" if sid else ""
+    extra += f"mcp-session-id: {sid}\r\n" if sid else ""
     head = f"POST {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n{extra}"
     return f"{head}content-length: {len(body)}\r\n\r\n".encode() + body
 
 
 async def wait_for_event(events: Path, line: str, timeout: float = 30.0) -> None:
     """Until the backend has recorded a line starting with ``line``."""
-    deadline = time.monotonic() + timeout
-    while not (events.exists() and any(seen.startswith(line) for seen in events.read_text().splitlines())):
-        assert time.monotonic() < deadline, f"the backend never recorded {line!r}"
-        await asyncio.sleep(0.02)
+    await eventually(lambda: events.exists() and any(seen.startswith(line) for seen in events.read_text().splitlines()), timeout, f"the backend recording {line!r}")
+
+
+MODERN_HEAD = "mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: flood\r\n"
+
+
+def modern_flood(base: str, request_id: int, token: str) -> bytes:
+    """A 2026-07-28 ``tools/call`` of the backend's ``flood`` (a million 200-byte progress messages)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": token}
+    body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1_000_000, "bytes": 200}, "_meta": meta}})
+    return post(base, "/mcp", body, extra=MODERN_HEAD)
 
 
 async def until_eof(reader: asyncio.StreamReader) -> int:
@@ -158,13 +166,7 @@ async def test_a_2026_exchange_whose_client_does_not_read_is_cut_off_and_cancell
     by the same message count; past it the stream is cut and the request cancelled."""
     events = tmp_path / "events"
     relay = hopline_relay("--stream-buffer-messages", "50", "--", *FAULT, "--events", str(events))
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": "f11"}
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1_000_000, "bytes": 200}, "_meta": meta}})
-    host = relay.base.removeprefix("http://")
-    head = (f"POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n"
-            f"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: flood\r\ncontent-length: {len(body)}\r\n\r\n")
-    reader, writer = await non_reader(relay.base, head.encode() + body)
+    reader, writer = await non_reader(relay.base, modern_flood(relay.base, 11, "f11"))
     try:
         await wait_for_event(events, "cancelled flood")  # before the bound: only after the 300 s request timeout
         relay.wait_line(r"stateless exchange's stream was cut off", timeout=30)
@@ -182,13 +184,7 @@ async def test_a_2026_exchange_through_the_gateway_is_bounded_the_same_way(hopli
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(config))
     gw = hopline_serve(str(path))
-    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": "f12"}
-    body = orjson.dumps({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "flood", "arguments": {"count": 1_000_000, "bytes": 200}, "_meta": meta}})
-    host = gw.base.removeprefix("http://")
-    head = (f"POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\n"
-            f"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: flood\r\ncontent-length: {len(body)}\r\n\r\n")
-    reader, writer = await non_reader(gw.base, head.encode() + body)
+    reader, writer = await non_reader(gw.base, modern_flood(gw.base, 12, "f12"))
     try:
         await wait_for_event(events, "cancelled flood")
         gw.wait_line(r"stateless exchange's stream was cut off", timeout=30)
