@@ -3,7 +3,7 @@
     python bench/wire_ids.py
 
 Prints ns per id for ``itertools.count`` (the old ids), ``fresh_id()`` (the new ones, see
-src/hopline/layers/session/wireids.py), ``RpcPeer.next_id``'s shape (fresh id + in-flight
+src/hopline/layers/transport/wireids.py), ``RpcPeer.next_id``'s shape (fresh id + in-flight
 check) and ``secrets.randbits(53)`` (one system call per id), best of 7 runs, and the ratio
 to the counter measured in the same run. Absolute figures depend on the machine and its load.
 """
@@ -14,7 +14,7 @@ import itertools
 import secrets
 import timeit
 
-from hopline.layers.session.wireids import fresh_id
+from hopline.layers.transport.wireids import fresh_id
 
 N = 500_000
 

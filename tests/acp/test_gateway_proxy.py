@@ -14,7 +14,7 @@ from acp_harness import PY, ROOT
 from hopline.acp.gateway import serve
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
-from hopline.modes.gateway import Gateway
+from hopline.compose.gateway import Gateway
 from hopline.transports.memory import memory_pair
 
 KEY = "io.hopline/acp-session-id"

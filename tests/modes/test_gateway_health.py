@@ -1,4 +1,4 @@
-"""Discovery health probes (draft §6.2; modes/gateway.py ``_health_loop``), in process
+"""Discovery health probes (draft §6.2; compose/gateway.py ``_health_loop``, layers/discovery/registry.py), in process
 against the demo server over stdio: a 2026-07-28 backend is polled with server/discover
 and a change in its capabilities re-composes the surface with a CHANGE-SIGNAL; a backend
 that stops answering its probes opens its circuit (withdrawn, list_changed) without any
@@ -16,7 +16,7 @@ import yaml
 from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
-from hopline.modes.gateway import Gateway
+from hopline.compose.gateway import Gateway
 from tests.conftest import PY
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
@@ -46,7 +46,7 @@ async def connect(g: Gateway):
     end = await g.open_session(Era.HANDSHAKE)
     await end.send(Message({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}))
     assert "result" in (await end.receive(timeout=20)).body
-    return end, await g.shared_session("demo")
+    return end, await g.sharing.session("demo")
 
 
 async def test_changed_capabilities_are_noticed_and_announced():

@@ -1,5 +1,5 @@
 """Version mediation, 2026-07-28 client × handshake-only backend (layers/session/held.py,
-modes/gateway_held.py): the backend's real server→client requests (sampling, elicitation)
+layers/session/held_invoke.py): the backend's real server→client requests (sampling, elicitation)
 reach a 2026-07-28 SDK client as ``input_required`` results; the gateway holds the backend
 call open across the client's retries and the tool's result equals the handshake-era one.
 A ``requestState`` from another caller, or forged, is refused; a held call the client

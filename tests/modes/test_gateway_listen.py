@@ -1,5 +1,5 @@
 """2026-07-28 listen streams through the gateway, from backends that only speak on listen
-streams (modes/gateway_listen.py): a 2026-07-28 SDK backend's tool-list change and
+streams (layers/session/backend_listens.py): a 2026-07-28 SDK backend's tool-list change and
 resource update reach a client's `subscriptions/listen` stream on the gateway, tagged with
 the client's own subscription id and the gateway's URI form; URIs that route nowhere are
 not acknowledged; an update for a URI nobody asked for reaches nobody."""

@@ -22,7 +22,7 @@ from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, Message, result
-from hopline.modes.gateway import Gateway
+from hopline.compose.gateway import Gateway
 from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
 

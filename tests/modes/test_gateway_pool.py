@@ -17,7 +17,7 @@ from mcp import MCPError
 from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
-from hopline.modes.gateway import Gateway
+from hopline.compose.gateway import Gateway
 from tests.conftest import PY, SERVERS
 from tests.peers import below, bounded, client, eventually, live, running, text_of
 

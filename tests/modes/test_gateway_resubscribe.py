@@ -1,6 +1,6 @@
 """Supervision (issue 4): a stdio backend that dies is reconnected with backoff, and the
 client's resource subscriptions on it are re-established on the new backend session
-(modes/gateway_links.py ``_resubscribe``). The fault server records every
+(layers/session/links.py ``_resubscribe``). The fault server records every
 ``resources/subscribe`` it receives, so the renewal is seen at the backend itself."""
 
 from __future__ import annotations

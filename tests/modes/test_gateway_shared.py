@@ -1,4 +1,4 @@
-"""Shared stdio backends (issue 12, modes/gateway_shared.py): one child serves every client
+"""Shared stdio backends (issue 12, layers/session/sharing.py): one child serves every client
 session, and no client can tell it from a session of its own.
 
 - Two handshake clients on one shared child each receive *their own* sampling request
@@ -238,7 +238,7 @@ async def test_capability_sets_past_the_bound_get_the_largest_declared_subset():
     from hopline.binding import Era
     from hopline.config.load import parse_config
     from hopline.jsonrpc import Message
-    from hopline.modes.gateway import Gateway
+    from hopline.compose.gateway import Gateway
 
     conf = {"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "routing": {"shared_capability_sets": 1}}
     g = Gateway(parse_config(yaml.safe_dump(conf)))
@@ -258,6 +258,6 @@ async def test_capability_sets_past_the_bound_get_the_largest_declared_subset():
         other = await session_with({"elicitation": {}})
         assert other is not sampling and other.client_capabilities == {}  # no subset open: the session of none
         assert g.sharing.counts[("demo", "capability_fallback")] == 2
-        assert len({id(s) for s in g.shared.values()}) == 2
+        assert len({id(s) for s in g.sharing.shared.values()}) == 2
     finally:
         await asyncio.wait_for(g.aclose(), 30)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from hopline import jsonrpc as j
-from hopline.layers.session.rpc import RpcPeer
+from hopline.layers.transport.rpc import RpcPeer
 from hopline.transports.stdio import SAFE_ENV, StdioChild, StreamChannel, child_environment
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,7 +8,7 @@
   chain's and the component's ``env``;
 - a built-in (``Component.builtin``) runs as a task in this process behind an
   in-memory channel pair (:class:`InProcess`): ``gateway`` is
-  :func:`hopline.acp.gateway.serve` over one :class:`~hopline.modes.gateway.Gateway`
+  :func:`hopline.acp.gateway.serve` over one :class:`~hopline.compose.gateway.Gateway`
   built from the configuration file, shared by every start of the component
   (a restart reuses the gateway's backend connectors).
 
@@ -108,7 +108,7 @@ class Launcher:
         if self.config is None or not self.config.backends:
             raise ChannelClosed("the gateway component needs a configuration file with `backends` (hopline acp --config FILE)")
         from hopline.acp.gateway import serve
-        from hopline.modes.gateway import Gateway
+        from hopline.compose.gateway import Gateway
 
         if self._gateway is None:
             self._gateway = Gateway(self.config)

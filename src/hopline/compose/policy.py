@@ -27,20 +27,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Sequence
 
 from hopline.config.errors import ConfigError
 from hopline.config.policy import RedisConfig
 from hopline.config.schema import GatewayConfig
-from hopline.context import Principal
-from hopline.jsonrpc import HoplineError
 from hopline.layers.policy.audit import AuditLog
 from hopline.layers.policy.cel import CelPolicy, compile_rules
 from hopline.layers.policy.chain import Entry, InterceptorChain, SurfaceGuard, instantiate, load_class
 from hopline.layers.policy.dlp import Redactor, compile_patterns
 from hopline.layers.policy.pinning import ToolPinning
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimiter, RedisStore
-from hopline.pipeline import Call, CallLayer, SurfaceLayer
+from hopline.pipeline import CallLayer, SurfaceLayer
 
 log = logging.getLogger("hopline.policy")
 SOURCE = "configuration"
@@ -125,13 +123,6 @@ def _rate_limiter(config: GatewayConfig, *, clock: Callable[[], float], wall_clo
     return RateLimiter(limits, store)
 
 
-def refused(calls: Sequence[CallLayer], call: Call, error: HoplineError) -> None:
-    """Audit an invoke refused by the gateway's own visibility check (no-op without audit)."""
-    for layer in calls:
-        if isinstance(layer, InterceptorChain):
-            layer.refused(call, error)
-
-
 async def aclose(calls: Sequence[CallLayer]) -> None:
     """Release what the layers hold (Redis connections); call it when a reload replaces them."""
     for layer in calls:
@@ -139,8 +130,3 @@ async def aclose(calls: Sequence[CallLayer]) -> None:
             store = getattr(entry.interceptor, "store", None)
             if hasattr(store, "aclose"):
                 await store.aclose()
-
-
-def surface_key(surface: Sequence[SurfaceLayer], principal: Principal) -> tuple[Hashable, ...]:
-    """Everything the policy surface layers' decisions depend on for ``principal`` now."""
-    return tuple(layer.decision_key(principal) for layer in surface if hasattr(layer, "decision_key"))

@@ -17,7 +17,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
-from hopline.modes.gateway import Gateway
+from hopline.compose.gateway import Gateway
 from hopline.modes.listen_bounds import session_table
 from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
@@ -131,7 +131,7 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             base = f"http://{host}:{port}"
             deployment.endpoints.update(mcp=base + listen.path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
             deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
-            runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.registry.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
 

@@ -95,7 +95,7 @@ class Endpoint:
     """One (destination, path): its gateway and the Streamable HTTP listener in front of it."""
 
     def __init__(self, config: GatewayConfig, destination: str, url: str, options: ListenerOptions) -> None:
-        from hopline.modes.gateway import Gateway
+        from hopline.compose.gateway import Gateway
 
         data = config.model_dump(mode="python", include={"name", "routing", "policy", "resilience", "observability", "tools"}, exclude_unset=True)
         bid = backend_id(destination)

@@ -48,7 +48,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import Id, Message, UnavailableError, notification
-from hopline.layers.transport.channel import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed, Pooled
 from hopline.transports.admission import Admission, BoundedLog, Overloaded, Slot, StreamLimits
 from hopline.transports.sink import HandedOver, Sink
 
@@ -81,7 +81,7 @@ class ClientSession:
         self.posts: dict[Id, Sink] = {}
         self.progress: dict[Any, Id] = {}
         self.get_sink: Sink | None = None
-        if hasattr(backend, "listening"):  # a child's lease: the pool asks whether our client still listens
+        if isinstance(backend, Pooled):  # a child's lease: the pool asks whether our client still listens
             backend.listening = self._listening
         self.streams: dict[int, Sink] = {}  # detached POST streams awaiting resumption
         self.limits = limits

@@ -1,4 +1,4 @@
-"""Search and Code mode on a real gateway (``modes/gateway.py``) with real stdio backends
+"""Search and Code mode on a real gateway (``compose/gateway.py``) with real stdio backends
 (hopline's demo server and the official SDK test server), through the session's own
 dispatch (``tools/list``, ``tools/call``) and the gateway's ToolHost. A surface layer
 hides ``sdk__whoami`` from ``bob``: it must be unreachable by all three modes, and

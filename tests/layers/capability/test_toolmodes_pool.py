@@ -190,8 +190,8 @@ async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
 
 async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
     from hopline.config.schema import GatewayConfig
-    from hopline.modes.gateway import Gateway
-    from hopline.modes.gateway_session import GatewaySession
+    from hopline.compose.gateway import Gateway
+    from hopline.layers.session.gateway_session import GatewaySession
     from tests.layers.capability.toolhosts import GatewayClient
 
     def conf(max_workers: int) -> GatewayConfig:

@@ -2,7 +2,7 @@
 
 ``FakeHost`` is pure: a list of tool definitions, a set the caller's policy hides,
 and tool functions; a hidden name is answered exactly as an unknown one.
-``real_gateway`` is a real gateway (``modes/gateway.py``) with real stdio backends,
+``real_gateway`` is a real gateway (``compose/gateway.py``) with real stdio backends,
 the tool mode under test installed in its pipeline and a surface layer playing the
 policy's part; ``GatewayClient`` talks JSON-RPC to its session as a listener does.
 """
@@ -17,8 +17,8 @@ from typing import Any
 from hopline.config.schema import GatewayConfig
 from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, request
-from hopline.modes.gateway import Gateway
-from hopline.modes.gateway_session import GatewaySession
+from hopline.compose.gateway import Gateway
+from hopline.layers.session.gateway_session import GatewaySession
 from hopline.pipeline import Item, ToolPlan
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

@@ -133,7 +133,7 @@ def test_visibility_records_when_lists_are_audited(audit):
 
 
 def test_an_invoke_the_gateway_refused_itself_is_audited(audit):
-    from hopline.compose.policy import refused
+    from hopline.layers.policy.visibility import refused
 
     surface, calls = build(parse_config(CONFIG), audit=audit.log)
     c = tool_call("drop", {"text": "argument-secret-value"}, {"traceparent": f"00-{TRACE}-b7ad6b7169203331-01"})

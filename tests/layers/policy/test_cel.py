@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from hopline.compose.policy import build, surface_key
+from hopline.compose.policy import build
+from hopline.layers.policy.visibility import surface_key
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import ANONYMOUS, Principal
 from hopline.layers.policy.cel import CelPolicy, RuleError, compile_rule, compile_rules

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from hopline.compose.policy import build, surface_key
+from hopline.compose.policy import build
+from hopline.layers.policy.visibility import surface_key
 from hopline.config.load import ConfigError, parse_config
 from hopline.context import ANONYMOUS
 from hopline.layers.policy.pinning import ToolPinning, fingerprint, read_lockfile, write_lockfile

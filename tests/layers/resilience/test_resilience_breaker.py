@@ -377,7 +377,7 @@ async def test_the_supervisor_runs_one_trial_per_cool_down_and_wakes_on_a_new_op
 async def test_one_lost_connection_is_one_failure_however_many_calls_it_fails():
     """A shared child dying under many calls: RpcPeer answers them all with one error (one
     ``data`` object), which the breaker counts once; two separate losses are two failures."""
-    from hopline.layers.session.rpc import RpcPeer
+    from hopline.layers.transport.rpc import RpcPeer
     from hopline.transports.memory import memory_pair as pair
 
     gate = Breakers(BreakerSettings(failures=2), Classifier(), clock=Clock())

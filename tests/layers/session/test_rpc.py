@@ -8,7 +8,7 @@ import pytest
 
 from hopline import jsonrpc as j
 from hopline.layers.session.client_end import ClientEnd
-from hopline.layers.session.rpc import RpcPeer
+from hopline.layers.transport.rpc import RpcPeer
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.memory import memory_pair
 

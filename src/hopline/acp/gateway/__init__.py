@@ -15,7 +15,7 @@ and forwards everything both ways, except:
   HTTP or stdio MCP server for agents that cannot consume ACP-transport servers.
 - **MCP traffic** for those servers, which the conductor routes straight to their
   declarer: each MCP-over-ACP connection is one client session of a hopline
-  :class:`~hopline.modes.gateway.Gateway` built from the same file's ``backends``
+  :class:`~hopline.compose.gateway.Gateway` built from the same file's ``backends``
   (namespaced tools, prompts and resources of every backend, with whatever the
   gateway applies to its clients), in every MCP-over-ACP dialect (d1..d5;
   :mod:`.provider`). Requests reach the backends with the ACP session id under

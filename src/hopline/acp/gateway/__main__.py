@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config_path: str) -> int:
     from hopline.acp.gateway.proxy import serve
     from hopline.config.load import ConfigError, load_config
-    from hopline.modes.gateway import Gateway
+    from hopline.compose.gateway import Gateway
     from hopline.transports.stdio import open_own_stdio_halves
 
     try:

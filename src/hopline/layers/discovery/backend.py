@@ -27,7 +27,7 @@ from hopline import NAME, __version__
 from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, Era
 from hopline.jsonrpc import Message, PeerError, UnavailableError
 from hopline.layers.discovery.shared import Owners
-from hopline.layers.session.rpc import OnNotification, OnRequest, RpcPeer
+from hopline.layers.transport.rpc import OnNotification, OnRequest, RpcPeer
 from hopline.layers.transport.channel import Channel
 
 log = logging.getLogger("hopline.discovery")

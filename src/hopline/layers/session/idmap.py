@@ -3,7 +3,7 @@
 Clients choose their own JSON-RPC ids and progress tokens, so two clients on one
 shared backend connection collide (test-battery F9, BAD-09). :class:`IdMap` gives
 every forwarded request a fresh unguessable integer id toward the backend
-(:func:`~hopline.layers.session.wireids.fresh_id`, below 2**53) and remembers
+(:func:`~hopline.layers.transport.wireids.fresh_id`, below 2**53) and remembers
 ``backend id → (owner, original id)``, restoring the original value *and JSON
 type* on the way back (reference/mcp-wire.md §9). Progress tokens get the same
 treatment (``hl-<backend id>``). Server→client requests get fresh ids toward their client, and the
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable
 
 from hopline.jsonrpc import Id
-from hopline.layers.session.wireids import fresh_id
+from hopline.layers.transport.wireids import fresh_id
 
 
 @dataclass(slots=True)

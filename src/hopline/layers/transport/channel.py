@@ -11,7 +11,7 @@ raises it too. ``aclose`` is idempotent.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Protocol, runtime_checkable
+from typing import AsyncIterator, Awaitable, Callable, Protocol, runtime_checkable
 
 from hopline.binding import Era
 from hopline.jsonrpc import Message
@@ -34,6 +34,22 @@ class Channel(Protocol):
     async def aclose(self) -> None: ...
 
     def is_closed(self) -> bool: ...
+
+
+@runtime_checkable
+class Pooled(Protocol):
+    """A channel on a pooled worker (a stdio backend's child, ``transports/child_pool.py``)
+    that its pool may ask back. Whoever holds it sets ``reclaim`` (give it up if idle:
+    True if given) and ``listening`` (whether its client still holds a stream open: a
+    one-shot client's session is taken back sooner)."""
+
+    reclaim: Callable[[], Awaitable[bool]] | None
+    listening: Callable[[], bool] | None
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def busy(self) -> bool: ...
 
 
 async def messages(channel: Channel) -> AsyncIterator[Message]:

@@ -29,7 +29,7 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session.listen import Listener
 
 if TYPE_CHECKING:
-    from hopline.modes.gateway import Gateway
+    from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
 
@@ -38,8 +38,8 @@ REOPEN_BACKOFF = (0.2, 30.0)
 
 
 class BackendListens:
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
         self.sessions: dict[str, BackendSession] = {}
         self.wanted: dict[tuple[str, str], set[Listener]] = {}  # (backend, original uri) → client listens
         self._tasks: dict[str, asyncio.Task] = {}
@@ -95,7 +95,7 @@ class BackendListens:
 
     def updated(self, backend_id: str, uri: str, params: dict[str, Any]) -> None:
         """A backend's ``notifications/resources/updated``: to the listens that asked."""
-        exposed = self.gateway.uris.expose(backend_id, uri)
+        exposed = self.hub.routes.uris.expose(backend_id, uri)
         for listener in list(self.wanted.get((backend_id, uri), ())):
             listener.send("notifications/resources/updated", {**{k: v for k, v in params.items() if k != "_meta"}, "uri": exposed})
 

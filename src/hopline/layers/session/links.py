@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
-from hopline.modes import gateway_shared
-from hopline.transports.child_pool import AtCapacity, Lease
+from hopline.layers.session import sharing
+from hopline.layers.transport.channel import Pooled
 
 if TYPE_CHECKING:
     from hopline.context import Principal
     from hopline.layers.session.client_end import ClientEnd
-    from hopline.modes.gateway import Gateway
+    from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
 
@@ -37,9 +37,9 @@ CHANGE_SIGNALS = ("notifications/prompts/list_changed", "notifications/resources
 
 
 class BackendLinks:
-    """Mixin of :class:`~hopline.modes.gateway_session.GatewaySession`: its backends."""
+    """Mixin of :class:`~hopline.layers.session.gateway_session.GatewaySession`: its backends."""
 
-    gateway: Gateway
+    hub: Hub
     stateful: bool
     end: ClientEnd
     client_capabilities: dict[str, Any]
@@ -64,7 +64,7 @@ class BackendLinks:
 
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
-        session = await self.gateway.connect(
+        session = await self.hub.registry.connect(
             backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id),
             principal=self.principal, chain=self.arrival,
         )
@@ -75,25 +75,25 @@ class BackendLinks:
         session.on_closed = self._backend_lost
         self._owned.append(session)
         channel = session.peer.channel
-        if isinstance(channel, Lease):  # a child from the backend's pool: it may ask for it back
+        if isinstance(channel, Pooled):  # a child from the backend's pool: it may ask for it back
             channel.reclaim = lambda: self._park(backend_id, session, channel)
         return session
 
     async def live_backends(self) -> dict[str, BackendSession | BaseException]:
         if self.backends is None:
             if self._connecting is None:
-                self._connecting = asyncio.ensure_future(self.gateway.sessions_for(list(self.gateway.connectors), self))
+                self._connecting = asyncio.ensure_future(self.hub.sharing.sessions_for(list(self.hub.registry.connectors), self))
                 if self.stateful:
                     self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
             self.backends = await asyncio.shield(self._connecting)
             if self.stateful:
                 for backend_id, found in self.backends.items():
-                    if isinstance(found, (AtCapacity, asyncio.TimeoutError)) and _pooled(self.gateway.connectors.get(backend_id)):
+                    if (isinstance(found, asyncio.TimeoutError) or getattr(found, "reason", None) == "at_capacity") and _pooled(self.hub.registry.connectors.get(backend_id)):
                         self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
                     elif not isinstance(found, BackendSession):
                         self._schedule_reconnect(backend_id)
         elif any(isinstance(s, BackendSession) and s.is_closed() for s in self.backends.values()):
-            await gateway_shared.reacquire(self, self.backends)  # shared sessions that went away, taken afresh
+            await sharing.reacquire(self, self.backends)  # shared sessions that went away, taken afresh
         return self.backends
 
     def _track(self, key: str, task: asyncio.Future) -> None:
@@ -103,7 +103,7 @@ class BackendLinks:
         task.add_done_callback(lambda t, k=key: self._reconnecting.pop(k, None) if self._reconnecting.get(k) is t else None)
 
     # -- parking ---------------------------------------------------------------------------
-    async def _park(self, backend_id: str, session: BackendSession, lease: Lease) -> bool:
+    async def _park(self, backend_id: str, session: BackendSession, lease: Pooled) -> bool:
         """The pool asks for this session's child back (idle timeout, or cap pressure)."""
         if lease.busy():
             return False
@@ -127,7 +127,7 @@ class BackendLinks:
 
     async def _reopen(self, backend_id: str) -> BackendSession:
         try:
-            session = await asyncio.wait_for(self.open_backend(backend_id), self.gateway.config.routing.startup_timeout)
+            session = await asyncio.wait_for(self.open_backend(backend_id), self.hub.settings.routing.startup_timeout)
         except HoplineError:
             raise
         except Exception as exc:
@@ -147,7 +147,7 @@ class BackendLinks:
         if parked:
             reopen = [b for b in parked if isinstance(backends.get(b), BackendSession) and backends[b].cached_list(method) is None]  # type: ignore[union-attr]
             if reopen:
-                limit = self.gateway.config.routing.list_timeout
+                limit = self.hub.settings.routing.list_timeout
                 await asyncio.gather(*(asyncio.wait_for(self._unpark(b), limit) for b in reopen), return_exceptions=True)
         return {b: s for b, s in backends.items() if isinstance(s, BackendSession) and (not s.is_closed() or b in self._parked)}
 
@@ -156,10 +156,10 @@ class BackendLinks:
         a configured backend this session cannot reach now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
         a parked backend is reopened first and the name looked up again."""
-        g = self.gateway
-        head = g.namespace.split(name)
-        backend_id = head[0] if head is not None and not g.reverse else None
-        if backend_id is not None and backend_id in g.connectors:
+        g = self.hub
+        head = g.routes.namespace.split(name)
+        backend_id = head[0] if head is not None and not g.routes.reverse else None
+        if backend_id is not None and backend_id in g.registry.connectors:
             found = (self.backends or {}).get(backend_id)
             if backend_id in self._parked:
                 await self._unpark(backend_id)
@@ -182,11 +182,11 @@ class BackendLinks:
         task.add_done_callback(lambda _t, b=backend_id: self._reconnecting.pop(b, None))
 
     async def _reconnect(self, backend_id: str) -> None:
-        delay = self.gateway.config.routing.retry_after
-        while not self.end.is_closed() and backend_id in self.gateway.connectors:
+        delay = self.hub.settings.routing.retry_after
+        while not self.end.is_closed() and backend_id in self.hub.registry.connectors:
             await asyncio.sleep(random.uniform(delay / 2, delay))  # jittered: sessions do not reconnect in lockstep
             try:
-                (found,) = (await self.gateway.sessions_for([backend_id], self)).values()
+                (found,) = (await self.hub.sharing.sessions_for([backend_id], self)).values()
             except Exception as exc:  # never let a reconnect loop die silently
                 found = exc
             if isinstance(found, BackendSession):
@@ -226,7 +226,7 @@ class BackendLinks:
                 self._owned.remove(found)
                 await found.aclose()
         if added:
-            self.backends.update(await self.gateway.sessions_for(added, self))
+            self.backends.update(await self.hub.sharing.sessions_for(added, self))
             for backend_id in added:
                 if not isinstance(self.backends.get(backend_id), BackendSession):
                     self._schedule_reconnect(backend_id)

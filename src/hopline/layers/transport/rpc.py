@@ -1,7 +1,7 @@
 """Request/response over one channel: the gateway's side of a backend session.
 
 :class:`RpcPeer` sends requests with ids it mints (random integers below 2**53,
-never a client's: :mod:`~hopline.layers.session.wireids`), awaits their responses
+never a client's: :mod:`~hopline.layers.transport.wireids`), awaits their responses
 on futures (an answer to an id not in flight is dropped and counted in
 ``stray_answers``), and hands everything the peer sends on its
 own initiative to the owner: server→client requests to ``on_request`` (whose
@@ -22,7 +22,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
-from hopline.layers.session.wireids import fresh_id
+from hopline.layers.transport.wireids import fresh_id
 from hopline.layers.transport.channel import Channel, ChannelClosed
 
 log = logging.getLogger("hopline.rpc")

@@ -16,14 +16,11 @@ call. A name of another group's tool is answered as unknown, as a hidden one is.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, Message
 from hopline.pipeline import ToolPlan
-
-if TYPE_CHECKING:
-    from hopline.modes.gateway_session import GatewaySession
 
 _ids = itertools.count(1)
 
@@ -37,8 +34,20 @@ class ToolCallError(HoplineError):
         self.code = code if isinstance(code, int) else -32603
 
 
+class ToolSession(Protocol):
+    """The client session a tool mode runs for (``GatewaySession``): its lists and its invoke path."""
+
+    principal: Principal
+
+    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]: ...
+
+    async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]: ...
+
+    async def invoke_named(self, message: Message) -> Message: ...
+
+
 class SessionToolHost:
-    def __init__(self, session: GatewaySession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None) -> None:
+    def __init__(self, session: ToolSession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None) -> None:
         self.session = session
         self.meta = meta  # the client's _meta of the request that runs the mode's tool (trace context…)
         # Only the backends the plan puts in ``mode`` (None: every backend).

@@ -7,7 +7,11 @@ are forwarded unchanged (§8: results are not namespaced). Backend ids, progress
 tokens and server→client requests are mapped by the session layer
 (``RpcPeer``/``ClientEnd``), so nothing crosses between clients; on a shared backend
 session, calls name their client (``owner``) so that what the backend asks or reports
-meanwhile reaches it (gateway_shared.py).
+meanwhile reaches it (``sharing.py``).
+
+What the session reaches beyond its own state, it reaches through the :class:`Hub` it
+is given (``hub.py``): discovery's registry, the routing tables, the call pipeline.
+Which handler serves a method is routing's table (``layers/routing/tables.py``).
 """
 
 from __future__ import annotations
@@ -19,23 +23,24 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
-from hopline.layers.capability import compose
-from hopline.layers.discovery.backend import BackendSession
 from hopline.context import ANONYMOUS, Principal
-from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
+from hopline.layers.capability import compose
+from hopline.layers.capability.lists import LIST_KEYS, ListComposer
+from hopline.layers.capability.toolmodes.host import SessionToolHost
+from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
+from hopline.layers.routing.tables import METHODS
+from hopline.layers.session import held_invoke, sharing
 from hopline.layers.session.client_end import ClientEnd
+from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
-from hopline.modes.gateway_links import CHANGE_SIGNALS, BackendLinks
-from hopline.modes.gateway_lists import LIST_KEYS, ListComposer
-from hopline.modes import gateway_held, gateway_shared
-from hopline.modes.gateway_tools import SessionToolHost
+from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
 
 if TYPE_CHECKING:
-    from hopline.modes.gateway import Gateway
+    from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
 
@@ -44,8 +49,8 @@ __all__ = ["CHANGE_SIGNALS", "GatewaySession"]
 
 
 class GatewaySession(BackendLinks, ListComposer):
-    def __init__(self, gateway: Gateway, *, stateful: bool, endpoint: str | None = None) -> None:
-        self.gateway = gateway
+    def __init__(self, hub: Hub, *, stateful: bool, endpoint: str | None = None) -> None:
+        self.hub = hub
         self.stateful = stateful
         self.endpoint = endpoint  # the path of the endpoint it came through, if not the main one (its tool plan)
         self.end = ClientEnd(self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session")
@@ -63,8 +68,8 @@ class GatewaySession(BackendLinks, ListComposer):
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
         method = message.method or ""
-        handler = _METHODS.get(method)
-        if handler is None and not self.gateway.sidecar:
+        route = METHODS.get(method)
+        if route is None and not self.hub.routes.pass_on:
             raise MethodNotFound(f"Method not found: {method}")
         principal = getattr(message, "principal", None)
         if principal is not None:
@@ -73,29 +78,29 @@ class GatewaySession(BackendLinks, ListComposer):
         if not self.stateful and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
             self.client_capabilities = meta[META_CLIENT_CAPABILITIES]  # which shared session of a handshake-era backend it gets
         if meta:  # a request that has been here before is refused, lists and handshakes included
-            chain = self.gateway.arrived(meta)
+            chain = self.hub.registry.arrived(meta)
             if chain and not self.arrival:
                 self.arrival = chain  # carried on into this session's handshakes and list fetches
-        return await (handler or GatewaySession._pass_on)(self, message)
+        return await _HANDLERS[route](self, message)
 
     async def _pass_on(self, message: Message) -> Message:
         """Sidecar mode: a method the gateway does not mediate goes to the one backend,
         through the pipeline (policy sees ``mcp.method``), and its answer comes back as is."""
-        (backend_id,) = self.gateway.connectors
+        (backend_id,) = self.hub.registry.connectors
         return await self._forward(message, backend_id, message.params, target=message.method)  # the policy's item: the method
 
     async def _initialize(self, message: Message) -> Message:
         params = message.params
         self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         backends = await self.live_backends()
-        g = self.gateway
-        value = compose.initialize_result(g.infos(backends), requested=params.get("protocolVersion"), name=g.config.name, own_instructions=g.config.instructions, reverse=g.reverse)
+        g = self.hub
+        value = compose.initialize_result(infos(backends), requested=params.get("protocolVersion"), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse)
         return result(message.id, value)
 
     async def _discover(self, message: Message) -> Message:
-        g = self.gateway
+        g = self.hub
         backends = await self.live_backends()
-        return result(message.id, compose.discover_result(g.infos(backends), name=g.config.name, own_instructions=g.config.instructions, reverse=g.reverse))
+        return result(message.id, compose.discover_result(infos(backends), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse))
 
     async def _ping(self, message: Message) -> Message:
         return result(message.id, {})
@@ -111,14 +116,14 @@ class GatewaySession(BackendLinks, ListComposer):
         cursor = message.params.get("cursor")
         binding = self._cursor_binding()
         if cursor is not None:
-            state = self.gateway.cursors.decode(cursor, binding=binding) if isinstance(cursor, str) else {}
+            state = self.hub.routes.cursors.decode(cursor, binding=binding) if isinstance(cursor, str) else {}
             offset = state.get("o", -1) if isinstance(state.get("o"), int) else -1
             if offset < 0:
                 raise InvalidParams("Invalid cursor", request_id=message.id)
-        chunk, next_offset = page(items, offset, self.gateway.config.routing.page_size)
+        chunk, next_offset = page(items, offset, self.hub.settings.routing.page_size)
         value: dict[str, Any] = {LIST_KEYS[method]: chunk}
         if next_offset is not None:
-            value["nextCursor"] = self.gateway.cursors.encode({"o": next_offset}, binding=binding)
+            value["nextCursor"] = self.hub.routes.cursors.encode({"o": next_offset}, binding=binding)
         if missing:
             value["_meta"] = {MISSING_KEY: missing}  # a partial answer says who is missing
         return result(message.id, self._stamp(value, modern=self._modern(message)))
@@ -140,7 +145,7 @@ class GatewaySession(BackendLinks, ListComposer):
     @property
     def tool_plan(self) -> ToolPlan:
         """How this session's endpoint shows tools (Layer 7), as configured now."""
-        return self.gateway.pipeline.plan_for(self.endpoint)
+        return self.hub.pipeline.plan_for(self.endpoint)
 
     async def _tools_in_modes(self, plan: ToolPlan) -> tuple[list[dict[str, Any]], list[str]]:
         """``tools/list`` under a plan with Search/Code modes: each mode's own tools stand
@@ -181,8 +186,8 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _invoke_uri(self, message: Message) -> Message:
         uri = message.params.get("uri")
-        target = self.gateway.uris.resolve(uri) if isinstance(uri, str) else None
-        if target is None or target[0] not in self.gateway.connectors:
+        target = self.hub.routes.uris.resolve(uri) if isinstance(uri, str) else None
+        if target is None or target[0] not in self.hub.registry.connectors:
             raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
         self._check_visible("resource", target[0], target[1], {"uri": target[1]}, uri, message.id)  # type: ignore[arg-type]
         if message.method in ("resources/subscribe", "resources/unsubscribe"):
@@ -205,7 +210,7 @@ class GatewaySession(BackendLinks, ListComposer):
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
             self._check_visible("prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id)
             return await self._forward(message, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}}, target=entry.original, exposed=ref["name"])
-        target = self.gateway.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
+        target = self.hub.routes.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
         if target is None:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
         self._check_visible("resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id)
@@ -214,8 +219,8 @@ class GatewaySession(BackendLinks, ListComposer):
     async def _task(self, message: Message) -> Message:
         """Tasks extension (2026-07-28): a task id names its backend (``backend:id``)."""
         task_id = message.params.get("taskId")
-        target = self.gateway.tasks.resolve(task_id) if isinstance(task_id, str) else None
-        if target is None or target[0] not in self.gateway.connectors:
+        target = self.hub.routes.tasks.resolve(task_id) if isinstance(task_id, str) else None
+        if target is None or target[0] not in self.hub.registry.connectors:
             raise InvalidParams(f"Unknown task: {task_id!r}", request_id=message.id)
         return await self._forward(message, target[0], {**message.params, "taskId": target[1]})
 
@@ -231,23 +236,23 @@ class GatewaySession(BackendLinks, ListComposer):
         if targets:
             agreed["resourceSubscriptions"] = [exposed for exposed, _ in targets]
         try:
-            await self.gateway.backend_listens.subscribe(listener, [target for _, target in targets], wait=self.gateway.config.routing.list_timeout)
+            await self.hub.backend_listens.subscribe(listener, [target for _, target in targets], wait=self.hub.settings.routing.list_timeout)
             listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
-            self.gateway.listeners.add(listener)
+            self.hub.listeners.add(listener)
             await asyncio.Event().wait()  # until the client goes away
         finally:
-            self.gateway.listeners.discard(listener)
-            self.gateway.backend_listens.unsubscribe(listener)
+            self.hub.listeners.discard(listener)
+            self.hub.backend_listens.unsubscribe(listener)
         return None
 
     async def _subscribable(self, uris: Any) -> list[tuple[str, tuple[str, str]]]:
         if not isinstance(uris, list):
             return []
         backends = await self.live_backends()
-        pipeline = self.gateway.pipeline
+        pipeline = self.hub.pipeline
         out: list[tuple[str, tuple[str, str]]] = []
         for uri in dict.fromkeys(u for u in uris if isinstance(u, str)):
-            target = self.gateway.uris.resolve(uri)
+            target = self.hub.routes.uris.resolve(uri)
             session = backends.get(target[0]) if target is not None else None
             if target is None or not isinstance(session, BackendSession):
                 continue
@@ -261,8 +266,8 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _set_level(self, message: Message) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
-        shared = gateway_shared.shared_of(self)
-        sets = (gateway_shared.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params) for s in sessions)
+        shared = sharing.shared_of(self)
+        sets = (sharing.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params) for s in sessions)
         await asyncio.gather(*sets, return_exceptions=True)
         return result(message.id, {})
 
@@ -280,11 +285,11 @@ class GatewaySession(BackendLinks, ListComposer):
                 # A handshake client's capabilities travel per request to a 2026-07-28 backend
                 # (truthfully: only what this client declared), so the backend may ask for input.
                 sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
-            if modern and gateway_held.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
-                return await gateway_held.send(self, message, call)
-            if call.method in gateway_shared.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
+            if modern and held_invoke.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
+                return await held_invoke.send(self, message, call)
+            if call.method in sharing.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
                 forward = lambda: session.call(call.method, sent, timeout=call.timeout, owner=self)  # noqa: E731
-                return await gateway_shared.subscription(self, session, call.method, sent, forward)
+                return await sharing.subscription(self, session, call.method, sent, forward)
             # ``owner``: on a shared session, what the backend asks meanwhile comes to this client
             answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout, owner=self)
             if not modern:
@@ -292,23 +297,23 @@ class GatewaySession(BackendLinks, ListComposer):
                 answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
             return answer
 
-        pipeline = self.gateway.pipeline
+        pipeline = self.hub.pipeline
         method = message.method or ""
-        timeout = self.gateway.timeout_for(backend_id)
+        timeout = self.hub.registry.timeout_for(backend_id)
         if pipeline.calls:
             call = Call(method, backend_id, params, self.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta, timeout=timeout)
             answer = await pipeline.run(call, send)
         else:
             answer = await send(Call(method, backend_id, params, timeout=timeout))
         value = answer.body.get("result")
-        if not self.gateway.reverse and method in ("tools/call", "prompts/get"):
-            linked = expose_links(method, value, backend_id, self.gateway.uris)  # links the client can read back
+        if not self.hub.routes.reverse and method in ("tools/call", "prompts/get"):
+            linked = expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
             if linked is not None:
                 answer = Message({**answer.body, "result": linked})
                 value = linked
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
-            answer = Message({**answer.body, "result": {**value, "taskId": self.gateway.tasks.expose(backend_id, value["taskId"])}})
+            answer = Message({**answer.body, "result": {**value, "taskId": self.hub.routes.tasks.expose(backend_id, value["taskId"])}})
         if self._modern(message) and isinstance(answer.body.get("result"), dict):
             return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)})
         return answer
@@ -319,8 +324,8 @@ class GatewaySession(BackendLinks, ListComposer):
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
             return value
-        g = self.gateway
-        return compose.stamp(value, name=g.config.name, reverse=g.reverse, backend_id=backend_id, is_list=any(k in value for k in LIST_KEYS.values()))
+        g = self.hub
+        return compose.stamp(value, name=g.settings.name, reverse=g.routes.reverse, backend_id=backend_id, is_list=any(k in value for k in LIST_KEYS.values()))
 
     # -- traffic the backends start -----------------------------------------------------------
     def _server_request_from(self, backend_id: str):
@@ -331,7 +336,7 @@ class GatewaySession(BackendLinks, ListComposer):
             return await self.end.ask(call.method, call.params)
 
         async def relay(message: Message) -> Message:
-            pipeline = self.gateway.pipeline
+            pipeline = self.hub.pipeline
             if not pipeline.calls:
                 return await self.end.ask(message.method or "", message.body.get("params"))
             call = Call(message.method or "", backend_id, message.params, self.principal, direction="to_client", session=self._binding, meta=message.meta)
@@ -349,7 +354,7 @@ class GatewaySession(BackendLinks, ListComposer):
             if method in CHANGE_SIGNALS:
                 return  # handled through on_changed, once per kind
             if method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
-                params = {**message.params, "uri": self.gateway.uris.expose(backend_id, message.params["uri"])}
+                params = {**message.params, "uri": self.hub.routes.uris.expose(backend_id, message.params["uri"])}
                 self.end.notify(notification(method, params))
                 return
             self.end.notify(message)  # logs and unknown notifications pass through
@@ -363,37 +368,34 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _client_notification(self, message: Message, end: ClientEnd) -> None:
         # Sidecar mode mediates every message: the client's own notifications reach its backend session too.
-        if message.method == "notifications/roots/list_changed" or self.gateway.sidecar and message.method != "notifications/initialized":
+        if message.method == "notifications/roots/list_changed" or self.hub.routes.pass_on and message.method != "notifications/initialized":
             for s in (self.backends or {}).values():
                 if isinstance(s, BackendSession) and s in self._owned:
                     await s.peer.notify(message.method or "", message.params or None)
 
     async def _closed(self, end: ClientEnd) -> None:
-        self.gateway.sessions.discard(self)
+        self.hub.sessions.discard(self)
         for task in list(self._reconnecting.values()):
             task.cancel()
-        await gateway_shared.release(self)  # its subscriptions and log level on shared sessions
+        await sharing.release(self)  # its subscriptions and log level on shared sessions
         owned, self._owned = self._owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 
 
-_METHODS = {
+def infos(sessions: dict[str, BackendSession | BaseException]) -> dict[str, BackendInfo]:
+    return {b: s.info for b, s in sessions.items() if isinstance(s, BackendSession)}
+
+
+_HANDLERS = {
     "initialize": GatewaySession._initialize,
-    "server/discover": GatewaySession._discover,
+    "discover": GatewaySession._discover,
     "ping": GatewaySession._ping,
-    "tools/list": GatewaySession._list,
-    "prompts/list": GatewaySession._list,
-    "resources/list": GatewaySession._list,
-    "resources/templates/list": GatewaySession._list,
-    "tools/call": GatewaySession._invoke_named,
-    "prompts/get": GatewaySession._invoke_named,
-    "resources/read": GatewaySession._invoke_uri,
-    "resources/subscribe": GatewaySession._invoke_uri,
-    "resources/unsubscribe": GatewaySession._invoke_uri,
-    "completion/complete": GatewaySession._complete,
-    "logging/setLevel": GatewaySession._set_level,
-    "tasks/get": GatewaySession._task,
-    "tasks/update": GatewaySession._task,
-    "tasks/cancel": GatewaySession._task,
-    "subscriptions/listen": GatewaySession._listen,
+    "list": GatewaySession._list,
+    "by_name": GatewaySession._invoke_named,
+    "by_uri": GatewaySession._invoke_uri,
+    "complete": GatewaySession._complete,
+    "set_level": GatewaySession._set_level,
+    "task": GatewaySession._task,
+    "listen": GatewaySession._listen,
+    None: GatewaySession._pass_on,  # Sidecar: not in the table, passed on mediated
 }

@@ -6,7 +6,7 @@ Used when the client declared one of those capabilities and the backend allows i
 (``mediate_input``: on by default for HTTP backends; for a stdio backend it means a process
 per such call, so it is opt-in). Otherwise the call goes to the shared backend session of
 the client's capability set, where a backend request is refused (a 2026-07-28 request
-cannot take one; gateway_shared.py). Progress and logs of the held call go to the round
+cannot take one; sharing.py). Progress and logs of the held call go to the round
 whose request is waiting (``Held.attend``).
 """
 
@@ -22,18 +22,17 @@ from hopline.pipeline import Call
 
 if TYPE_CHECKING:
     from hopline.layers.discovery.backend import BackendSession
-    from hopline.modes.gateway_session import GatewaySession
 
 ASKS = ("sampling", "elicitation", "roots")
 RETRY_KEYS = ("inputResponses", "requestState")
 
 
-def applies(gs: GatewaySession, session: BackendSession, message: Message, params: dict[str, Any]) -> bool:
+def applies(gs: Any, session: BackendSession, message: Message, params: dict[str, Any]) -> bool:
     if session.info.era is not Era.HANDSHAKE:
         return False
-    if gs.gateway.held.is_ours(params.get("requestState")):
+    if gs.hub.held.is_ours(params.get("requestState")):
         return True
-    spec = gs.gateway.config.backends[session.id]
+    spec = gs.hub.settings.backends[session.id]
     wanted = spec.mediate_input if spec.mediate_input is not None else spec.url is not None
     return wanted and bool(_asks(message))
 
@@ -43,10 +42,10 @@ def _asks(message: Message) -> dict[str, Any]:
     return {k: v for k, v in caps.items() if k in ASKS} if isinstance(caps, dict) else {}
 
 
-async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
+async def send(gs: Any, message: Message, call: Call) -> Message:
     """One round: start the held call, or resume it with the client's answers; then the
     backend's final answer, or an ``input_required`` result naming the held call."""
-    g = gs.gateway
+    g = gs.hub
     owner = gs.principal.key
     state = call.params.get("requestState")
     if g.held.is_ours(state):
@@ -59,7 +58,7 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
         params = {k: v for k, v in call.params.items() if k not in RETRY_KEYS}
 
         async def start(held: Held) -> Message:
-            dedicated = await g.connect(
+            dedicated = await g.registry.connect(
                 call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=held.notified, principal=gs.principal
             )
             try:
@@ -72,7 +71,7 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
     token = message.meta.get("progressToken")
     held.attend(None if token is None else gs._progress_relay(token), _logs_to(gs))  # this round's request hears what the call reports
     try:
-        step = await held.next_step(g.timeout_for(call.backend))
+        step = await held.next_step(g.registry.timeout_for(call.backend))
     except BaseException:
         g.held.release(held)
         held.abandon("the gateway gave up on this call")
@@ -86,7 +85,7 @@ async def send(gs: GatewaySession, message: Message, call: Call) -> Message:
     return result(message.id, step)
 
 
-def _logs_to(gs: GatewaySession):
+def _logs_to(gs: Any):
     def deliver(message: Message) -> None:
         if message.method == "notifications/message":  # logs; list changes and the rest are the shared session's business
             gs.end.notify(message)

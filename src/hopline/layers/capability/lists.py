@@ -13,15 +13,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from hopline.compose.policy import refused, surface_key
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.policy.visibility import refused, surface_key
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.pipeline import Call, Item, Kind
-
-if TYPE_CHECKING:
-    from hopline.modes.gateway import Gateway
 
 log = logging.getLogger("hopline.gateway")
 
@@ -32,9 +29,13 @@ KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resou
 
 
 class ListComposer:
-    """Mixin of :class:`~hopline.modes.gateway_session.GatewaySession`: its lists."""
+    """Mixin of :class:`~hopline.layers.session.gateway_session.GatewaySession`: its lists.
 
-    gateway: Gateway
+    ``hub`` is the session layer's :class:`~hopline.layers.session.hub.Hub` (registry,
+    routes, pipeline, the gateway-wide catalogue and view caches); typed loosely here,
+    since the session layer builds on this one."""
+
+    hub: Any
     stateful: bool
     principal: Principal
     backends: dict[str, BackendSession | BaseException] | None
@@ -64,11 +65,11 @@ class ListComposer:
     async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
         """:meth:`visible_list` with the backend of each item (parallel to the items)."""
         items, refs, missing, key = await self._fan_out(method)
-        self.gateway.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
-        pipeline = self.gateway.pipeline
+        self.hub.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
+        pipeline = self.hub.pipeline
         if not pipeline.surface and not pipeline.gates:
             return items, [backend for backend, _ in refs], missing
-        g = self.gateway
+        g = self.hub
         # The policy's decisions depend on the claims it reads, not only on who the caller is.
         cache_key = (key, g.gate_version, self.principal.key, surface_key(pipeline.surface, self.principal))
         cached = g.visible_cache.get(cache_key)
@@ -85,7 +86,7 @@ class ListComposer:
 
     def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
         """An item the caller may not see is answered exactly like one that does not exist."""
-        pipeline = self.gateway.pipeline
+        pipeline = self.hub.pipeline
         if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
             what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
             error = InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
@@ -99,20 +100,20 @@ class ListComposer:
         live = await self.listable(method)  # parked backends included: their cached lists stand
         # A backend whose list just failed is not asked again (and waited for) on every request.
         backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
-        missing = sorted(set(self.gateway.connectors) - set(backends))
-        limit = self.gateway.config.routing.list_timeout
+        missing = sorted(set(self.hub.registry.connectors) - set(backends))
+        limit = self.hub.settings.routing.list_timeout
         cached = [s.cached_list(method) for s in backends.values()]
         if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
             return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]
-        meta = self.gateway.hop_meta(self.arrival)  # an intermediary that leads back here refuses the fetch
+        meta = self.hub.registry.hop_meta(self.arrival)  # an intermediary that leads back here refuses the fetch
         fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method, meta), limit) for s in backends.values()), return_exceptions=True)
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
-            self.gateway.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker
-            self.gateway.observability.list_fetch(backend_id, method, items)
+            self.hub.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker
+            self.hub.observability.list_fetch(backend_id, method, items)
             if isinstance(items, BaseException):
                 log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
-                session.list_failed_until[method] = loop.time() + self.gateway.config.routing.retry_after
+                session.list_failed_until[method] = loop.time() + self.hub.settings.routing.retry_after
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
@@ -125,7 +126,7 @@ class ListComposer:
             return catalog.items, [(e.backend, e.original) for e in catalog.entries], sorted(missing), (version_key, catalog.version)
         key = LIST_KEYS[method]
         field = "uriTemplate" if key == "resourceTemplates" else "uri"
-        expose = self.gateway.uris.expose_template if field == "uriTemplate" else self.gateway.uris.expose
+        expose = self.hub.routes.uris.expose_template if field == "uriTemplate" else self.hub.routes.uris.expose
         out: list[dict[str, Any]] = []
         refs: list[tuple[str, str]] = []
         for backend_id in sorted(lists):
@@ -139,13 +140,13 @@ class ListComposer:
         """The composed names, built once per (list method, backend list versions) for the
         whole gateway: every session and stateless request with the same backends shares it."""
         key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
-        g = self.gateway
+        g = self.hub
         catalog = g.catalogs.get(key)
         if catalog is not None:
             self._catalogs[method] = (key, catalog)
             return catalog
-        options = {b: BackendNames(prefix=(cfg.prefix and not g.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.config.backends.items()}
-        catalog = Catalog.build(lists, namespace=g.namespace, strategy=Collision(g.config.routing.collision), options=options, order=list(g.config.backends))
+        options = {b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.settings.backends.items()}
+        catalog = Catalog.build(lists, namespace=g.routes.namespace, strategy=Collision(g.settings.routing.collision), options=options, order=list(g.settings.backends))
         for line in catalog.diagnostics:
             log.info("catalog %s: %s", method, line)
         g.catalogs[key] = catalog

@@ -53,11 +53,17 @@ from hopline.jsonrpc import Message, UnavailableError, notification
 from hopline.layers.discovery.backend import CHANGED, BackendSession
 
 if TYPE_CHECKING:
-    from hopline.modes.gateway import Gateway
+    from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
 NONE = b"{}"
 RENEW_TIMEOUT = 10.0  # seconds each renewed subscription (or level) may take on a replacement
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return "did not start in time"
+    return getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
 
 
 def canonical(caps: dict[str, Any] | None) -> bytes:
@@ -70,29 +76,67 @@ def _subset(have: dict[str, Any], want: dict[str, Any]) -> bool:
 
 
 class Sharing:
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        # base key (backend id, or (backend id, principal key)), or (backend id, principal key | None, capability set)
+        self.shared: dict[Any, BackendSession] = {}
+        self.locks: dict[str, asyncio.Lock] = {}  # backend → the lock its shared sessions start under
+        self.failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
         self.only: dict[str, Era] = {}  # backend → the one era it speaks, once learnt
         self.counts: Counter[tuple[str, str]] = Counter()  # (backend, event) → times
         self.caps: dict[Any, dict[str, Any]] = {}  # key → the capabilities its session declared
         self._respawning: dict[Any, asyncio.Task] = {}
         self._starting: dict[str, asyncio.Future[BackendSession]] = {}  # backend → its session start in progress
 
+    def shares(self, backend_id: str) -> bool:
+        """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
+        return self.hub.settings.backends[backend_id].shares()
+
+    async def sessions_for(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException]:
+        """Connect ``owner`` to every backend in ``ids`` concurrently: to the shared session of
+        each backend it shares, else to one of its own. One that fails or is slow (past
+        ``routing.startup_timeout``) does not block the rest; its error stands in for it."""
+        startup = self.hub.settings.routing.startup_timeout
+        caps = owner.client_capabilities
+        if not owner.stateful:  # the common case for 2026-07-28 requests: every shared session is up
+            ready = [self.lookup(b, owner.principal, caps, Era.MODERN) for b in ids]
+            if all(s is not None for s in ready):
+                return dict(zip(ids, ready))  # type: ignore[arg-type]
+
+        async def one(backend_id: str) -> BackendSession:
+            if not owner.stateful or self.shares(backend_id):
+                return await self.session(backend_id, owner.principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful))
+            return await owner.open_backend(backend_id)
+
+        results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
+        out: dict[str, BackendSession | BaseException] = {}
+        for backend_id, result in zip(ids, results):
+            if isinstance(result, BaseException):
+                log.warning("backend %s unavailable: %s", backend_id, describe(result))
+            out[backend_id] = result
+        return out
+
+    async def remove(self, backend_id: str) -> None:
+        """A backend left the configuration: close its shared sessions."""
+        gone = [self.shared.pop(k) for k in list(self.shared) if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)]
+        self.failed.pop(backend_id, None)
+        await asyncio.gather(*(s.aclose() for s in gone), return_exceptions=True)
+
     def count(self, backend_id: str, event: str) -> None:
         self.counts[(backend_id, event)] += 1
-        metrics = self.gateway.observability.metrics
+        metrics = self.hub.observability.metrics
         if metrics is not None:
             metrics.shared_event(backend_id, event)
 
     def prefer(self, backend_id: str, stateful: bool) -> Era:
-        if not stateful or self.gateway.config.backends[backend_id].stateless:
+        if not stateful or self.hub.settings.backends[backend_id].stateless:
             return Era.MODERN
         return Era.HANDSHAKE
 
     def key(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> tuple[Any, dict[str, Any]]:
         """The key of the session this caller shares, and the capabilities it declares (a
         2026-07-28 session drops them once it knows its era: they travel per request)."""
-        base = self.gateway._share_key(backend_id, principal)
+        base = self.hub.registry.share_key(backend_id, principal)
         only = self.only.get(backend_id)
         if only is Era.MODERN or (prefer is Era.MODERN and only is not Era.HANDSHAKE):
             return base, caps or {}
@@ -100,16 +144,16 @@ class Sharing:
 
     def lookup(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> BackendSession | None:
         """The open session this caller shares, without waiting (None: see :meth:`session`)."""
-        found = self.gateway.shared.get(self.key(backend_id, principal, caps, prefer)[0])
+        found = self.shared.get(self.key(backend_id, principal, caps, prefer)[0])
         return found if found is not None and not found.is_closed() else None
 
     def _bounded(self, key: Any, caps: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """Within ``routing.shared_capability_sets``: ``key`` itself, or the fallback."""
         if not isinstance(key, tuple) or len(key) != 3 or key[2] == NONE:
             return key, caps
-        shared = self.gateway.shared
+        shared = self.shared
         open_sets = [k for k, s in shared.items() if isinstance(k, tuple) and len(k) == 3 and k[:2] == key[:2] and k[2] != NONE and not s.is_closed()]
-        if key in open_sets or len(open_sets) < self.gateway.config.routing.shared_capability_sets:
+        if key in open_sets or len(open_sets) < self.hub.settings.routing.shared_capability_sets:
             return key, caps
         subsets = [k for k in open_sets if _subset(self.caps.get(k, {}), caps)]
         self.count(key[0], "capability_fallback")
@@ -121,21 +165,20 @@ class Sharing:
     async def session(
         self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, caps: dict[str, Any] | None = None, prefer: Era = Era.MODERN
     ) -> BackendSession:
-        g = self.gateway
         key, declared = self.key(backend_id, principal, caps, prefer)
-        found = g.shared.get(key)
+        found = self.shared.get(key)
         if found is not None and not found.is_closed():
             return found
-        async with g._shared_lock[backend_id]:
+        async with self.locks.setdefault(backend_id, asyncio.Lock()):
             pending = self._starting.get(backend_id)
             if pending is not None and not pending.done():  # a start its caller gave up on (startup_timeout) goes on: wait for it
                 with contextlib.suppress(Exception):
                     await asyncio.shield(pending)
             key, declared = self._bounded(*self.key(backend_id, principal, caps, prefer))  # the era may have been learnt meanwhile
-            old = g.shared.get(key)
+            old = self.shared.get(key)
             if old is not None and not old.is_closed():
                 return old
-            failed = g._failed.get(backend_id)
+            failed = self.failed.get(backend_id)
             if failed is not None and asyncio.get_running_loop().time() < failed[0]:
                 raise failed[1]  # don't retry a failed start on every request
             start = asyncio.ensure_future(self._start(backend_id, principal, chain, key, declared, prefer, old, failed))
@@ -147,24 +190,24 @@ class Sharing:
         self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any
     ) -> BackendSession:
         """Start one shared session (a task: callers that stop waiting do not cancel it)."""
-        g = self.gateway
+        g = self.hub
         loop = asyncio.get_running_loop()
         holder: list[BackendSession] = []
         try:
-            session = await g.connect(
+            session = await g.registry.connect(
                 backend_id, era=prefer, client_capabilities=declared, principal=principal, chain=chain,
                 on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
             )
         except Exception as exc:
-            delay = g.config.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
-            g._failed[backend_id] = (loop.time() + delay, exc, loop.time())
+            delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
+            self.failed[backend_id] = (loop.time() + delay, exc, loop.time())
             raise
-        g._failed.pop(backend_id, None)
+        self.failed.pop(backend_id, None)
         holder.append(session)
         key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
-        if g.shared.get(key) is not session:  # the era put it where an open session already is
+        if self.shared.get(key) is not session:  # the era put it where an open session already is
             asyncio.ensure_future(session.aclose())
-            return g.shared[key]
+            return self.shared[key]
         if old is not None:
             await self._replaced(old, session)
         return session
@@ -173,27 +216,27 @@ class Sharing:
         self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None
     ) -> tuple[Any, BackendSession | None]:
         """File a new session under the key its era calls for; learn the backend's era."""
-        g = self.gateway
+        g = self.hub
         era = session.info.era
         if era is not prefer:
             self.only[backend_id] = era
         if era is Era.MODERN:
             session.client_capabilities = declared = {}  # its own requests (lists) declare nothing; callers' travel per request
-            base = g._share_key(backend_id, principal)
+            base = g.registry.share_key(backend_id, principal)
             if base != key:
-                key, old = base, g.shared.get(base)
+                key, old = base, self.shared.get(base)
                 if old is not None and not old.is_closed():
                     return key, old
         elif not isinstance(key, tuple) or len(key) != 3:  # a handshake-only backend asked for its base session
             key = self.key(backend_id, principal, declared, Era.HANDSHAKE)[0]
-            old = g.shared.get(key)
+            old = self.shared.get(key)
             if old is not None and not old.is_closed():
                 return key, old
         if old is not None:
             session.owners.adopt(old.owners)  # before the listens attach, so they do not subscribe again
-        session.on_changed = g._shared_changed
+        session.on_changed = g.shared_changed
         session.on_closed = lambda s, k=key, p=principal, c=declared, e=prefer: self._lost(s, k, p, c, e)
-        g.shared[key] = session
+        self.shared[key] = session
         self.caps[key] = declared
         listens = g.backend_listens
         listening = listens.sessions.get(backend_id)
@@ -203,7 +246,7 @@ class Sharing:
 
     # -- a session replaced ------------------------------------------------------------------
     def users(self, session: BackendSession) -> list[Any]:
-        return [s for s in self.gateway.sessions if s.backends is not None and s.backends.get(session.id) is session]
+        return [s for s in self.hub.sessions if s.backends is not None and s.backends.get(session.id) is session]
 
     def _lost(self, session: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
         users = self.users(session)
@@ -218,9 +261,9 @@ class Sharing:
 
     async def _respawn(self, old: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
         """The one reconnect loop of a shared session (jittered, doubling to 60 s)."""
-        g = self.gateway
-        delay = g.config.routing.retry_after
-        while old.id in g.connectors and g.shared.get(key) is old and self.users(old):
+        g = self.hub
+        delay = g.settings.routing.retry_after
+        while old.id in g.registry.connectors and self.shared.get(key) is old and self.users(old):
             await asyncio.sleep(random.uniform(delay / 2, delay))
             try:
                 await self.session(old.id, principal, None, caps, prefer)
@@ -250,6 +293,8 @@ class Sharing:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        shared, self.shared = list(self.shared.values()), {}
+        await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
 
     # -- traffic the backend starts ---------------------------------------------------------------
     def _request(self, backend_id: str, holder: list[BackendSession]):
@@ -269,7 +314,7 @@ class Sharing:
         return route
 
     def _notification(self, backend_id: str, holder: list[BackendSession]):
-        g = self.gateway
+        g = self.hub
 
         def deliver(message: Message) -> None:
             method = message.method or ""
@@ -282,7 +327,7 @@ class Sharing:
                     g.backend_listens.updated(backend_id, uri, message.params)
                 subscribers = [o for o in session.owners.subscribed(uri) if hasattr(o, "end")]
                 if subscribers:
-                    exposed = notification(method, {**message.params, "uri": g.uris.expose(backend_id, uri)})
+                    exposed = notification(method, {**message.params, "uri": g.routes.uris.expose(backend_id, uri)})
                     for owner in subscribers:
                         owner.end.notify(exposed)
                 return
@@ -316,10 +361,10 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
     # Only shared backends: a parked isolated session is closed on purpose and reopened by its owner.
     stale = [
         b for b, s in backends.items()
-        if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.gateway.connectors and gs.gateway.shares(b) and b not in gs._parked
+        if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.hub.registry.connectors and gs.hub.sharing.shares(b) and b not in gs._parked
     ]  # fmt: skip
     if stale:
-        fresh = await gs.gateway.sessions_for(stale, gs)
+        fresh = await gs.hub.sharing.sessions_for(stale, gs)
         backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})
 
 

@@ -1,0 +1,258 @@
+"""The composition root of the gateway modes (Forward, Reverse, Sidecar, Federation):
+a :class:`Gateway` reads a :class:`GatewayConfig` and builds the layers once, handing
+each its own settings:
+
+- L1: one connector per backend (a stdio command's child pool, a remote server, an
+  OpenAPI conversion), and per-caller ones where credentials depend on the caller;
+- L2: the :class:`~hopline.layers.discovery.registry.Registry` of those connectors, with
+  health probes;
+- L3: the :class:`~hopline.layers.routing.tables.Routes` (namespace, URI and task ids);
+- L4, L5, L7: the call :class:`~hopline.pipeline.Pipeline` (``compose/pipeline.py``);
+- L6: the client sessions (:class:`~hopline.layers.session.gateway_session.GatewaySession`,
+  one per handshake-era client session, a short-lived one per 2026-07-28 request), the
+  shared backend sessions (:class:`~hopline.layers.session.sharing.Sharing`), the
+  gateway's own listen streams and held calls.
+
+The gateway is what a listener talks to (it implements ``Backends``) and is the
+sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is the routes'
+business: Reverse and Sidecar front one backend whose names pass unchanged, Sidecar
+also passes on the methods it does not mediate. A hot reload re-composes what changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from hopline.binding import Era
+from hopline.compose.observability import build as build_observability
+from hopline.compose.pipeline import build_pipeline, release
+from hopline.compose.resilience import build as build_resilience
+from hopline.config.schema import GatewayConfig
+from hopline.config.watch import diff_backends
+from hopline.context import Principal
+from hopline.jsonrpc import Message
+from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.discovery.registry import Registry
+from hopline.layers.policy.propagation import Propagator
+from hopline.layers.routing.cursors import CursorCodec
+from hopline.layers.routing.tables import Routes
+from hopline.layers.session.backend_listens import BackendListens
+from hopline.layers.session.client_end import ClientEnd
+from hopline.layers.session.gateway_session import CHANGE_SIGNALS, GatewaySession
+from hopline.layers.session.held import HeldCalls
+from hopline.layers.session.sharing import Sharing, describe
+from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
+
+log = logging.getLogger("hopline.gateway")
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, *, propagation: Any = None) -> None:
+        """``propagation``: credentials toward the backends, if not the configuration's
+        (``auth.backends``); transparent mode passes the client's own on."""
+        self.cursors = CursorCodec()  # one key for the gateway's life: cursors outlive a reload
+        self.sharing = Sharing(self)
+        self.sessions: set[GatewaySession] = set()
+        self.catalogs: dict[tuple, Any] = {}
+        self.listeners: set[Any] = set()
+        self.held = HeldCalls()
+        self.backend_listens = BackendListens(self)
+        self.visible_cache: dict[tuple, Any] = {}
+        self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
+        # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
+        self.propagation = propagation if propagation is not None else Propagator.from_config(config)
+        # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
+        self.resilience = build_resilience(config)
+        self.observability = build_observability(config, gates=self.resilience.gates)
+        self.observability.track_sessions(lambda: len(self.sessions))
+        self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.registry.connectors))
+        self._timeouts: dict[str, float | None] = {}
+        self.registry = Registry(timeouts=self._timeouts, credentials=self.propagation, per_caller=self._per_caller, hops=self.observability.hops)
+        self._supervisor: asyncio.Task | None = None
+        self._health: asyncio.Task | None = None
+        self._configure(config)
+        for backend_id in config.backends:
+            self._add_connector(backend_id)
+
+    def _configure(self, config: GatewayConfig) -> None:
+        self.config = self.settings = config
+        r = config.routing
+        single = next(b for b, spec in config.backends.items() if spec.enabled) if config.mode in ("reverse", "sidecar") else None
+        self.routes = Routes.build(
+            delimiter=r.delimiter, max_name_length=r.max_name_length, uri_scheme=r.uri_scheme, single=single, pass_on=config.mode == "sidecar", cursors=self.cursors
+        )
+        self._timeouts.clear()
+        self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
+        self.catalogs.clear()
+        self.visible_cache.clear()
+        old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
+        if old is not None and (old.calls or old.tools.modes or old.endpoints):
+            self._release = asyncio.ensure_future(release(old))
+        for gate in self.pipeline.gates:
+            gate.bind(self._gate_changed)
+
+    def _gate_changed(self, backend_id: str) -> None:
+        """A gate withdrew or restored a backend: every client's surface changed (§11.1)."""
+        self.gate_version += 1
+        self.visible_cache.clear()
+        log.info("backend %s %s", backend_id, "restored" if self.pipeline.available(backend_id) else "withdrawn")
+        self._surface_changed()
+
+    def _surface_changed(self) -> None:
+        for session in list(self.sessions):
+            session.surface_changed()
+        self.announce(CHANGE_SIGNALS)
+
+    # -- Layer 1: a connector per backend --------------------------------------------------
+    def _add_connector(self, backend_id: str) -> None:
+        spec = self.config.backends[backend_id]
+        if not spec.enabled:
+            return
+        routing = self.config.routing
+        if spec.command is not None:
+            target = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd, spec.inherit_env)
+            # Every child of this backend from one capped pool (DESIGN §7). A request at the cap
+            # waits up to half the startup timeout for a slot (the rest is the child's own start).
+            cap, prewarm, idle = spec.pool_bounds()
+            connector: Any = StdioBackends(
+                target, name=backend_id, max_children=cap, prewarm=prewarm, idle_timeout=idle, wait=routing.startup_timeout / 2, relay=False, retry_after=routing.retry_after
+            )
+        elif spec.openapi is not None:  # Conversion mode (§5.7): the API's operations as an in-process MCP server
+            from hopline.conversion.server import OpenApiBackends
+
+            connector = OpenApiBackends(backend_id, spec, base_dir=self.config.base_dir, timeout=self.registry.timeout_for(backend_id) or 30.0)
+        else:
+            # A backend that forgets our session (restart, idle expiry: HTTP 404) is
+            # re-initialized transparently and the request retried once (test-battery F1).
+            connector = RemoteBackends(self._target(backend_id), reinitialize_on_404=True)
+        self.registry.add(backend_id, connector)
+
+    def _target(self, backend_id: str, principal: Principal | None = None) -> RemoteTarget:
+        spec = self.config.backends[backend_id]
+        return RemoteTarget(spec.url or "", spec.transport, dict(spec.headers), auth=self.propagation.auth_for(backend_id, principal), name=backend_id)
+
+    def _per_caller(self, backend_id: str, principal: Principal) -> tuple[Any, Any]:
+        target = self._target(backend_id, principal)
+        return RemoteBackends(target, reinitialize_on_404=True), target.auth
+
+    async def _remove_connector(self, backend_id: str) -> None:
+        await self.sharing.remove(backend_id)
+        self.backend_listens.detach(backend_id)
+        await self.registry.remove(backend_id)
+
+    async def reload(self, new: GatewayConfig) -> None:
+        """Apply a changed configuration file (hot reload, DESIGN §3.8): backends that
+        were removed or changed are closed, added or changed ones connected, and every
+        client is sent the CHANGE-SIGNAL. Listener settings need a restart."""
+        diff = diff_backends(self.config, new)
+        if new.listen != self.config.listen:
+            log.warning("reload: listen settings changed; they take effect after a restart")
+        if new.resilience != self.config.resilience or new.observability != self.config.observability:
+            log.warning("reload: resilience/observability settings changed; they take effect after a restart")
+        gone = diff.removed + diff.changed
+        # What callers see changes with the tool modes and the policy, not only with the backends.
+        surface = new.tools != self.config.tools or new.policy != self.config.policy or new.routing != self.config.routing
+        for backend_id in gone:
+            await self._remove_connector(backend_id)
+        self._configure(new)
+        for backend_id in diff.added + diff.changed:
+            self._add_connector(backend_id)
+        log.info("reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-")
+        for session in list(self.sessions):
+            await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.registry.connectors])
+        if diff or surface:  # (sessions of the handshake era were told by `reloaded`)
+            self.announce(CHANGE_SIGNALS)
+
+    # -- the Backends protocol (what listeners call) ---------------------------------------
+    def start(self) -> None:
+        """Start the background work the gateway owns (breaker trials, health probes). Idempotent."""
+        if self._supervisor is None:
+            self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
+        if self._health is None and self.config.routing.health_interval > 0:
+            self._health = asyncio.create_task(self._health_loop(), name="health-probes")
+
+    async def _health_loop(self) -> None:
+        """Discovery health probes (draft §6.2) of every open shared backend session, every
+        ``health_interval``. A failure counts against the backend's breaker; changed
+        capabilities re-compose the surface with a CHANGE-SIGNAL. Probes never start a
+        backend; sessions that are not open are the reconnect loop's business."""
+        while True:
+            await asyncio.sleep(self.config.routing.health_interval)
+            for session in list(self.sharing.shared.values()):
+                if not session.is_closed():
+                    await self.health_probe(session)
+
+    async def health_probe(self, session: BackendSession) -> None:
+        try:
+            changed = await self.registry.health_probe(session)
+        except Exception as exc:
+            log.warning("backend %s: health probe failed: %s", session.id, describe(exc))
+            self.resilience.observe(session.id, exc)
+            return
+        if changed:
+            self.catalogs.clear()
+            self.visible_cache.clear()
+            self._surface_changed()
+
+    async def probe(self, backend_id: str) -> Message:
+        """A breaker's HALF-OPEN trial: one ``ping`` through a live session of that
+        backend (any client's), else through the shared one (started if need be)."""
+        for session in list(self.sessions):
+            found = (session.backends or {}).get(backend_id)
+            if isinstance(found, BackendSession) and not found.is_closed():
+                return await found.call("ping", {})
+        return await (await self.sharing.session(backend_id)).call("ping", {})
+
+    async def open_session(self, era: Era, *, endpoint: str | None = None) -> ClientEnd:
+        self.start()
+        session = GatewaySession(self, stateful=True, endpoint=endpoint)
+        self.sessions.add(session)
+        return session.end
+
+    async def open_exchange(self, era: Era, *, endpoint: str | None = None) -> ClientEnd:
+        self.start()
+        return GatewaySession(self, stateful=False, endpoint=endpoint).end
+
+    def endpoint(self, path: str) -> Endpoint:
+        """What a listener at another MCP endpoint (``tools.endpoints``) opens sessions on."""
+        return Endpoint(self, path)
+
+    async def aclose(self) -> None:
+        for task in (self._supervisor, self._health):
+            if task is not None:
+                task.cancel()
+        for session in list(self.sessions):
+            await session.end.aclose()
+        await release(self.pipeline, grace=0)  # runs still in flight are stopped
+        await self.backend_listens.aclose()
+        await self.sharing.aclose()
+        await self.propagation.aclose()
+        await self.registry.aclose()
+        await asyncio.to_thread(self.observability.close)  # flushes batched spans
+
+    # -- the Hub (what sessions call) ---------------------------------------------------------
+    def shared_changed(self, backend: BackendSession, method: str) -> None:
+        for session in self.sharing.users(backend):  # the clients on it (a capability set's session is its own child)
+            session.backend_changed(backend.id, method)
+        self.announce((method,))
+
+    def announce(self, methods: tuple[str, ...]) -> None:
+        """Send CHANGE-SIGNALs to every open 2026-07-28 listen stream that asked for them."""
+        for listener in list(self.listeners):
+            listener.changed(methods)
+
+
+class Endpoint:
+    """The gateway behind one more MCP endpoint: the same backends, policy and state;
+    sessions opened here show tools by that endpoint's :class:`ToolPlan`."""
+
+    def __init__(self, gateway: Gateway, path: str) -> None:
+        self.gateway, self.path = gateway, path
+
+    async def open_session(self, era: Era) -> ClientEnd:
+        return await self.gateway.open_session(era, endpoint=self.path)
+
+    async def open_exchange(self, era: Era) -> ClientEnd:
+        return await self.gateway.open_exchange(era, endpoint=self.path)

@@ -1,0 +1,71 @@
+"""What a gateway's client sessions see of the rest of the stack (Layer 6's typed seam).
+
+A :class:`~hopline.layers.session.gateway_session.GatewaySession` is one client's state:
+its backend sessions (its own, or shared ones), its subscriptions, its principal. What
+it reaches beyond that it reaches through a :class:`Hub`, which the composition root
+(``compose/gateway.py``) builds and hands in: the discovery registry (Layer 2), the
+routing tables (Layer 3), the call pipeline with its gates and surface (Layers 4, 5,
+7's tool plans), and the gateway-wide session state (shared backend sessions, listen
+streams, held calls). Settings are read through the small Protocols below, which the
+configuration's sections satisfy; nothing here imports the configuration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    from hopline.layers.discovery.backend import BackendSession
+    from hopline.layers.discovery.registry import Registry
+    from hopline.layers.routing.tables import Routes
+    from hopline.layers.session.held import HeldCalls
+    from hopline.pipeline import Pipeline
+
+
+class RoutingSettings(Protocol):
+    list_timeout: float
+    page_size: int
+    startup_timeout: float
+    retry_after: float
+    shared_capability_sets: int
+    collision: str
+
+
+class BackendSettings(Protocol):
+    url: str | None
+    stateless: bool
+    mediate_input: bool | None
+    prefix: bool
+    priority: int
+    rename: Mapping[str, str]
+
+    def shares(self) -> bool: ...
+
+
+class Settings(Protocol):
+    """What the session layer reads of the gateway's settings."""
+
+    name: str
+    instructions: str | None
+    routing: RoutingSettings
+    backends: Mapping[str, BackendSettings]
+
+
+class Hub(Protocol):
+    settings: Settings
+    registry: Registry
+    routes: Routes
+    pipeline: Pipeline
+    sharing: Any  # sharing.Sharing: the shared backend sessions (typed loosely: it uses this Hub)
+    backend_listens: Any  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
+    held: HeldCalls
+    sessions: set[Any]  # the open GatewaySessions
+    listeners: set[Any]  # open 2026-07-28 listen streams
+    resilience: Any  # the resilience layer (breaker outcomes, fan-out policy)
+    observability: Any  # the observability layer (list fetch metrics, shared-session events)
+    catalogs: dict[tuple, Any]  # (list method, backend versions) → Catalog, shared by all sessions
+    visible_cache: dict[tuple, Any]  # (list key, gate version, principal) → filtered list
+    gate_version: int
+
+    def shared_changed(self, backend: BackendSession, method: str) -> None:
+        """A shared backend session's list changed: its clients and listen streams are told."""
