@@ -38,7 +38,8 @@ from hopline.modes.gateway_listen import BackendListens
 from hopline.modes.gateway_pipeline import build_pipeline, release
 from hopline.modes.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.modes.gateway_shared import Sharing
-from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
+from hopline.compose.connectors import RemoteBackends, StdioBackends
+from hopline.transports.targets import RemoteTarget, StdioTarget
 from hopline.compose.observability import build as build_observability
 
 log = logging.getLogger("hopline.gateway")

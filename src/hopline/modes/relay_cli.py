@@ -97,7 +97,7 @@ def door_limits(args: argparse.Namespace) -> DoorLimits:
 
 def describe(spec: object) -> str:
     """The target as the startup line shows it: a command, or the URL without userinfo or query plus header names."""
-    from hopline.modes.relay import StdioTarget
+    from hopline.transports.targets import StdioTarget
     from hopline.transports.http_util import public_url
 
     if isinstance(spec, StdioTarget):
@@ -132,7 +132,7 @@ def _parse_env(values: list[str]) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from hopline.modes import relay_serve
-    from hopline.modes.relay import RemoteTarget, StdioTarget
+    from hopline.transports.targets import RemoteTarget, StdioTarget
     from hopline.transports.http_util import public_url
 
     target = list(args.target)

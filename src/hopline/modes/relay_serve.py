@@ -7,14 +7,16 @@ import logging
 
 from hopline import runtime
 from hopline.declaration import Deployment, declare
-from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget, serve_own_stdio
+from hopline.compose.connectors import RemoteBackends, StdioBackends
 from hopline.modes.relay_cli import describe
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.admission import StreamLimits
 from hopline.transports.http_session import SessionTable
 from hopline.transports.sse_server import SseListener
+from hopline.transports.pump import serve_own_stdio
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
+from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.relay")
 
