@@ -9,4 +9,6 @@ they take the settings they are given here.
 - :mod:`.resilience`: Layer 4 (timeouts, retries, breakers, partial failure).
 - :mod:`.toolmodes`: Layer 7's tool modes, a ``ToolPlan`` per endpoint.
 - :mod:`.observability`: request log, metrics, trace/hop propagation, spans.
+- :mod:`.connectors`: the backend connectors (``StdioBackends``, ``RemoteBackends``): Layer 1
+  channels to one backend, sharing connections through Layer 6's id-remapping multiplexer.
 """

@@ -43,7 +43,8 @@ from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.gateway_session import CHANGE_SIGNALS, GatewaySession
 from hopline.layers.session.held import HeldCalls
 from hopline.layers.session.sharing import Sharing, describe
-from hopline.modes.relay import RemoteBackends, RemoteTarget, StdioBackends, StdioTarget
+from hopline.compose.connectors import RemoteBackends, StdioBackends
+from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.gateway")
 

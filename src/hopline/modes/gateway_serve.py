@@ -19,7 +19,7 @@ from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
 from hopline.compose.gateway import Gateway
 from hopline.modes.listen_bounds import session_table
-from hopline.modes.relay import serve_own_stdio
+from hopline.transports.pump import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
 from hopline.transports.door_limits import DoorLimits

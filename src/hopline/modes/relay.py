@@ -1,277 +1,101 @@
-"""Relay mode (draft §5.1): transport adaptation, protocol-unaware, Layer 1 only.
+"""Relay mode (draft §5.1): transport adaptation, protocol-unaware.
 
-A relay forwards envelopes and never inspects content: it reads what it must to
-move a message (``method``, ``id``, the era, the mirror headers) and nothing
-else; it never answers ``initialize`` itself (§7.1: no dual handshake). Two
-compositions:
+It composes Layer 1 only (``hopline.transports``: the HTTP and SSE listeners, hopline's
+own stdio, the child pool, the upstream clients), plus, for the connections it shares,
+Layer 6's id-remapping multiplexer (``layers/session/mux.py``, inside the connectors of
+compose/connectors.py). A relay forwards envelopes and never inspects content: it reads
+what it must to move a message (``method``, ``id``, the era, the mirror headers) and
+nothing else; it never answers ``initialize`` itself (§7.1: no dual handshake).
 
-- **a listener in front of one backend** (``hopline relay --port P -- CMD`` or
-  ``… --port P URL``): :class:`StdioBackends` / :class:`RemoteBackends` give each
-  handshake-era client session its own backend session (a child process, or a
-  session on the remote server) and serve stateless exchanges from one shared
-  connection per era through a :class:`Multiplexer` (ids remapped per client).
-  ``shared=True`` puts handshake sessions on one shared child too. Children come
-  from a capped, pre-warmed :class:`~hopline.transports.child_pool.ChildPool`.
-- **our stdio in front of a remote server** (``hopline relay --stdio URL``):
-  :func:`pump` joins the two channels.
+- :func:`serve_http`: a listener in front of one backend (``hopline relay --port P --
+  CMD`` or ``… URL``); each handshake-era client session gets its own backend session,
+  stateless exchanges share one connection per era (``--shared``: sessions too).
+- :func:`serve_stdio`: our stdio in front of a remote server (``hopline relay --stdio
+  URL``), the two channels joined by :func:`~hopline.transports.pump.pump`.
+
+Each builds its backends and listeners once, serves until a signal or the end of input,
+then closes everything. The command line is commands/relay.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import argparse
 import logging
-import os
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
 
+from hopline import runtime
 from hopline.binding import Era
-from hopline.layers.session.mux import Multiplexer
-from hopline.layers.transport.channel import Channel, ChannelClosed
-from hopline.transports.child_pool import DEFAULT_MAX_CHILDREN, AtCapacity, ChildPool, Lease
+from hopline.compose.connectors import RemoteBackends, StdioBackends
+from hopline.declaration import Deployment, declare
+from hopline.layers.transport.channel import ChannelClosed
+from hopline.transports import http_util as hu
+from hopline.transports.admission import StreamLimits
+from hopline.transports.app import DECLARATION_PATH, HoplineApp
+from hopline.transports.http_session import SessionTable
+from hopline.transports.pump import serve_own_stdio
+from hopline.transports.sse_server import SseListener
+from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
+from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.relay")
 
-DEFAULT_RECLAIM_AFTER = 60.0  # at the cap: a relayed session idle this long gives its child up
-FRESH_RECLAIM = 1.0  # ... or one that has done nothing but initialize, idle this long
-ABSENT_RECLAIM = 5.0  # ... or one whose client holds no stream open (a one-shot client's), idle this long
+
+def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:
+    injected = isinstance(spec, RemoteTarget) and bool(spec.headers)
+    return Deployment(modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints)
 
 
-@dataclass
-class StdioTarget:
-    argv: list[str]
-    env: dict[str, str] | None = None
-    cwd: str | None = None
-    # More of hopline's environment for the child than the safe list (transports/stdio.py
-    # child_environment): names or fnmatch patterns, or True for everything.
-    inherit_env: bool | list[str] | tuple[str, ...] = ()
+def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, shown: str) -> int:
+    """The HTTP listeners in front of ``spec``; ``shown``: the target as the startup line names it."""
+
+    async def main() -> int:
+        if isinstance(spec, StdioTarget):
+            backends: StdioBackends | RemoteBackends = StdioBackends(
+                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None, reclaim_after=args.child_reclaim_after,
+            )
+        else:
+            backends = RemoteBackends(spec, shared=args.shared)
+        sessions = SessionTable(
+            max_sessions=args.max_sessions, idle_ttl=args.session_ttl, max_pending=args.max_pending_sessions, handshake_timeout=args.handshake_timeout,
+            stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),
+        )  # fmt: skip
+        options = ListenerOptions(max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http)
+        endpoints: dict[str, str] = {}
+        security = hu.SecurityPolicy(bound_host=args.host, allowed_origins=frozenset(args.allow_origin),
+                                     allowed_hosts=frozenset(h.lower() for h in args.allow_host), check_host=not args.no_host_check)
+        app = HoplineApp(StreamableHttpListener(backends, sessions, options), sse=SseListener(backends, sessions.sibling(), max_body=args.max_body),
+                         security=security, declaration=lambda: declare(_deployment(spec, endpoints)), mcp_path=args.mcp_path)
+
+        def ready(host: str, port: int) -> None:
+            base = f"http://{host}:{port}"
+            endpoints.update(mcp=base + args.mcp_path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
+            runtime.announce(f"hopline relay: serving {shown} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+
+        async def shutdown() -> None:
+            await sessions.close_all()
+            await app.sse.sessions.close_all() if app.sse else None
+            await backends.aclose()
+
+        await runtime.serve_http(app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown, limits=args.limits)
+        return 0
+
+    return runtime.run(main())
 
 
-@dataclass
-class RemoteTarget:
-    url: str
-    transport: str = "auto"  # "streamable-http" | "sse" | "auto" (by URL path)
-    headers: dict[str, str] = field(default_factory=dict)
-    auth: Any = None  # an httpx.Auth adding credentials to every request (layers/policy/propagation.py)
-    # What errors call the backend. The gateway passes its id: a URL may carry a secret
-    # (a token in its query) that must not reach clients in an error's message or data.
-    name: str | None = None
+def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
+    """One stdio client (a desktop app launched us) ⇄ a remote server."""
 
-    def is_sse(self) -> bool:
-        if self.transport == "auto":
-            return self.url.rstrip("/").endswith("/sse")
-        return self.transport == "sse"
-
-
-class _SharedPerEra:
-    """One lazily (re)opened shared connection per era, behind a multiplexer."""
-
-    def __init__(self, connect: Callable[[], Awaitable[Channel]], name: str) -> None:
-        self._connect = connect
-        self._name = name
-        self._muxes: dict[Era, Multiplexer] = {}
-        self._lock = asyncio.Lock()
-
-    async def view(self, era: Era) -> Channel:
-        mux = self._muxes.get(era)
-        if mux is None or mux.is_closed():
-            async with self._lock:
-                mux = self._muxes.get(era)
-                if mux is None or mux.is_closed():
-                    if mux is not None:
-                        await mux.aclose()
-                    channel = await self._connect()
-                    mux = Multiplexer(channel, name=f"{self._name}/{era.value}", share_handshake=era is Era.HANDSHAKE)
-                    self._muxes[era] = mux
-        return mux.view()
-
-    async def aclose(self) -> None:
-        muxes, self._muxes = list(self._muxes.values()), {}
-        await asyncio.gather(*(m.aclose() for m in muxes), return_exceptions=True)
-
-
-class StdioBackends:
-    """Backends for one stdio server command (``Backends`` protocol).
-
-    Every child, the shared ones included, comes from one :class:`ChildPool`, so the
-    number of processes is bounded by ``max_children`` whatever the number of clients
-    (DESIGN §7). ``relay=True`` is the protocol-unaware composition: a session's child
-    idle for ``idle_timeout`` seconds is closed (the client gets 404 on its next request
-    and re-initializes). At the cap, a new session takes the child of the least
-    recently active session idle for ``reclaim_after`` seconds (``FRESH_RECLAIM`` if it
-    did nothing but initialize, ``ABSENT_RECLAIM`` if its client holds no stream), waiting up to ``RECLAIM_WAIT`` for one to become so;
-    else it fails at once with the reason as its error (the listener answers it as
-    -31001 to the ``initialize``, with 503 and Retry-After).
-    """
-
-    def __init__(
-        self,
-        target: StdioTarget,
-        *,
-        shared: bool = False,
-        name: str | None = None,
-        max_children: int = DEFAULT_MAX_CHILDREN,
-        prewarm: int = 1,
-        idle_timeout: float | None = None,
-        wait: float = 0.0,
-        relay: bool = True,
-        retry_after: float = 5.0,
-        reclaim_after: float = DEFAULT_RECLAIM_AFTER,
-    ) -> None:
-        from hopline.transports.stdio import StdioChild
-
-        self.target = target
-        self.shared = shared
-        self.relay = relay
-        self.name = name or os.path.basename(target.argv[0])
-        self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
-        # Closing a relayed session is visible to its client (404, re-initialize), so at the
-        # cap the relay closes only one idle for ``reclaim_after`` seconds, or sooner one its
-        # client has most likely left: FRESH_RECLAIM after a bare handshake (a burst's),
-        # ABSENT_RECLAIM with no stream open (a one-shot client's), rather than turn the
-        # newcomer away. The gateway parks idle backend sessions without the client
-        # noticing, so it may reclaim any idle one.
-        pressure = min(reclaim_after, idle_timeout or float("inf"))
-        self.children = ChildPool(
-            self._spawn, name=self.name, max_children=max_children, prewarm=0 if shared else prewarm, wait=wait, idle_timeout=idle_timeout,
-            pressure_idle=pressure if relay else 0.0, fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None,
-            absent_idle=min(ABSENT_RECLAIM, pressure) if relay else None, retry_after=retry_after,
-        )
-        self._pool = _SharedPerEra(self.children.acquire, self.name)
-
-    async def open_session(self, era: Era) -> Channel:
+    async def main() -> int:
+        backends = RemoteBackends(spec)
         try:
-            if self.shared:
-                return await self._pool.view(era)
-            lease = await self.children.acquire()
-        except AtCapacity as exc:
-            raise self._at_cap(exc) from None
-        if self.relay:
-            lease.reclaim = _closer(lease)
-        return lease
+            try:
+                backend = await backends.open_session(Era.HANDSHAKE)  # the era is decided per message
+            except ChannelClosed as exc:
+                log.error("cannot reach %s: %s", hu.public_url(spec.url), exc.reason)
+                return 1
+            reason = await serve_own_stdio(backend, drain=args.request_timeout)
+            log.info("relay ended: %s", reason)
+        finally:
+            await backends.aclose()
+        return 0
 
-    async def open_exchange(self, era: Era) -> Channel:
-        try:
-            return await self._pool.view(era)
-        except AtCapacity as exc:
-            raise self._at_cap(exc) from None
-
-    def _at_cap(self, exc: AtCapacity) -> Exception:
-        # The listener answers it to the request that wanted the session: 503 + Retry-After.
-        return exc
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-        await self.children.aclose()
-
-
-def _closer(lease: Lease) -> Callable[[], Awaitable[bool]]:
-    async def close() -> bool:
-        log.info("%s: closing the session of idle child %s", lease.pool.name, lease.pid)
-        await lease.aclose()
-        return True
-
-    return close
-
-
-class RemoteBackends:
-    """Backends for one remote Streamable HTTP or legacy SSE server."""
-
-    def __init__(self, target: RemoteTarget, *, shared: bool = False, reinitialize_on_404: bool = False) -> None:
-        import httpx
-
-        from hopline.transports.h1client import lean_or_httpx
-
-        self.target = target
-        self.shared = shared
-        self.reinitialize_on_404 = reinitialize_on_404
-        # No cap on connections: every handshake-era backend session holds one for its GET
-        # stream, so a cap would deadlock every session once that many are open. The lean
-        # HTTP/1.1 client unless the environment routes this URL through a proxy (h1client.py).
-        self._client = lean_or_httpx(target.url, auth=target.auth, timeout=httpx.Timeout(30.0, read=None))
-        # The multiplexer's name reaches clients' error data: never the URL's userinfo or query.
-        from hopline.transports.http_util import public_url
-
-        self._pool = _SharedPerEra(self._connect, target.name or public_url(target.url))
-
-    async def _connect(self) -> Channel:
-        if self.target.is_sse():
-            from hopline.transports.sse_client import SseUpstream
-
-            return await SseUpstream.connect(self.target.url, headers=self.target.headers, client=self._client, name=self.target.name)
-        from hopline.transports.streamable_http_client import StreamableHttpUpstream
-
-        return await StreamableHttpUpstream.connect(
-            self.target.url, headers=self.target.headers, client=self._client, reinitialize_on_404=self.reinitialize_on_404, name=self.target.name
-        )
-
-    async def open_session(self, era: Era) -> Channel:
-        if self.shared:
-            return await self._pool.view(era)
-        return await self._connect()
-
-    async def open_exchange(self, era: Era) -> Channel:
-        return await self._pool.view(era)
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-        await self._client.aclose()
-
-
-async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: float = 10.0) -> str:
-    """Join a client (its receiving and sending halves) to a backend until one side ends.
-
-    When the client's input ends first, answers to requests it already sent still
-    reach it (for up to ``drain`` seconds), so ``printf … | hopline relay --stdio URL``
-    loses nothing. Both sides are closed on return; the result says why it ended.
-    """
-    outstanding: set = set()
-    drained = asyncio.Event()
-
-    async def up() -> str:
-        try:
-            while True:
-                message = await inbound.receive()
-                if message.is_request():
-                    outstanding.add(message.id)
-                    drained.clear()
-                await backend.send(message)
-        except ChannelClosed as exc:
-            return exc.reason
-
-    async def down() -> str:
-        try:
-            while True:
-                message = await backend.receive()
-                if message.is_response():
-                    outstanding.discard(message.id)
-                    if not outstanding:
-                        drained.set()
-                await outbound.send(message)
-        except ChannelClosed as exc:
-            return exc.reason
-
-    up_task, down_task = asyncio.create_task(up()), asyncio.create_task(down())
-    done, _ = await asyncio.wait((up_task, down_task), return_when=asyncio.FIRST_COMPLETED)
-    if up_task in done and not down_task.done() and outstanding:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.wait((down_task, asyncio.ensure_future(drained.wait())), return_when=asyncio.FIRST_COMPLETED), drain)
-    for task in (up_task, down_task):
-        task.cancel()
-    reason = next(iter(done)).result()
-    for ch in (inbound, outbound, backend):
-        with contextlib.suppress(Exception):
-            await ch.aclose()
-    return reason
-
-
-async def serve_own_stdio(backend: Channel, *, drain: float) -> str:
-    """Join hopline's own stdin/stdout (a client that launched us) to ``backend``."""
-    from hopline.transports.stdio import open_own_stdio_halves
-
-    inbound, outbound, feeder = await open_own_stdio_halves()
-    try:
-        return await pump(inbound, outbound, backend, drain=drain)
-    finally:
-        if feeder is not None:
-            feeder.cancel()
+    return runtime.run(main())

@@ -12,11 +12,12 @@ import pytest
 
 from hopline.binding import Era
 from hopline.config.auth import BackendAuth
+from hopline.compose.connectors import RemoteBackends
 from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import request
 from hopline.layers.policy.auth import LOCAL
 from hopline.layers.policy.propagation import PropagationError, Propagator
-from hopline.modes.relay import RemoteBackends, RemoteTarget
+from hopline.transports.targets import RemoteTarget
 from tests.peers import bounded, stop
 from tests.servers import oauth_server, recorder_server
 

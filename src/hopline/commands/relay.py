@@ -1,4 +1,4 @@
-"""``hopline relay``: arguments → a Relay composition → serve until a signal.
+"""``hopline relay``: arguments → the relay composition (modes/relay.py) → serve until a signal.
 
 The target is a URL (options may come before or after it), or a command after ``--``
 (everything after ``--`` is the command's, options included), or nothing (the demo
@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 
 from hopline.transports.door_limits import DoorLimits
+from hopline.transports.targets import RemoteTarget, StdioTarget
+
+log = logging.getLogger("hopline.relay")
 
 DESCRIPTION_EPILOG = """\
 targets:
@@ -95,15 +99,14 @@ def door_limits(args: argparse.Namespace) -> DoorLimits:
     return DoorLimits(**values)
 
 
-def describe(spec: object) -> str:
+def describe(spec: StdioTarget | RemoteTarget) -> str:
     """The target as the startup line shows it: a command, or the URL without userinfo or query plus header names."""
-    from hopline.modes.relay import StdioTarget
     from hopline.transports.http_util import public_url
 
     if isinstance(spec, StdioTarget):
         return repr(" ".join(spec.argv))
-    names = f" with header{'s' if len(spec.headers) != 1 else ''} {', '.join(spec.headers)}" if spec.headers else ""  # type: ignore[attr-defined]
-    return repr(public_url(spec.url)) + names  # type: ignore[attr-defined]
+    names = f" with header{'s' if len(spec.headers) != 1 else ''} {', '.join(spec.headers)}" if spec.headers else ""
+    return repr(public_url(spec.url)) + names
 
 
 def _parse_headers(values: list[str]) -> dict[str, str]:
@@ -131,8 +134,7 @@ def _parse_env(values: list[str]) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hopline.modes import relay_serve
-    from hopline.modes.relay import RemoteTarget, StdioTarget
+    from hopline.modes.relay import serve_http, serve_stdio
     from hopline.transports.http_util import public_url
 
     target = list(args.target)
@@ -155,5 +157,8 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(spec, StdioTarget):  # the built-in demo is hopline itself: it imports what we import
         spec.inherit_env = [*args.inherit_env, *([] if target else ["PYTHONPATH"])]
     if args.stdio:
-        return relay_serve.serve_stdio(spec, args)  # type: ignore[arg-type]
-    return relay_serve.serve_http(spec, args)
+        return serve_stdio(spec, args)  # type: ignore[arg-type]
+    if isinstance(spec, StdioTarget) and (args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0):
+        log.error("--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0")
+        return 2
+    return serve_http(spec, args, shown=describe(spec))

@@ -1,0 +1,67 @@
+"""Join a client's channel to a backend's: :func:`pump`, and :func:`serve_own_stdio` for
+hopline's own stdin/stdout (``hopline relay --stdio URL``, ``hopline serve`` on stdio)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from hopline.layers.transport.channel import Channel, ChannelClosed
+
+async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: float = 10.0) -> str:
+    """Join a client (its receiving and sending halves) to a backend until one side ends.
+
+    When the client's input ends first, answers to requests it already sent still
+    reach it (for up to ``drain`` seconds), so ``printf … | hopline relay --stdio URL``
+    loses nothing. Both sides are closed on return; the result says why it ended.
+    """
+    outstanding: set = set()
+    drained = asyncio.Event()
+
+    async def up() -> str:
+        try:
+            while True:
+                message = await inbound.receive()
+                if message.is_request():
+                    outstanding.add(message.id)
+                    drained.clear()
+                await backend.send(message)
+        except ChannelClosed as exc:
+            return exc.reason
+
+    async def down() -> str:
+        try:
+            while True:
+                message = await backend.receive()
+                if message.is_response():
+                    outstanding.discard(message.id)
+                    if not outstanding:
+                        drained.set()
+                await outbound.send(message)
+        except ChannelClosed as exc:
+            return exc.reason
+
+    up_task, down_task = asyncio.create_task(up()), asyncio.create_task(down())
+    done, _ = await asyncio.wait((up_task, down_task), return_when=asyncio.FIRST_COMPLETED)
+    if up_task in done and not down_task.done() and outstanding:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.wait((down_task, asyncio.ensure_future(drained.wait())), return_when=asyncio.FIRST_COMPLETED), drain)
+    for task in (up_task, down_task):
+        task.cancel()
+    reason = next(iter(done)).result()
+    for ch in (inbound, outbound, backend):
+        with contextlib.suppress(Exception):
+            await ch.aclose()
+    return reason
+
+
+async def serve_own_stdio(backend: Channel, *, drain: float) -> str:
+    """Join hopline's own stdin/stdout (a client that launched us) to ``backend``."""
+    from hopline.transports.stdio import open_own_stdio_halves
+
+    inbound, outbound, feeder = await open_own_stdio_halves()
+    try:
+        return await pump(inbound, outbound, backend, drain=drain)
+    finally:
+        if feeder is not None:
+            feeder.cancel()
