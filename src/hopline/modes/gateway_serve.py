@@ -12,13 +12,13 @@ import logging
 
 from hopline import runtime
 from hopline.binding import Era
+from hopline.compose.listen import session_table
 from hopline.config.errors import ConfigError, format_path
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
 from hopline.modes.gateway import Gateway
-from hopline.modes.listen_bounds import session_table
 from hopline.modes.relay import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
