@@ -1,4 +1,5 @@
-"""Wiring for ``hopline serve``: a Gateway behind the HTTP listeners, or behind our stdio.
+"""The process of ``hopline serve`` (:mod:`.serve`) in the gateway modes: a Gateway behind
+the HTTP listeners, or behind our stdio.
 
 With ``auth`` configured, the HTTP front authenticates every MCP request
 (layers/policy/auth.py) before a listener sees it. The stdio client is the local user:
