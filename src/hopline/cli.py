@@ -17,7 +17,7 @@ from hopline import __version__
 # command name → (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "relay": ("hopline.commands.relay", "Relay mode: bridge one MCP server across transports (stdio ⇄ HTTP/SSE), protocol-unaware."),
-    "serve": ("hopline.modes.serve_cli", "Forward/Reverse gateway: many MCP servers behind one endpoint, from a config file."),
+    "serve": ("hopline.commands.serve", "Forward/Reverse gateway: many MCP servers behind one endpoint, from a config file."),
     "declare": ("hopline.declaration", "Print the conformance declaration (tier, modes) as JSON."),
     "demo-server": ("hopline.demo.cli", "Run the built-in demo MCP server over stdio (what the relay serves by default)."),
     "acp": ("hopline.acp.cli", "ACP conductor: run a chain of proxies in front of an ACP agent."),

@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from hopline.commands import check as check_cli
+from hopline.commands import serve_gateway
 from hopline.config.load import ConfigError, load_config, parse_config
 from hopline.declaration import declare, for_config
-from hopline.modes import gateway_serve
 from tests.conftest import PY, ROOT, SERVERS
 
 SPEC = SERVERS / "petstore.openapi.yaml"
@@ -88,9 +88,9 @@ def test_check_reports_a_spec_without_servers_or_base_url(tmp_path, capsys):
 # -- hopline serve ------------------------------------------------------------------------------------
 def test_serve_refuses_to_start_with_a_spec_that_cannot_be_used(tmp_path, capsys):
     path = write(tmp_path, "{openapi: missing.yaml}")
-    assert gateway_serve.serve_http(load_config(path), str(path)) == 1
+    assert serve_gateway.serve_http(load_config(path), str(path)) == 1
     assert "backends.pets.openapi: cannot read the spec file missing.yaml" in capsys.readouterr().err
-    assert gateway_serve.serve_stdio(load_config(path), str(path)) == 1
+    assert serve_gateway.serve_stdio(load_config(path), str(path)) == 1
 
 
 def test_the_serve_command_prints_the_problem_not_a_traceback(tmp_path):

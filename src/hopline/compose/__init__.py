@@ -11,4 +11,5 @@ they take the settings they are given here.
 - :mod:`.observability`: request log, metrics, trace/hop propagation, spans.
 - :mod:`.connectors`: the backend connectors (``StdioBackends``, ``RemoteBackends``): Layer 1
   channels to one backend, sharing connections through Layer 6's id-remapping multiplexer.
+- :mod:`.listen`: the client-facing session table a ``listen:`` section bounds.
 """

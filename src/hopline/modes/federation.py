@@ -3,11 +3,11 @@
 Composition, routing and policy are Forward mode's; what federation adds:
 
 - **Membership.** Each member's conformance declaration (``/.well-known/agent-tool-proxy``
-  at its origin, draft §4.2) is fetched at start and again every
-  ``routing.health_interval``; this gateway's own declaration lists, per member, its
-  name, version, tier, modes and layers, or why none could be read (a stdio member, a
-  backend that publishes none: it is likely a server, not an intermediary, and a warning
-  says so). Credentials configured for a member are not sent with this request.
+  at its origin, draft §4.2, read by transports/declarations.py) is fetched at start and
+  again every ``routing.health_interval``; this gateway's own declaration lists, per
+  member, its name, version, tier, modes and layers, or why none could be read (a stdio
+  member, a backend that publishes none: it is likely a server, not an intermediary, and
+  a warning says so). Credentials configured for a member are not sent with this request.
 - **Loops across the hierarchy.** The hop sequence travels with every request the gateway
   makes for a client, not only with calls: backend handshakes and list fetches carry the
   sequence the client's first request came with plus this hop, and every request that
@@ -20,28 +20,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
-from urllib.parse import urlsplit
-
-import httpx
-import orjson
 
 from hopline.config.schema import GatewayConfig
+from hopline.transports.declarations import Unread, fetch_declarations
 
 log = logging.getLogger("hopline.federation")
-
-DECLARATION_PATH = "/.well-known/agent-tool-proxy"
-MAX_DECLARATION = 256 * 1024
-
-
-def declaration_url(url: str) -> str:
-    """The member's declaration: the well-known path at its origin (no userinfo, no query)."""
-    parts = urlsplit(url)
-    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname or ""
-    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{DECLARATION_PATH}"
 
 
 def summary(doc: Any) -> dict[str, Any]:
     """What this gateway says of a member: the parts of its declaration that describe it."""
+    if isinstance(doc, Unread):
+        return {"declared": False, "reason": doc.reason}
     if not isinstance(doc, dict) or not isinstance(doc.get("intermediary"), dict) or not isinstance(doc.get("tier"), int):
         return {"declared": False, "reason": "its declaration is not an agent-tool-proxy declaration"}
     who = doc["intermediary"]
@@ -55,34 +44,12 @@ def summary(doc: Any) -> dict[str, Any]:
     }
 
 
-async def fetch_member(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
-    try:
-        async with http.stream("GET", declaration_url(url), headers={"accept": "application/json"}) as r:
-            if r.status_code != 200:
-                return {"declared": False, "reason": f"no declaration (HTTP {r.status_code})"}
-            body = b""
-            async for chunk in r.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DECLARATION:
-                    return {"declared": False, "reason": "its declaration is too large"}
-        return summary(orjson.loads(body))
-    except orjson.JSONDecodeError:
-        return {"declared": False, "reason": "its declaration is not JSON"}
-    except httpx.HTTPError as exc:  # the URL may hold a secret: name the error's type only
-        return {"declared": False, "reason": f"unreachable ({type(exc).__name__})"}
-
-
-async def members(config: GatewayConfig, *, timeout: float = 5.0) -> dict[str, dict[str, Any]]:
+async def members(config: GatewayConfig) -> dict[str, dict[str, Any]]:
     """Every enabled member's declaration, in short (see :func:`summary`)."""
-    out: dict[str, dict[str, Any]] = {}
-    urls = {bid: spec.url for bid, spec in config.backends.items() if spec.enabled and spec.url}
-    async with httpx.AsyncClient(timeout=timeout, follow_redirects=False) as http:
-        fetched = await asyncio.gather(*(fetch_member(http, url) for url in urls.values()))
-    by_id = dict(zip(urls, fetched))
-    for bid, spec in config.backends.items():
-        if spec.enabled:
-            out[bid] = by_id.get(bid) or {"declared": False, "reason": "a stdio member: no declaration to fetch"}
-    return out
+    enabled = {bid: spec.url for bid, spec in config.backends.items() if spec.enabled}
+    fetched = await fetch_declarations({bid: url for bid, url in enabled.items() if url})
+    stdio = Unread("a stdio member: no declaration to fetch")
+    return {bid: summary(fetched.get(bid, stdio)) for bid in enabled}
 
 
 async def watch_members(config: GatewayConfig, into: dict[str, dict[str, Any]]) -> None:

@@ -34,9 +34,9 @@ from typing import Any
 import httpx
 
 from hopline.binding import Era
+from hopline.compose.listen import session_table
 from hopline.config.schema import GatewayConfig
 from hopline.context import ANONYMOUS, Principal
-from hopline.modes.listen_bounds import session_table
 from hopline.transports import http_util as hu
 from hopline.transports.streamable_http_server import (
     ListenerOptions,

@@ -1,4 +1,5 @@
-"""Wiring for ``hopline serve``: a Gateway behind the HTTP listeners, or behind our stdio.
+"""The process of ``hopline serve`` (:mod:`.serve`) in the gateway modes: a Gateway behind
+the HTTP listeners, or behind our stdio.
 
 With ``auth`` configured, the HTTP front authenticates every MCP request
 (layers/policy/auth.py) before a listener sees it. The stdio client is the local user:
@@ -12,13 +13,13 @@ import logging
 
 from hopline import runtime
 from hopline.binding import Era
+from hopline.compose.listen import session_table
 from hopline.config.errors import ConfigError, format_path
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
 from hopline.compose.gateway import Gateway
-from hopline.modes.listen_bounds import session_table
 from hopline.transports.pump import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp

@@ -1,4 +1,8 @@
-"""``hopline serve CONFIG``: the Forward/Reverse gateway, over HTTP or stdio."""
+"""``hopline serve CONFIG``: the Forward/Reverse gateway, over HTTP or stdio.
+
+The arguments and the dispatch only, so that ``hopline --help`` stays light: the gateway
+modes' process is :mod:`.serve_gateway`, transparent mode's ``modes.transparent.serve``.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +50,6 @@ def run(args: argparse.Namespace) -> int:
         from hopline.modes import transparent
 
         return transparent.serve(config)
-    from hopline.modes import gateway_serve
+    from hopline.commands import serve_gateway
 
-    return gateway_serve.serve_stdio(config, args.config) if args.stdio else gateway_serve.serve_http(config, args.config)
+    return serve_gateway.serve_stdio(config, args.config) if args.stdio else serve_gateway.serve_http(config, args.config)

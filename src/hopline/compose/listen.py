@@ -1,4 +1,4 @@
-"""The client-facing session table a ``listen:`` section describes (composition root).
+"""The client-facing session table a ``listen:`` section describes.
 
 One place turns ``ListenConfig``'s bounds into the table's plain arguments, so the
 modes that serve HTTP clients (gateway, transparent level 2) build it alike; the relay
