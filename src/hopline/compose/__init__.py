@@ -9,4 +9,5 @@ they take the settings they are given here.
 - :mod:`.resilience`: Layer 4 (timeouts, retries, breakers, partial failure).
 - :mod:`.toolmodes`: Layer 7's tool modes, a ``ToolPlan`` per endpoint.
 - :mod:`.observability`: request log, metrics, trace/hop propagation, spans.
+- :mod:`.transparent`: the transparent level 1 proxy's settings and header rules.
 """
