@@ -9,5 +9,6 @@ they take the settings they are given here.
 - :mod:`.resilience`: Layer 4 (timeouts, retries, breakers, partial failure).
 - :mod:`.toolmodes`: Layer 7's tool modes, a ``ToolPlan`` per endpoint.
 - :mod:`.observability`: request log, metrics, trace/hop propagation, spans.
-- :mod:`.transparent`: the transparent level 1 proxy's settings and header rules.
+- :mod:`.transparent`: transparent mode's parts: the level 1 proxy's settings and header
+  rules, the level 2 gateway per destination (client credentials, the unverified caller).
 """

@@ -10,7 +10,10 @@ Level 1 (transport-aware, bodies streamed unread):
            handed to the proxy as ``compose.transparent.Rules``
 
 Level 2 (protocol-aware, every layer): the same front, and behind it
-``transparent_l2.ProtocolAware``, a gateway per destination.
+:class:`~hopline.transports.transparent.Endpoints`, a Reverse-mode ``Gateway`` per
+destination and MCP endpoint path, each with its session table and Streamable HTTP
+listener, the client's own credential passed through and the caller told apart by it
+(``compose/transparent.py``).
 """
 
 from __future__ import annotations
@@ -43,9 +46,10 @@ def serve(config: Any) -> int:
     async def main() -> int:
         aware = None
         if t.level == 2:
-            from hopline.modes.transparent_l2 import ProtocolAware
+            from hopline.modes.gateway import Gateway
+            from hopline.modes.listen_bounds import session_table
 
-            aware = ProtocolAware(config)
+            aware = compose.endpoints(config, Gateway, session_table)
         app = TransparentProxy(compose.settings(t), compose.Rules(t), declaration=lambda: declare(deployment), aware=aware, wait=config.listen.request_timeout)
         listen = config.listen
         if t.tls == "plaintext" and not _loopback(listen.host):

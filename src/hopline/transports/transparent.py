@@ -22,7 +22,10 @@ Requests that name no configured destination and ask for ``/.well-known/agent-to
 or ``/healthz`` are hopline's own: its declaration and its health.
 
 At level 2 the proxy hands each admitted request (but those under ``/.well-known/``,
-streamed unread) to the protocol-aware part it was given (``aware``).
+streamed unread) to :class:`Endpoints`: the MCP endpoint paths of each destination, each
+served by an endpoint of its own (a listener in front of a gateway, built by the
+composition); any other path is refused, so no request reaches a destination around
+the pipeline.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import httpx
 import orjson
 
+from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
 
@@ -90,7 +94,7 @@ class TransparentProxy:
     """The ASGI app: one instance serves every destination."""
 
     def __init__(
-        self, settings: ProxySettings, rules: HeaderRules, *, declaration: Callable[[], dict[str, Any]], client: Any = None, aware: Any = None, wait: float = 300.0
+        self, settings: ProxySettings, rules: HeaderRules, *, declaration: Callable[[], dict[str, Any]], client: Any = None, aware: Endpoints | None = None, wait: float = 300.0
     ) -> None:
         self.settings = settings
         self.aware = aware  # level 2: the protocol-aware part; None at level 1
@@ -208,6 +212,47 @@ class TransparentProxy:
             await _stream(response, receive, send)
         finally:
             await streaming.__aexit__(None, None, None)
+
+
+class Endpoint(Protocol):
+    """One (destination, path) at level 2: the listener that serves it, and what it holds."""
+
+    listener: Callable[[hu.Scope, hu.Receive, hu.Send, hu.Headers, Principal], Awaitable[None]]
+
+    async def aclose(self) -> None: ...
+
+
+class Endpoints:
+    """The level 2 part of the transparent app: an endpoint per (destination, path), made
+    (by ``make(destination, url)``) when first asked for; each request carries the
+    identity ``caller`` gives its headers."""
+
+    def __init__(self, paths: Iterable[str], make: Callable[[str, str], Endpoint], caller: Callable[[hu.Headers], Principal]) -> None:
+        self.security = hu.SecurityPolicy(check_host=False)  # the Host names the destination, by design
+        self.paths = frozenset(paths)
+        self.make = make
+        self.caller = caller
+        self.endpoints: dict[tuple[str, str], Endpoint] = {}
+
+    async def serve(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, destination: str, target: str) -> None:
+        headers = await hu.guard(scope, send, self.security)
+        if headers is None:
+            return
+        path = scope["path"].rstrip("/") or "/"
+        if path not in self.paths:  # only MCP endpoints, each with its pipeline: no way around the policy
+            await hu.send_json(send, 404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not an MCP endpoint of this destination"}}')
+            return
+        key = (destination, path)
+        endpoint = self.endpoints.get(key)
+        if endpoint is None:  # at most destinations x paths, all configured
+            endpoint = self.endpoints[key] = self.make(destination, target + path)
+            log.info("level 2: serving %s%s through a gateway of its own", destination, path)
+        await endpoint.listener(scope, receive, send, headers, self.caller(headers))
+
+    async def aclose(self) -> None:
+        for endpoint in list(self.endpoints.values()):
+            await endpoint.aclose()
+        self.endpoints.clear()
 
 
 _GONE = b"\0gone"  # a sentinel no body equals by identity
