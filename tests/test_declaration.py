@@ -42,7 +42,7 @@ def test_tier_is_computed_from_layers():
 
 
 def test_credential_injection_is_declared_when_headers_are_configured():
-    from hopline.modes.relay import _deployment
+    from hopline.commands.relay import _deployment
     from hopline.transports.targets import RemoteTarget
 
     assert _deployment(RemoteTarget("http://x/mcp", headers={"Authorization": "Bearer s"}), {}).token_propagation == "credential-injection"

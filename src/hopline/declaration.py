@@ -20,28 +20,19 @@ import orjson
 
 from hopline import NAME, __version__
 from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
+from hopline.modes import COMPOSITIONS
 
 if TYPE_CHECKING:
     from hopline.config.schema import GatewayConfig
 
-# Layers each mode brings into the pipeline (a mode is a composition of layers).
-MODE_LAYERS: dict[str, tuple[int, ...]] = {"relay": (1,), "forward": (1, 2, 3, 6, 7), "reverse": (1, 2, 3, 6, 7), "sidecar": (1, 2, 3, 6, 7), "federation": (1, 2, 3, 6, 7), "transparent": (1,)}
-MODE_LAYERS["conversion"] = (1, 2, 3)  # OpenAPI backends: a translation sublayer between L1 and L2 (§5.7)
-HANDSHAKE_DISPOSITION = {
-    "relay": "single-handshake passthrough (MUST NOT dual-handshake)",
-    "forward": "dual-handshake (composed capabilities)",
-    "reverse": "dual-handshake (the single backend's surface, unprefixed)",
-    "sidecar": "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods forwarded)",
-    "transparent": "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
-    "federation": "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
-    "conversion": "dual-handshake (converted capabilities)",
-}
+# Layers each mode brings into the pipeline, and its handshake: its composition (modes/*.py).
+MODE_LAYERS: dict[str, frozenset[int]] = {mode: c.numbers for mode, c in COMPOSITIONS.items()}
+HANDSHAKE_DISPOSITION = {mode: c.handshake for mode, c in COMPOSITIONS.items()}
 LEVEL_HANDSHAKE = {
     1: "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
     2: "level 2: dual-handshake on every connection (the destination's own identity and surface, as Reverse mode)",
 }
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
-FORWARD_LAYERS = {1, 2, 3, 6, 7}  # transport, discovery, routing, session, capability
 
 
 @dataclass
@@ -153,7 +144,7 @@ def capabilities() -> dict[str, Any]:
 
 def layers_for(config: GatewayConfig) -> set[int]:
     """The draft layers a gateway built from ``config`` runs (its pipeline carries them)."""
-    layers = set(FORWARD_LAYERS)
+    layers = set(COMPOSITIONS["reverse" if config.mode == "transparent" else config.mode].numbers)  # level 2: a Reverse stack
     if config.auth is not None or not config.policy.is_empty():
         layers.add(5)
     r = config.resilience

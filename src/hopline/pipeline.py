@@ -171,7 +171,6 @@ class Pipeline:
     gates: list[BackendGate] = field(default_factory=list)
     tools: ToolPlan = field(default_factory=ToolPlan)  # the main endpoint's tool modes
     endpoints: dict[str, ToolPlan] = field(default_factory=dict)  # more endpoints' (by path)
-    layers: set[int] = field(default_factory=set)  # draft layer numbers present, for the declaration
 
     def plan_for(self, endpoint: str | None) -> ToolPlan:
         """The tool plan of an endpoint (``None``, or one the configuration no longer has: the main one)."""

@@ -15,6 +15,7 @@ import logging
 import sys
 
 from hopline.transports.door_limits import DoorLimits
+from hopline.declaration import Deployment, declare
 from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.relay")
@@ -161,4 +162,9 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(spec, StdioTarget) and (args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0):
         log.error("--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0")
         return 2
-    return serve_http(spec, args, shown=describe(spec))
+    return serve_http(spec, args, shown=describe(spec), declaration=lambda endpoints: declare(_deployment(spec, endpoints)))
+
+
+def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:
+    injected = isinstance(spec, RemoteTarget) and bool(spec.headers)
+    return Deployment(modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints)

@@ -47,9 +47,11 @@ def run(args: argparse.Namespace) -> int:
         if args.stdio:
             print("hopline serve: transparent mode is HTTP only (stdio has no network path to intercept)", file=sys.stderr)
             return 1
+        from hopline.declaration import declare, for_config
         from hopline.modes import transparent
 
-        return transparent.serve(config)
+        deployment = for_config(config)
+        return transparent.serve(config, declaration=lambda: declare(deployment), endpoints=deployment.endpoints)
     from hopline.commands import serve_gateway
 
     return serve_gateway.serve_stdio(config, args.config) if args.stdio else serve_gateway.serve_http(config, args.config)

@@ -12,4 +12,6 @@ they take the settings they are given here.
 - :mod:`.connectors`: the backend connectors (``StdioBackends``, ``RemoteBackends``): Layer 1
   channels to one backend, sharing connections through Layer 6's id-remapping multiplexer.
 - :mod:`.listen`: the client-facing session table a ``listen:`` section bounds.
+- :mod:`.transparent`: transparent mode's parts: the level 1 proxy's settings and header
+  rules, the level 2 gateway per destination (client credentials, the unverified caller).
 """

@@ -1,5 +1,5 @@
-"""Forward/Reverse mode as a composition of layers: build the :class:`Pipeline` a
-gateway runs from its configuration (DESIGN §1: a mode is a fold of layers).
+"""The call pipeline of the gateway modes: build the :class:`Pipeline` a gateway runs
+from its configuration (DESIGN §1: a mode is a fold of layers).
 
 Order of call layers, outermost first: observability (trace context and hops are
 stamped before anything can reject, so a rejection is traced too), policy (the
@@ -15,7 +15,6 @@ from hopline.compose import policy, toolmodes
 from hopline.compose.observability import Observability
 from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
-from hopline.declaration import layers_for
 from hopline.pipeline import Pipeline
 
 def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None) -> Pipeline:
@@ -25,7 +24,7 @@ def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = Non
     calls = [*(observability.calls if observability is not None else ()), *policy_calls, *(resilience.calls if resilience is not None else ())]
     gates = list(resilience.gates) if resilience is not None else []
     main, endpoints = toolmodes.plans(config)
-    return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints, layers=layers_for(config))
+    return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints)
 
 
 async def release(pipeline: Pipeline, *, grace: float | None = None) -> None:

@@ -19,10 +19,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hopline.config.schema import GatewayConfig
+from hopline.composition import GATEWAY_OPTIONAL, Composition, gateway_layers
+from hopline.modes.forward import build
 from hopline.transports.declarations import Unread, fetch_declarations
+
+if TYPE_CHECKING:
+    from hopline.config.schema import GatewayConfig
+
+COMPOSITION = Composition(
+    mode="federation",
+    section="§5.6",
+    handshake="dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
+    layers=gateway_layers("layers.routing.namespace", discovery=("modes.federation", "transports.declarations")),
+    optional=GATEWAY_OPTIONAL,
+)
+__all__ = ["COMPOSITION", "build", "members", "summary", "watch_members"]
 
 log = logging.getLogger("hopline.federation")
 

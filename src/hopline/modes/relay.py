@@ -21,31 +21,32 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any, Callable
 
-from hopline import runtime
-from hopline.binding import Era
-from hopline.compose.connectors import RemoteBackends, StdioBackends
-from hopline.declaration import Deployment, declare
-from hopline.layers.transport.channel import ChannelClosed
-from hopline.transports import http_util as hu
-from hopline.transports.admission import StreamLimits
-from hopline.transports.app import DECLARATION_PATH, HoplineApp
-from hopline.transports.http_session import SessionTable
-from hopline.transports.pump import serve_own_stdio
-from hopline.transports.sse_server import SseListener
-from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
+from hopline.composition import Composition, layer
 from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.relay")
 
+COMPOSITION = Composition(
+    mode="relay",
+    section="§5.1",
+    handshake="single-handshake passthrough (MUST NOT dual-handshake)",
+    layers=(layer(1, "transports.streamable_http_server", "transports.sse_server", "transports.stdio", "transports.child_pool", "compose.connectors"),),
+)
 
-def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:
-    injected = isinstance(spec, RemoteTarget) and bool(spec.headers)
-    return Deployment(modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints)
 
-
-def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, shown: str) -> int:
-    """The HTTP listeners in front of ``spec``; ``shown``: the target as the startup line names it."""
+def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, shown: str, declaration: Callable[[dict[str, str]], Any]) -> int:
+    """The HTTP listeners in front of ``spec``; ``shown``: the target as the startup line
+    names it; ``declaration(endpoints)``: the conformance declaration it serves."""
+    from hopline import runtime
+    from hopline.compose.connectors import RemoteBackends, StdioBackends
+    from hopline.transports import http_util as hu
+    from hopline.transports.admission import StreamLimits
+    from hopline.transports.app import DECLARATION_PATH, HoplineApp
+    from hopline.transports.http_session import SessionTable
+    from hopline.transports.sse_server import SseListener
+    from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
 
     async def main() -> int:
         if isinstance(spec, StdioTarget):
@@ -63,7 +64,7 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, sh
         security = hu.SecurityPolicy(bound_host=args.host, allowed_origins=frozenset(args.allow_origin),
                                      allowed_hosts=frozenset(h.lower() for h in args.allow_host), check_host=not args.no_host_check)
         app = HoplineApp(StreamableHttpListener(backends, sessions, options), sse=SseListener(backends, sessions.sibling(), max_body=args.max_body),
-                         security=security, declaration=lambda: declare(_deployment(spec, endpoints)), mcp_path=args.mcp_path)
+                         security=security, declaration=lambda: declaration(endpoints), mcp_path=args.mcp_path)
 
         def ready(host: str, port: int) -> None:
             base = f"http://{host}:{port}"
@@ -83,6 +84,12 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, sh
 
 def serve_stdio(spec: RemoteTarget, args: argparse.Namespace) -> int:
     """One stdio client (a desktop app launched us) ⇄ a remote server."""
+    from hopline import runtime
+    from hopline.binding import Era
+    from hopline.compose.connectors import RemoteBackends
+    from hopline.layers.transport.channel import ChannelClosed
+    from hopline.transports import http_util as hu
+    from hopline.transports.pump import serve_own_stdio
 
     async def main() -> int:
         backends = RemoteBackends(spec)

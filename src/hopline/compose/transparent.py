@@ -1,0 +1,162 @@
+"""Transparent mode from configuration: what each level's parts are handed.
+
+Level 1: :func:`settings` (the proxy's share of the ``transparent`` section) and
+:class:`Rules` (the header policy, ``layers/policy/transparent.py``, as the proxy asks it:
+:class:`~hopline.transports.transparent.HeaderRules`).
+
+Level 2 (draft §5.4, protocol-aware, every layer): :func:`endpoints`. Each original
+destination (and MCP endpoint path on it) gets a Reverse-mode gateway of its own, built
+from the file's ``policy``, ``resilience``, ``observability``, ``tools`` and ``routing``
+sections, whose one backend is the destination's real address. The connection is
+dual-handshaken: the client's session is with hopline, which presents the destination's
+own identity, capabilities and unprefixed names (Reverse mode), and keeps one backend
+session per client; every message then runs the whole pipeline (policy that filters
+lists and guards invokes, breakers and timeouts, hop metadata and trace context, tool
+modes). That is the disposition for every connection at level 2, and the declaration
+says so.
+
+Credentials: hopline authenticates nobody and never starts an authentication flow. The
+client's own ``Authorization`` header goes to the destination unchanged (passthrough);
+callers are told apart by a digest of it (an unverified identity: policy rules see no
+``jwt`` claims), so no caller's session or credential ever carries another's requests.
+A destination that refuses the credential (HTTP 401) is answered as unavailable: its
+OAuth discovery cannot happen through a level 2 connection, so a destination whose
+clients must first discover its authorization server belongs at level 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from hopline.binding import MODERN_VERSIONS, Era
+from hopline.config.schema import GatewayConfig, ListenConfig
+from hopline.config.transparent import TransparentConfig
+from hopline.context import ANONYMOUS, Principal
+from hopline.layers.policy.transparent import HEADER_ERROR, HeaderPolicy, body_method, claimed_method, read_headers, rules_view
+from hopline.transports import http_util as hu
+from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
+from hopline.transports.transparent import Endpoints, ProxySettings
+
+UNVERIFIED = "transparent:unverified"
+
+
+def settings(t: TransparentConfig) -> ProxySettings:
+    return ProxySettings(
+        destinations=t.destinations, destination=t.destination, header=t.header, unknown_method=t.unknown_method,
+        max_body=t.max_body, max_method_body=t.max_method_body, connect_timeout=t.connect_timeout,
+    )
+
+
+class Rules:
+    """The header policy (``transparent.rules``) as the level 1 proxy asks it."""
+
+    error = HEADER_ERROR
+
+    def __init__(self, t: TransparentConfig) -> None:
+        self.policy = HeaderPolicy(t.rules)
+        self.judges = bool(self.policy.programs)
+        self.reads_method = self.policy.reads.method
+        # headers refused when repeated: the routing ones, the ones a rule reads, the one naming the destination (None: any)
+        self.strict = self.policy.reads.refused_when_repeated([t.header] if t.destination == "header" else [])
+
+    def read(self, raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
+        return read_headers(raw, self.strict)
+
+    def claimed(self, method: str, headers: dict[str, str]) -> tuple[str | None, str | None]:
+        return claimed_method(method, headers)
+
+    def body_method(self, body: bytes) -> str | None:
+        return body_method(body)
+
+    def allows(self, http: dict[str, Any]) -> bool:
+        headers = http["headers"]  # shown to the rules without the mirror headers when nobody validates them
+        return self.policy.allows({**http, "headers": rules_view(headers, headers.get("mcp-protocol-version") in MODERN_VERSIONS)})
+
+
+class _ClientHeader(httpx.Auth):
+    """The client's own ``Authorization`` value on every request to the destination."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal  # replaced when the same caller comes back with a newer header
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        if self.principal.token:
+            request.headers["authorization"] = self.principal.token
+        yield request
+
+
+class ClientCredentials:
+    """Token propagation for a transparent intermediary: passthrough of whatever the
+    client sent (nothing, if it sent nothing), per caller."""
+
+    def per_principal(self, backend_id: str) -> bool:
+        return True
+
+    def auth_for(self, backend_id: str, principal: Principal | None = None) -> httpx.Auth | None:
+        return _ClientHeader(principal) if principal is not None and principal.token else None
+
+    def pattern(self) -> str:
+        return "passthrough"
+
+    async def aclose(self) -> None:
+        return None
+
+
+def caller(headers: hu.Headers) -> Principal:
+    """An unverified identity: the digest of the client's Authorization header, or anonymous."""
+    value = headers.get(b"authorization")
+    if not value:
+        return ANONYMOUS
+    digest = hashlib.sha256(value.encode("latin-1")).hexdigest()[:24]
+    return Principal(f"credential:{digest}", issuer=UNVERIFIED, token=value)
+
+
+def backend_id(destination: str) -> str:
+    """A backend id for a destination (``tools.internal:8080`` → ``tools-internal-8080``)."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", destination).strip("-")[:48] or "destination"
+
+
+def endpoint_config(config: GatewayConfig, destination: str, url: str) -> GatewayConfig:
+    """A Reverse-mode gateway's configuration for one (destination, path): its one backend is ``url``."""
+    data = config.model_dump(mode="python", include={"name", "routing", "policy", "resilience", "observability", "tools"}, exclude_unset=True)
+    data.update(mode="reverse", reload_interval=0, backends={backend_id(destination): {"url": url, "transport": "streamable-http"}})
+    return GatewayConfig.model_validate(data)
+
+
+class Endpoint:
+    """One (destination, path): its gateway and the Streamable HTTP listener in front of it."""
+
+    def __init__(self, gateway: Any, sessions: Any, options: ListenerOptions) -> None:
+        self.gateway = gateway
+        hops = self.gateway.observability.hops
+        if hops is not None:
+            hops.mode = "transparent"  # what this hop is, whatever composition it runs
+        self.sessions = sessions
+        self.listener = StreamableHttpListener(self, self.sessions, options)
+
+    async def open_session(self, era: Era) -> Any:
+        return await self.gateway.open_session(era)
+
+    async def open_exchange(self, era: Era) -> Any:
+        return await self.gateway.open_exchange(era)
+
+    async def aclose(self) -> None:
+        await self.sessions.close_all()
+        await self.gateway.aclose()
+
+
+def endpoints(config: GatewayConfig, gateway: Callable[..., Any], session_table: Callable[[ListenConfig], Any]) -> Endpoints:
+    """Level 2: a ``gateway(config, propagation=...)`` per (destination, path), each with a ``session_table(listen)``."""
+    t = config.transparent
+    assert t is not None
+    options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)
+
+    def make(destination: str, url: str) -> Endpoint:
+        return Endpoint(gateway(endpoint_config(config, destination, url), propagation=ClientCredentials()), session_table(config.listen), options)
+
+    return Endpoints(t.paths, make, caller)

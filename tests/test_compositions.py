@@ -1,0 +1,66 @@
+"""Each mode is a composition of layers (hopline/modes/*.py, hopline/composition.py):
+the modules it names exist, the declaration reports exactly its layers, a built
+gateway holds an object of each, and modes/ stays compositions only (issue 14)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from hopline.composition import NAMES
+from hopline.declaration import HANDSHAKE_DISPOSITION, MODE_LAYERS, declare, Deployment
+from hopline.modes import COMPOSITIONS
+
+MODES = Path(__file__).resolve().parent.parent / "src" / "hopline" / "modes"
+
+
+@pytest.mark.parametrize("mode", sorted(COMPOSITIONS))
+def test_every_part_a_composition_names_is_a_module(mode):
+    composition = COMPOSITIONS[mode]
+    assert composition.layers, mode
+    for part in (*composition.layers, *composition.optional):
+        assert part.number in NAMES
+        for module in part.parts:
+            assert importlib.util.find_spec(f"hopline.{module}") is not None, f"{mode}: layer {part.number} names hopline.{module}"
+
+
+def test_the_declaration_reports_the_compositions():
+    assert set(MODE_LAYERS) == set(COMPOSITIONS) == set(HANDSHAKE_DISPOSITION)
+    for mode, composition in COMPOSITIONS.items():
+        doc = declare(Deployment(modes=[mode]))
+        assert doc["layers"] == sorted(composition.numbers)
+        assert doc["handshake"][mode] == composition.handshake
+    assert declare(Deployment(modes=["relay"]))["tier"] == 1
+    assert declare(Deployment(modes=["forward"]))["layers"] == [1, 2, 3, 6, 7]
+
+
+def test_modes_hold_compositions_only():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in MODES.glob("*.py")}
+    assert all(n <= 150 for n in sizes.values()), sizes
+    assert sum(sizes.values()) <= 900, sizes
+
+
+async def test_a_built_gateway_holds_each_layer_of_its_composition():
+    from hopline.config.load import parse_config
+    from hopline.layers.discovery.registry import Registry
+    from hopline.layers.routing.tables import Routes
+    from hopline.layers.session.sharing import Sharing
+    from hopline.modes import forward, reverse
+    from hopline.pipeline import Pipeline
+
+    config = parse_config("backends:\n  demo: {command: python, args: [-m, hopline.demo]}\n")
+    gateway = forward.build(config)
+    try:
+        assert isinstance(gateway.registry, Registry) and set(gateway.registry.connectors) == {"demo"}  # L1, L2
+        assert isinstance(gateway.routes, Routes) and not gateway.routes.reverse  # L3: namespaced
+        assert isinstance(gateway.sharing, Sharing)  # L6
+        assert isinstance(gateway.pipeline, Pipeline) and gateway.pipeline.tools.modes == {}  # L7 (Standard)
+    finally:
+        await gateway.aclose()
+    gateway = reverse.build(parse_config("mode: reverse\nbackends:\n  demo: {command: python, args: [-m, hopline.demo]}\n"))
+    try:
+        assert gateway.routes.reverse and gateway.routes.single == "demo" and not gateway.routes.pass_on
+    finally:
+        await gateway.aclose()
