@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.composition import GATEWAY_OPTIONAL, Composition, gateway_layers
 from hopline.modes.forward import build
-from hopline.transports.declarations import Unread, fetch_declarations
 
 if TYPE_CHECKING:
     from hopline.config.schema import GatewayConfig
@@ -42,6 +41,8 @@ log = logging.getLogger("hopline.federation")
 
 def summary(doc: Any) -> dict[str, Any]:
     """What this gateway says of a member: the parts of its declaration that describe it."""
+    from hopline.transports.declarations import Unread  # httpx: not for every `hopline` command line
+
     if isinstance(doc, Unread):
         return {"declared": False, "reason": doc.reason}
     if not isinstance(doc, dict) or not isinstance(doc.get("intermediary"), dict) or not isinstance(doc.get("tier"), int):
@@ -59,6 +60,8 @@ def summary(doc: Any) -> dict[str, Any]:
 
 async def members(config: GatewayConfig) -> dict[str, dict[str, Any]]:
     """Every enabled member's declaration, in short (see :func:`summary`)."""
+    from hopline.transports.declarations import Unread, fetch_declarations
+
     enabled = {bid: spec.url for bid, spec in config.backends.items() if spec.enabled}
     fetched = await fetch_declarations({bid: url for bid, url in enabled.items() if url})
     stdio = Unread("a stdio member: no declaration to fetch")
