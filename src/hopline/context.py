@@ -48,7 +48,9 @@ ANONYMOUS = Principal("anonymous")
 
 @dataclass(slots=True)
 class Context:
-    """One exchange's context: created at the listener, passed explicitly down the layers.
+    """One exchange's context: made once as a request reaches the client session
+    (``GatewaySession.context``), passed explicitly to the handler, the call layers
+    (``Call.context``) and a tool mode's inner calls, which share its deadline.
 
     ``principal``: who is calling. ``session``: the client session the exchange belongs
     to (``None`` for a stateless exchange). ``era``: the protocol era it was made in.

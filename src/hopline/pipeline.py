@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol, runtime_checkable
 
-from hopline.context import ANONYMOUS, Principal
+from hopline.context import ANONYMOUS, Context, Principal
 from hopline.jsonrpc import Message
 
 # "method": a request the gateway does not mediate itself, passed on to the one backend
@@ -67,6 +67,7 @@ class Call:
     definition: dict[str, Any] | None = None  # the backend's tool definition (annotations…) for tools/call
     meta: dict[str, Any] = field(default_factory=dict)  # the client's incoming _meta, read-only
     timeout: float | None = None  # seconds; layers may tighten it, the transport enforces it
+    context: Context | None = None  # the exchange it belongs to (its deadline is where ``timeout`` came from)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes) for spans/audit
 
     def event(self, name: str, **attributes: Any) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
-from hopline.context import ANONYMOUS, Principal
+from hopline.context import ANONYMOUS, Context, Principal
 from hopline.layers.capability import compose
 from hopline.layers.capability.lists import LIST_KEYS, ListComposer
 from hopline.layers.capability.toolmodes.host import SessionToolHost
@@ -77,19 +77,34 @@ class GatewaySession(BackendLinks, ListComposer):
         meta = message.meta
         if not self.stateful and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
             self.client_capabilities = meta[META_CLIENT_CAPABILITIES]  # which shared session of a handshake-era backend it gets
+        chain: list[Any] = []
         if meta:  # a request that has been here before is refused, lists and handshakes included
             chain = self.hub.registry.arrived(meta)
             if chain and not self.arrival:
                 self.arrival = chain  # carried on into this session's handshakes and list fetches
-        return await _HANDLERS[route](self, message)
+        return await _HANDLERS[route](self, message, self.context(message, chain))
 
-    async def _pass_on(self, message: Message) -> Message:
+    def context(self, message: Message, hops: list[Any] | None = None) -> Context:
+        """The exchange's context, made once as it arrives and passed down explicitly: who,
+        which session, which era, its one deadline (``listen.request_timeout`` from now)."""
+        timeout = self.hub.settings.listen.request_timeout
+        meta = message.meta
+        return Context(
+            self.principal,
+            self._binding if self.stateful else None,
+            Era.MODERN if not self.stateful or era_of_message(message.body) is Era.MODERN else Era.HANDSHAKE,
+            None if timeout is None else asyncio.get_running_loop().time() + timeout,
+            hops if hops is not None else [],
+            meta.get("traceparent") if meta else None,
+        )
+
+    async def _pass_on(self, message: Message, ctx: Context) -> Message:
         """Sidecar mode: a method the gateway does not mediate goes to the one backend,
         through the pipeline (policy sees ``mcp.method``), and its answer comes back as is."""
         (backend_id,) = self.hub.registry.connectors
-        return await self._forward(message, backend_id, message.params, target=message.method)  # the policy's item: the method
+        return await self._forward(message, ctx, backend_id, message.params, target=message.method)  # the policy's item: the method
 
-    async def _initialize(self, message: Message) -> Message:
+    async def _initialize(self, message: Message, ctx: Context) -> Message:
         params = message.params
         self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         backends = await self.live_backends()
@@ -97,15 +112,15 @@ class GatewaySession(BackendLinks, ListComposer):
         value = compose.initialize_result(infos(backends), requested=params.get("protocolVersion"), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse)
         return result(message.id, value)
 
-    async def _discover(self, message: Message) -> Message:
+    async def _discover(self, message: Message, ctx: Context) -> Message:
         g = self.hub
         backends = await self.live_backends()
         return result(message.id, compose.discover_result(infos(backends), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse))
 
-    async def _ping(self, message: Message) -> Message:
+    async def _ping(self, message: Message, ctx: Context) -> Message:
         return result(message.id, {})
 
-    async def _list(self, message: Message) -> Message:
+    async def _list(self, message: Message, ctx: Context) -> Message:
         method = message.method or ""
         plan = self.tool_plan
         if method == "tools/list" and plan.modes:
@@ -126,9 +141,9 @@ class GatewaySession(BackendLinks, ListComposer):
             value["nextCursor"] = self.hub.routes.cursors.encode({"o": next_offset}, binding=binding)
         if missing:
             value["_meta"] = {MISSING_KEY: missing}  # a partial answer says who is missing
-        return result(message.id, self._stamp(value, modern=self._modern(message)))
+        return result(message.id, self._stamp(value, modern=ctx.era is Era.MODERN))
 
-    async def _invoke_named(self, message: Message) -> Message:
+    async def _invoke_named(self, message: Message, ctx: Context) -> Message:
         method = message.method or ""
         name = message.params.get("name")
         if not isinstance(name, str):
@@ -137,10 +152,10 @@ class GatewaySession(BackendLinks, ListComposer):
         if method == "tools/call" and plan.modes:
             arguments = message.params.get("arguments")
             for mode_name, mode in plan.active:
-                value = await mode.call(self.tool_host(message.meta, mode=mode_name), name, arguments if isinstance(arguments, dict) else {})
+                value = await mode.call(self.tool_host(message.meta, mode=mode_name, context=ctx), name, arguments if isinstance(arguments, dict) else {})
                 if value is not None:
-                    return result(message.id, self._stamp(value, modern=self._modern(message)))
-        return await self.invoke_named(message)
+                    return result(message.id, self._stamp(value, modern=ctx.era is Era.MODERN))
+        return await self.invoke_named(message, ctx)
 
     @property
     def tool_plan(self) -> ToolPlan:
@@ -158,7 +173,7 @@ class GatewaySession(BackendLinks, ListComposer):
         items, backends, missing = await self.visible_entries("tools/list")
         return shown + [item for item, backend in zip(items, backends) if plan.mode_of(backend) == STANDARD], missing
 
-    async def invoke_named(self, message: Message) -> Message:
+    async def invoke_named(self, message: Message, ctx: Context) -> Message:
         """``tools/call`` or ``prompts/get`` on the catalogue (Standard mode's path)."""
         method = message.method or ""
         list_method = "tools/list" if method == "tools/call" else "prompts/list"
@@ -174,7 +189,7 @@ class GatewaySession(BackendLinks, ListComposer):
             entry, catalog = await self.unlisted(list_method, kind, name, message.id)
         definition = catalog.item(name)
         self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
-        return await self._forward(message, entry.backend, {**message.params, "name": entry.original}, target=entry.original, exposed=name, definition=definition)
+        return await self._forward(message, ctx, entry.backend, {**message.params, "name": entry.original}, target=entry.original, exposed=name, definition=definition)
 
     def _progress_relay(self, token: Any):
         """Backend progress for one call, delivered under the client's own token (and type)."""
@@ -184,7 +199,7 @@ class GatewaySession(BackendLinks, ListComposer):
 
         return relay
 
-    async def _invoke_uri(self, message: Message) -> Message:
+    async def _invoke_uri(self, message: Message, ctx: Context) -> Message:
         uri = message.params.get("uri")
         target = self.hub.routes.uris.resolve(uri) if isinstance(uri, str) else None
         if target is None or target[0] not in self.hub.registry.connectors:
@@ -194,13 +209,13 @@ class GatewaySession(BackendLinks, ListComposer):
             caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
-        answer = await self._forward(message, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
+        answer = await self._forward(message, ctx, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
         if message.method != "resources/read" and "result" in answer.body:  # kept, to re-subscribe after a reconnect
             held = self.subscriptions.setdefault(target[0], set())
             (held.add if message.method == "resources/subscribe" else held.discard)(target[1])
         return answer
 
-    async def _complete(self, message: Message) -> Message:
+    async def _complete(self, message: Message, ctx: Context) -> Message:
         ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
             await self._composed("prompts/list")
@@ -209,22 +224,22 @@ class GatewaySession(BackendLinks, ListComposer):
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
             self._check_visible("prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id)
-            return await self._forward(message, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}}, target=entry.original, exposed=ref["name"])
+            return await self._forward(message, ctx, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}}, target=entry.original, exposed=ref["name"])
         target = self.hub.routes.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
         if target is None:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
         self._check_visible("resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id)
-        return await self._forward(message, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
+        return await self._forward(message, ctx, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
 
-    async def _task(self, message: Message) -> Message:
+    async def _task(self, message: Message, ctx: Context) -> Message:
         """Tasks extension (2026-07-28): a task id names its backend (``backend:id``)."""
         task_id = message.params.get("taskId")
         target = self.hub.routes.tasks.resolve(task_id) if isinstance(task_id, str) else None
         if target is None or target[0] not in self.hub.registry.connectors:
             raise InvalidParams(f"Unknown task: {task_id!r}", request_id=message.id)
-        return await self._forward(message, target[0], {**message.params, "taskId": target[1]})
+        return await self._forward(message, ctx, target[0], {**message.params, "taskId": target[1]})
 
-    async def _listen(self, message: Message) -> Message | None:
+    async def _listen(self, message: Message, ctx: Context) -> Message | None:
         """``subscriptions/listen`` (2026-07-28): acknowledge what the gateway will deliver,
         then stream CHANGE-SIGNALs and the asked-for resource updates until the client
         closes the stream (which cancels this). A resource URI is honoured when it routes
@@ -264,17 +279,17 @@ class GatewaySession(BackendLinks, ListComposer):
             out.append((uri, target))
         return out
 
-    async def _set_level(self, message: Message) -> Message:
+    async def _set_level(self, message: Message, ctx: Context) -> Message:
         sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
         shared = sharing.shared_of(self)
         sets = (sharing.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params) for s in sessions)
         await asyncio.gather(*sets, return_exceptions=True)
         return result(message.id, {})
 
-    async def _forward(self, message: Message, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
+    async def _forward(self, message: Message, ctx: Context, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
         token = message.meta.get("progressToken")
         on_progress = None if token is None else self._progress_relay(token)
-        modern = self._modern(message)
+        modern = ctx.era is Era.MODERN
 
         async def send(call: Call) -> Message:
             # Looked up per attempt, inside the layers: an unavailable backend is an outcome
@@ -299,12 +314,16 @@ class GatewaySession(BackendLinks, ListComposer):
 
         pipeline = self.hub.pipeline
         method = message.method or ""
+        # The exchange's one deadline, no later than the backend's own timeout from now.
         timeout = self.hub.registry.timeout_for(backend_id)
+        left = ctx.remaining(asyncio.get_running_loop().time())
+        if left is not None and (timeout is None or left < timeout):
+            timeout = left
         if pipeline.calls:
-            call = Call(method, backend_id, params, self.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta, timeout=timeout)
+            call = Call(method, backend_id, params, ctx.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta, timeout=timeout, context=ctx)
             answer = await pipeline.run(call, send)
         else:
-            answer = await send(Call(method, backend_id, params, timeout=timeout))
+            answer = await send(Call(method, backend_id, params, timeout=timeout, context=ctx))
         value = answer.body.get("result")
         if not self.hub.routes.reverse and method in ("tools/call", "prompts/get"):
             linked = expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
@@ -314,12 +333,9 @@ class GatewaySession(BackendLinks, ListComposer):
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
             answer = Message({**answer.body, "result": {**value, "taskId": self.hub.routes.tasks.expose(backend_id, value["taskId"])}})
-        if self._modern(message) and isinstance(answer.body.get("result"), dict):
+        if modern and isinstance(answer.body.get("result"), dict):
             return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)})
         return answer
-
-    def _modern(self, message: Message) -> bool:
-        return not self.stateful or era_of_message(message.body) is Era.MODERN
 
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
@@ -344,9 +360,10 @@ class GatewaySession(BackendLinks, ListComposer):
 
         return relay
 
-    def tool_host(self, meta: dict[str, Any] | None = None, *, mode: str | None = None) -> SessionToolHost:
-        """The host a tool mode runs on for this caller (``mode``: only that mode's backends)."""
-        return SessionToolHost(self, meta or {}, plan=self.tool_plan, mode=mode)
+    def tool_host(self, meta: dict[str, Any] | None = None, *, mode: str | None = None, context: Context | None = None) -> SessionToolHost:
+        """The host a tool mode runs on for this caller (``mode``: only that mode's backends).
+        ``context``: the exchange whose tool runs, so its inner calls share its deadline."""
+        return SessionToolHost(self, meta or {}, plan=self.tool_plan, mode=mode, context=context)
 
     def _backend_notification(self, backend_id: str):
         def deliver(message: Message) -> None:

@@ -42,9 +42,14 @@ class BackendSettings(Protocol):
     def shares(self) -> bool: ...
 
 
+class ListenSettings(Protocol):
+    request_timeout: float | None
+
+
 class Settings(Protocol):
     """What the session layer reads of the gateway's settings."""
 
+    listen: ListenSettings
     name: str
     instructions: str | None
     routing: RoutingSettings

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Protocol
 
-from hopline.context import Principal
+from hopline.context import Context, Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, Message
 from hopline.pipeline import ToolPlan
 
@@ -43,12 +43,15 @@ class ToolSession(Protocol):
 
     async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]: ...
 
-    async def invoke_named(self, message: Message) -> Message: ...
+    async def invoke_named(self, message: Message, ctx: Context) -> Message: ...
+
+    def context(self, message: Message) -> Context: ...
 
 
 class SessionToolHost:
-    def __init__(self, session: ToolSession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None) -> None:
+    def __init__(self, session: ToolSession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None, context: Context | None = None) -> None:
         self.session = session
+        self.context = context  # the exchange running the mode's tool: inner calls share its deadline
         self.meta = meta  # the client's _meta of the request that runs the mode's tool (trace context…)
         # Only the backends the plan puts in ``mode`` (None: every backend).
         self.plan, self.mode = (plan, mode) if plan is not None and mode is not None and not plan.uniform(mode) else (None, None)
@@ -74,7 +77,7 @@ class SessionToolHost:
         if merged:
             params["_meta"] = merged
         request = Message({"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": "tools/call", "params": params})
-        answer = await self.session.invoke_named(request)
+        answer = await self.session.invoke_named(request, self.context or self.session.context(request))
         error = answer.body.get("error")
         if isinstance(error, dict):
             raise ToolCallError(error)
