@@ -2,11 +2,11 @@
 
 :class:`Principal` is the caller as the authentication layer established it;
 :class:`Authenticator` is what a listener asks of that layer. :class:`Context` is
-the per-exchange context: it is created at the listener, when a client's request
-arrives, and passed explicitly down the layers (never looked up from a context
-variable). An exchange has one deadline, fixed at the listener; every layer below
-reads what is left of it (:meth:`Context.remaining`) instead of starting a timer of
-its own.
+the per-exchange context: it is made once when a client's request reaches its
+session (the listener has authenticated it), and passed explicitly down the layers
+(never looked up from a context variable). An exchange has one deadline, fixed as it
+arrives; the call layers and the backend call read what is left of it
+(:meth:`Context.remaining`) for their timeout.
 
 Nothing here does I/O; this module imports only the standard library and
 :mod:`hopline.binding`.
