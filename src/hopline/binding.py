@@ -49,12 +49,6 @@ class Binding:
     handshake: bool
     versions: tuple[str, ...]
 
-    def is_list_method(self, method: str) -> bool:
-        return method in self.list_methods
-
-    def is_invoke_method(self, method: str) -> bool:
-        return method in self.invoke_methods
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -70,14 +64,43 @@ class Binding:
         }
 
 
+# The MCP methods the core names, defined once (both eras) and read everywhere else.
+TOOLS_LIST, TOOLS_CALL = "tools/list", "tools/call"
+PROMPTS_LIST, PROMPTS_GET = "prompts/list", "prompts/get"
+RESOURCES_LIST, RESOURCES_READ, TEMPLATES_LIST = "resources/list", "resources/read", "resources/templates/list"
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One LIST-METHOD: the result key of its items, the kind of item, the INVOKE-METHOD
+    that uses an item, the capability a server must advertise, and its change signal."""
+
+    method: str
+    key: str
+    kind: str
+    invoke: str
+    capability: str
+    changed: str
+
+
+LISTINGS: dict[str, Listing] = {
+    listing.method: listing
+    for listing in (
+        Listing(TOOLS_LIST, "tools", "tool", TOOLS_CALL, "tools", "notifications/tools/list_changed"),
+        Listing(PROMPTS_LIST, "prompts", "prompt", PROMPTS_GET, "prompts", "notifications/prompts/list_changed"),
+        Listing(RESOURCES_LIST, "resources", "resource", RESOURCES_READ, "resources", "notifications/resources/list_changed"),
+        Listing(TEMPLATES_LIST, "resourceTemplates", "resourceTemplate", RESOURCES_READ, "resources", "notifications/resources/list_changed"),
+    )
+}
+
 _MCP_COMMON: dict[str, Any] = dict(
     metadata_field="_meta",
     hop_key="io.modelcontextprotocol/proxy-hops",
     name_delimiter="__",
     name_charset="[a-zA-Z0-9_-]",
-    list_methods=frozenset({"tools/list", "resources/list", "resources/templates/list", "prompts/list"}),
-    invoke_methods=frozenset({"tools/call", "resources/read", "prompts/get"}),
-    change_signal="notifications/tools/list_changed",
+    list_methods=frozenset(LISTINGS),
+    invoke_methods=frozenset(listing.invoke for listing in LISTINGS.values()),
+    change_signal=LISTINGS[TOOLS_LIST].changed,
 )
 
 MCP_HANDSHAKE = Binding(name="mcp-2025-11-25", handshake=True, versions=HANDSHAKE_VERSIONS, **_MCP_COMMON)

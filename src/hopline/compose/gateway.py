@@ -40,7 +40,8 @@ from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.tables import Routes
 from hopline.layers.session.backend_listens import BackendListens
 from hopline.layers.session.client_end import ClientEnd
-from hopline.layers.session.gateway_session import CHANGE_SIGNALS, GatewaySession
+from hopline.layers.session.gateway_session import GatewaySession
+from hopline.layers.session.links import CHANGE_SIGNALS
 from hopline.layers.session.held import HeldCalls
 from hopline.layers.session.sharing import Sharing, describe
 from hopline.compose.connectors import RemoteBackends, StdioBackends

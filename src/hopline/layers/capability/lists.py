@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from hopline.binding import LISTINGS, PROMPTS_LIST, TOOLS_LIST
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
@@ -22,10 +23,10 @@ from hopline.pipeline import Call, Item, Kind
 
 log = logging.getLogger("hopline.gateway")
 
-NAMED = frozenset({"tools/list", "prompts/list"})  # lists whose items have names to namespace
-LIST_KEYS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources", "resources/templates/list": "resourceTemplates"}
-_INVOKES: dict[Kind, str] = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "resourceTemplate": "resources/read"}
-KINDS: dict[str, Kind] = {"tools/list": "tool", "prompts/list": "prompt", "resources/list": "resource", "resources/templates/list": "resourceTemplate"}
+NAMED = frozenset({TOOLS_LIST, PROMPTS_LIST})  # lists whose items have names to namespace
+LIST_KEYS = {method: listing.key for method, listing in LISTINGS.items()}
+_INVOKES: dict[Kind, str] = {listing.kind: listing.invoke for listing in LISTINGS.values()}  # type: ignore[misc]
+KINDS: dict[str, Kind] = {method: listing.kind for method, listing in LISTINGS.items()}  # type: ignore[misc]
 
 
 class ListComposer:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hopline import NAME, __version__
-from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, Era
+from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, LISTINGS, Era
 from hopline.jsonrpc import Message, PeerError, UnavailableError
 from hopline.layers.discovery.shared import Owners
 from hopline.layers.transport.rpc import OnNotification, OnRequest, RpcPeer
@@ -33,17 +33,10 @@ from hopline.layers.transport.channel import Channel
 log = logging.getLogger("hopline.discovery")
 
 # list method → (result key, capability that must be advertised)
-LISTS = {
-    "tools/list": ("tools", "tools"),
-    "prompts/list": ("prompts", "prompts"),
-    "resources/list": ("resources", "resources"),
-    "resources/templates/list": ("resourceTemplates", "resources"),
-}
-CHANGED = {
-    "notifications/tools/list_changed": ("tools/list",),
-    "notifications/prompts/list_changed": ("prompts/list",),
-    "notifications/resources/list_changed": ("resources/list", "resources/templates/list"),
-}
+LISTS = {method: (listing.key, listing.capability) for method, listing in LISTINGS.items()}
+CHANGED: dict[str, tuple[str, ...]] = {}  # change signal → the lists it invalidates
+for _listing in LISTINGS.values():
+    CHANGED[_listing.changed] = (*CHANGED.get(_listing.changed, ()), _listing.method)
 MAX_PAGES = 100
 GATEWAY_INFO = {"name": NAME, "version": __version__}
 _serials = itertools.count(1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hopline.binding import MCP_HANDSHAKE, MCP_MODERN
+from hopline.binding import MCP_HANDSHAKE, MCP_MODERN, RESOURCES_READ
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
@@ -38,7 +38,7 @@ _OWN: dict[str, Route] = {
     "tasks/cancel": "task",
     "subscriptions/listen": "listen",
 }
-_BY_URI = frozenset({"resources/read"})
+_BY_URI = frozenset({RESOURCES_READ})
 
 METHODS: dict[str, Route] = {
     **{m: "list" for m in sorted(MCP_HANDSHAKE.list_methods | MCP_MODERN.list_methods)},

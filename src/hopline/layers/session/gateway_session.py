@@ -21,7 +21,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from hopline.binding import META_CLIENT_CAPABILITIES, Era, era_of_message
+from hopline.binding import META_CLIENT_CAPABILITIES, PROMPTS_GET, PROMPTS_LIST, RESOURCES_READ, TOOLS_CALL, TOOLS_LIST, Era, era_of_message
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.context import ANONYMOUS, Context, Principal
 from hopline.layers.capability import compose
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("hopline.gateway")
 
 MISSING_KEY = "io.hopline/missing-backends"
-__all__ = ["CHANGE_SIGNALS", "GatewaySession"]
 
 
 class GatewaySession(BackendLinks, ListComposer):
@@ -123,7 +122,7 @@ class GatewaySession(BackendLinks, ListComposer):
     async def _list(self, message: Message, ctx: Context) -> Message:
         method = message.method or ""
         plan = self.tool_plan
-        if method == "tools/list" and plan.modes:
+        if method == TOOLS_LIST and plan.modes:
             items, missing = await self._tools_in_modes(plan)
         else:
             items, missing = await self.visible_list(method)
@@ -149,7 +148,7 @@ class GatewaySession(BackendLinks, ListComposer):
         if not isinstance(name, str):
             raise InvalidParams("params.name must be a string", request_id=message.id)
         plan = self.tool_plan
-        if method == "tools/call" and plan.modes:
+        if method == TOOLS_CALL and plan.modes:
             arguments = message.params.get("arguments")
             for mode_name, mode in plan.active:
                 value = await mode.call(self.tool_host(message.meta, mode=mode_name, context=ctx), name, arguments if isinstance(arguments, dict) else {})
@@ -170,15 +169,15 @@ class GatewaySession(BackendLinks, ListComposer):
             shown += await mode.tools(self.tool_host(mode=mode_name)) or []
         if plan.uniform(plan.default) and plan.default in plan.modes:  # one mode for every backend
             return shown, []
-        items, backends, missing = await self.visible_entries("tools/list")
+        items, backends, missing = await self.visible_entries(TOOLS_LIST)
         return shown + [item for item, backend in zip(items, backends) if plan.mode_of(backend) == STANDARD], missing
 
     async def invoke_named(self, message: Message, ctx: Context) -> Message:
         """``tools/call`` or ``prompts/get`` on the catalogue (Standard mode's path)."""
         method = message.method or ""
-        list_method = "tools/list" if method == "tools/call" else "prompts/list"
+        list_method = TOOLS_LIST if method == TOOLS_CALL else PROMPTS_LIST
         name = message.params["name"]
-        kind: Kind = "tool" if method == "tools/call" else "prompt"
+        kind: Kind = "tool" if method == TOOLS_CALL else "prompt"
         found = self._resolve_cached(list_method, name)
         if found is None:  # not in the surface this session last saw: compose it afresh
             await self._composed(list_method)
@@ -210,7 +209,7 @@ class GatewaySession(BackendLinks, ListComposer):
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
         answer = await self._forward(message, ctx, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
-        if message.method != "resources/read" and "result" in answer.body:  # kept, to re-subscribe after a reconnect
+        if message.method != RESOURCES_READ and "result" in answer.body:  # kept, to re-subscribe after a reconnect
             held = self.subscriptions.setdefault(target[0], set())
             (held.add if message.method == "resources/subscribe" else held.discard)(target[1])
         return answer
@@ -218,8 +217,8 @@ class GatewaySession(BackendLinks, ListComposer):
     async def _complete(self, message: Message, ctx: Context) -> Message:
         ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
-            await self._composed("prompts/list")
-            catalog = self._catalogs["prompts/list"][1]
+            await self._composed(PROMPTS_LIST)
+            catalog = self._catalogs[PROMPTS_LIST][1]
             entry = catalog.resolve(ref["name"])
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
@@ -325,7 +324,7 @@ class GatewaySession(BackendLinks, ListComposer):
         else:
             answer = await send(Call(method, backend_id, params, timeout=timeout, context=ctx))
         value = answer.body.get("result")
-        if not self.hub.routes.reverse and method in ("tools/call", "prompts/get"):
+        if not self.hub.routes.reverse and method in (TOOLS_CALL, PROMPTS_GET):
             linked = expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
             if linked is not None:
                 answer = Message({**answer.body, "result": linked})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Protocol
 
+from hopline.binding import TOOLS_CALL, TOOLS_LIST
 from hopline.context import Context, Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, Message
 from hopline.pipeline import ToolPlan
@@ -62,9 +63,9 @@ class SessionToolHost:
 
     async def visible_tools(self) -> list[dict[str, Any]]:
         if self.plan is None:
-            items, _missing = await self.session.visible_list("tools/list")
+            items, _missing = await self.session.visible_list(TOOLS_LIST)
             return items
-        items, backends, _missing = await self.session.visible_entries("tools/list")
+        items, backends, _missing = await self.session.visible_entries(TOOLS_LIST)
         plan, mode = self.plan, self.mode
         return [item for item, backend in zip(items, backends) if plan.mode_of(backend) == mode]
 
@@ -76,7 +77,7 @@ class SessionToolHost:
         merged.pop("progressToken", None)  # progress of an inner call has no client token to go to
         if merged:
             params["_meta"] = merged
-        request = Message({"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": "tools/call", "params": params})
+        request = Message({"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": TOOLS_CALL, "params": params})
         answer = await self.session.invoke_named(request, self.context or self.session.context(request))
         error = answer.body.get("error")
         if isinstance(error, dict):
