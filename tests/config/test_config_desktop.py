@@ -201,6 +201,10 @@ def test_a_vscode_input_not_given_is_an_error_naming_it_never_an_empty_string():
 def test_vscode_only_keys():
     assert problems({"servers": {"s": {"command": "x", "envFile": "${workspaceFolder}/.env"}}}) == {
         "servers.s.envFile": "hopline does not read env files; put the variables under `env`"}
+    assert problems({"servers": {"s": {"command": "x", "args": ["${workspaceFolder}/src"]}}})["servers.s.args[0]"] == (
+        "environment variable workspaceFolder is not set (give a default with ${NAME:-default}; workspaceFolder is a VS Code "
+        "variable that hopline does not define: set it in the environment)")
+    assert load({"servers": {"s": {"command": "x", "args": ["${workspaceFolder}/src"]}}}, {"workspaceFolder": "/w"}).backends["s"].args == ["/w/src"]
     assert problems({"servers": {"s": {"command": "x"}}, "inputs": {"id": "x"}}) == {"inputs": "must be a list of VS Code input definitions"}
     assert problems({"servers": {"s": {"command": "x", "bogus": 1}}})["servers.s.bogus"].startswith("unknown key")
 

@@ -33,6 +33,9 @@ Loc = tuple[str | int, ...]
 _RUN = re.compile(r"(\$+)\{")  # a run of '$' before '{'
 _BODY = re.compile(r"(?:(?P<input>input:)(?P<id>[^}\s]+)|(?:env:)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}")
 INPUT_PREFIX = "HOPLINE_INPUT_"
+# VS Code's predefined variables that may appear in .vscode/mcp.json; hopline reads them, like
+# any other ${NAME}, from the environment, and says so when one is not set.
+VSCODE_VARIABLES = frozenset({"workspaceFolder", "workspaceFolderBasename", "userHome", "cwd", "pathSeparator"})
 
 
 def input_variable(input_id: str) -> str:
@@ -50,8 +53,11 @@ class InterpolationError(ValueError):
                  f"variable {input_variable(i)})" for i in self.inputs]
         if unset:
             names = ", ".join(unset)
+            vscode = [n for n in unset if n in VSCODE_VARIABLES]
+            hint = (f"; {', '.join(vscode)} {'is a VS Code variable' if len(vscode) == 1 else 'are VS Code variables'}"
+                    " that hopline does not define: set it in the environment") if vscode else ""
             parts.append(f"environment variable{'s' if len(unset) > 1 else ''} {names} "
-                         f"{'are' if len(unset) > 1 else 'is'} not set (give a default with ${{NAME:-default}})")
+                         f"{'are' if len(unset) > 1 else 'is'} not set (give a default with ${{NAME:-default}}{hint})")
         if malformed:
             parts.append(f"malformed '${{' reference ({HINT})")
         super().__init__("; ".join(parts))
