@@ -83,6 +83,25 @@ def test_check_prints_import_notes_for_a_desktop_file():
     assert "  mcpServers[\"demo copy\"] is backend id 'demo-copy'" in proc.stdout
 
 
+def test_check_passes_a_disabled_server_whose_variable_is_unset():
+    env = {k: v for k, v in os.environ.items() if k != "REMOTE_MCP_TOKEN"}
+    proc = subprocess.run([sys.executable, "-m", "hopline", "check", "examples/claude_desktop_config.json"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "REMOTE_MCP_TOKEN is not set (give a default with ${NAME:-default}); not needed while its server is disabled" in proc.stdout
+
+
+def test_check_names_a_vscode_input_that_is_not_given():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HOPLINE_INPUT_")}
+    proc = subprocess.run([sys.executable, "-m", "hopline", "check", "examples/vscode-mcp.json"],
+                          capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert proc.returncode == 1
+    assert "servers.remote.headers.Authorization: input 'remote-token' is not given" in proc.stdout + proc.stderr
+    ok = hopline("check", "examples/vscode-mcp.json", env={"HOPLINE_INPUT_REMOTE_TOKEN": SECRET})
+    assert ok.returncode == 0, ok.stderr
+    assert SECRET not in ok.stdout + ok.stderr and "remote (http): http://127.0.0.1:8001/mcp (streamable-http)" in ok.stdout
+
+
 def test_check_never_echoes_secrets(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("backends:\n"

@@ -171,3 +171,70 @@ def test_derived_ids_are_always_valid(name, delimiter, max_length):
 def test_derived_ids_pass_the_routing_gate(name, delimiter):
     namespace = Namespace(delimiter, max_length=64)
     namespace.check_backend_id(derive_id(name, delimiter, namespace.max_backend_length))
+
+
+VSCODE = {
+    "inputs": [{"type": "promptString", "id": "gh-token", "description": "GitHub token", "password": True}],
+    "servers": {
+        "github": {"type": "http", "url": "https://api.example/mcp", "headers": {"Authorization": "Bearer ${input:gh-token}"}},
+        "fs": {"type": "stdio", "command": "npx", "args": ["-y", "server-filesystem", "${env:HOME}"], "env": {"K": "${env:K:-d}"}},
+        "old": {"type": "sse", "url": "https://h/sse"},
+    },
+}
+
+
+def test_vscode_file_is_accepted_with_inputs_from_the_environment():
+    cfg = load(VSCODE, {"HOPLINE_INPUT_GH_TOKEN": "tok", "HOME": "/home/u"})
+    assert list(cfg.backends) == ["github", "fs", "old"]
+    assert cfg.backends["github"].transport == "streamable-http" and cfg.backends["github"].headers == {"Authorization": "Bearer tok"}
+    assert cfg.backends["fs"].args[-1] == "/home/u" and cfg.backends["fs"].env == {"K": "d"}
+    assert cfg.backends["old"].transport == "sse"
+    assert cfg.as_written("backends", "github", "headers", "Authorization") == "Bearer ${input:gh-token}"
+
+
+def test_a_vscode_input_not_given_is_an_error_naming_it_never_an_empty_string():
+    got = problems(VSCODE, {"HOME": "/h"})
+    assert got == {"servers.github.headers.Authorization": "input 'gh-token' is not given (VS Code prompts for it; "
+                   "hopline reads it from the environment variable HOPLINE_INPUT_GH_TOKEN)"}
+
+
+def test_vscode_only_keys():
+    assert problems({"servers": {"s": {"command": "x", "envFile": "${workspaceFolder}/.env"}}}) == {
+        "servers.s.envFile": "hopline does not read env files; put the variables under `env`"}
+    assert problems({"servers": {"s": {"command": "x", "args": ["${workspaceFolder}/src"]}}})["servers.s.args[0]"] == (
+        "environment variable workspaceFolder is not set (give a default with ${NAME:-default}; workspaceFolder is a VS Code "
+        "variable that hopline does not define: set it in the environment)")
+    assert load({"servers": {"s": {"command": "x", "args": ["${workspaceFolder}/src"]}}}, {"workspaceFolder": "/w"}).backends["s"].args == ["/w/src"]
+    assert problems({"servers": {"s": {"command": "x"}}, "inputs": {"id": "x"}}) == {"inputs": "must be a list of VS Code input definitions"}
+    assert problems({"servers": {"s": {"command": "x", "bogus": 1}}})["servers.s.bogus"].startswith("unknown key")
+
+
+def test_a_server_in_both_desktop_sections_is_refused():
+    got = problems({"servers": {"a": {"command": "x"}}, "mcpServers": {"a": {"command": "y"}}})
+    assert list(got) == ["servers.a"] and "'a'" in got["servers.a"]
+
+
+@pytest.mark.parametrize("section,entry", [
+    ("mcpServers", {"url": "https://h/mcp", "headers": {"A": "${MISSING}"}, "disabled": True}),
+    ("servers", {"type": "stdio", "command": "x", "env": {"T": "${input:tok}"}, "disabled": True}),
+    ("backends", {"command": "x", "env": {"T": "${MISSING}"}, "enabled": False}),
+])
+def test_a_disabled_servers_missing_variable_is_a_note_not_an_error(section, entry):
+    cfg = load({section: {"s": entry}})
+    assert cfg.backends["s"].enabled is False
+    assert [n for n in cfg.import_notes if "not needed while its server is disabled" in n and n.startswith(f"{section}.s.")]
+    enabled = {k: v for k, v in entry.items() if k not in ("disabled", "enabled")}
+    assert list(problems({section: {"s": enabled}})) == [f"{section}.s.{'headers.A' if 'headers' in entry else 'env.T'}"]
+
+
+def test_hopline_settings_in_a_desktop_file():
+    cfg = load({"hopline": {"routing": {"startup_timeout": 60}, "name": "desk"}, **CLAUDE}, {"GH": "t"})
+    assert cfg.routing.startup_timeout == 60 and cfg.name == "desk" and list(cfg.backends) == ["filesystem", "github"]
+    assert problems({"hopline": {"routing": {"startup_timeout": -1}}, **CLAUDE}, {"GH": "t"}) == {
+        "hopline.routing.startup_timeout": "Input should be greater than 0"}
+    assert problems({"hopline": {"routing": {}}, "routing": {}, **CLAUDE}, {"GH": "t"}) == {
+        "hopline.routing": "`routing` is also set at the top level; set it in one place"}
+    assert problems({"hopline": {"mcpServers": {}}, **CLAUDE}, {"GH": "t"}) == {"hopline.mcpServers": "`mcpServers` belongs at the top level of the file"}
+    assert problems({"hopline": [1], **CLAUDE}, {"GH": "t"}) == {"hopline": "must be a mapping of hopline settings (routing, listen, ...)"}
+    assert "hopline" in problems({"hoplin": {}, **CLAUDE}, {"GH": "t"})["hoplin"]
+    assert load({"hopline": {"routing": {"startup_timeout": "${T}"}}, **CLAUDE}, {"GH": "t", "T": "5"}).as_written("routing", "startup_timeout") == "${T}"

@@ -10,7 +10,7 @@ from hopline.config.load import ConfigError, load_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FILES = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
-ENV = {"REMOTE_MCP_TOKEN": "test-token"}  # the only variable without a default
+ENV = {"REMOTE_MCP_TOKEN": "test-token", "HOPLINE_INPUT_REMOTE_TOKEN": "input-token"}  # the only ones without a default
 
 
 def test_the_expected_examples_exist():
@@ -42,5 +42,15 @@ def test_desktop_example_needs_its_token():
     cfg = load_config(EXAMPLES / "claude_desktop_config.json", env=ENV)
     assert list(cfg.backends) == ["demo", "demo-copy", "remote-server"]
     assert cfg.backends["remote-server"].headers["Authorization"] == "Bearer test-token"
-    with pytest.raises(ConfigError, match="REMOTE_MCP_TOKEN is not set"):
-        load_config(EXAMPLES / "claude_desktop_config.json", env={})
+    off = load_config(EXAMPLES / "claude_desktop_config.json", env={})  # its server is disabled: a note, not an error
+    assert off.backends["remote-server"].enabled is False
+    assert any("REMOTE_MCP_TOKEN is not set" in note and "disabled" in note for note in off.import_notes)
+
+
+def test_vscode_example_reads_its_input_from_the_environment():
+    cfg = load_config(EXAMPLES / "vscode-mcp.json", env=ENV)
+    assert list(cfg.backends) == ["demo", "remote"] and cfg.routing.startup_timeout == 60
+    assert cfg.backends["remote"].headers["Authorization"] == "Bearer input-token"
+    assert cfg.backends["remote"].transport == "streamable-http" and cfg.backends["demo"].env == {"DEMO_GREETING": "hello"}
+    with pytest.raises(ConfigError, match="input 'remote-token' is not given .*HOPLINE_INPUT_REMOTE_TOKEN"):
+        load_config(EXAMPLES / "vscode-mcp.json", env={})

@@ -1,5 +1,5 @@
 """Configuration: one YAML file, validated, with ``${VAR}`` secrets, the desktop
-``mcpServers`` import and hot reload (DESIGN §3.8).
+``mcpServers`` import (and VS Code's ``servers``) and hot reload (DESIGN §3.8).
 
 - ``schema``: the pydantic models (:class:`GatewayConfig` and its sections).
 - ``load``: :func:`load_config` / :func:`parse_config` and :class:`ConfigError`.

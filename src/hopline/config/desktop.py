@@ -14,6 +14,12 @@ validation at their ``mcpServers`` path). Desktop-only keys are mapped:
 hopline has no use for (auto-approval lists and the like) are dropped with a note.
 A name that is not a valid backend id gets a derived id (:func:`ids.derive_id`),
 recorded in the notes; it never silently shadows another backend.
+
+VS Code's ``.vscode/mcp.json`` is read the same way from its top-level ``servers``
+section (:data:`VSCODE_SECTION`; entries with ``type`` stdio/http/sse); its ``inputs``
+list is VS Code's prompt definitions and is dropped (``${input:ID}`` references are
+read from environment variables, see ``interpolate``). ``envFile`` is refused (hopline
+does not read env files: put the variables under ``env``); ``dev`` is dropped with a note.
 """
 
 from __future__ import annotations
@@ -26,11 +32,14 @@ from hopline.config.ids import MAX_ID_LENGTH, derive_id
 
 Loc = tuple[str | int, ...]
 SECTION = "mcpServers"
+VSCODE_SECTION = "servers"
+SECTIONS = (SECTION, VSCODE_SECTION)
+REFUSED = {"envFile": "hopline does not read env files; put the variables under `env`"}
 TRANSPORTS = {"stdio": None, "sse": "sse", "http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
 TYPE_KEYS = ("type", "transportType")
 URL_KEYS = ("serverUrl", "httpUrl")
 # Settings that desktop clients keep per server for their own UI; they mean nothing here.
-IGNORED = frozenset({"autoApprove", "alwaysAllow", "disabledTools", "trust", "gallery", "version", "icon", "networkTimeout"})
+IGNORED = frozenset({"autoApprove", "alwaysAllow", "disabledTools", "trust", "gallery", "version", "icon", "networkTimeout", "dev"})
 
 
 @dataclass
@@ -39,6 +48,7 @@ class Origin:
 
     name: str
     keys: dict[str, str] = field(default_factory=dict)  # backend field -> desktop key
+    section: str = SECTION
 
 
 @dataclass
@@ -47,16 +57,18 @@ class Imported:
     origins: dict[str, Origin] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     problems: list[tuple[Loc, str]] = field(default_factory=list)
+    hoisted: set[str] = field(default_factory=set)  # top-level keys that came from the `hopline` key
 
 
-def import_servers(servers: Any, *, delimiter: str, taken: set[str], max_length: int = MAX_ID_LENGTH) -> Imported:
+def import_servers(servers: Any, *, delimiter: str, taken: set[str], max_length: int = MAX_ID_LENGTH,
+                   section: str = SECTION) -> Imported:
     out = Imported()
     if not isinstance(servers, dict):
-        out.problems.append(((SECTION,), "must be a mapping of server name to server entry"))
+        out.problems.append(((section,), "must be a mapping of server name to server entry"))
         return out
     derived_from: dict[str, str] = {}
     for name, entry in servers.items():
-        loc: Loc = (SECTION, name)
+        loc: Loc = (section, name)
         if not isinstance(name, str):
             out.problems.append((loc, "server names must be strings"))
             continue
@@ -65,7 +77,7 @@ def import_servers(servers: Any, *, delimiter: str, taken: set[str], max_length:
             out.problems.append((loc, f"backend id {bid!r} is also defined under `backends`"))
             continue
         if bid in derived_from:
-            other = format_path((SECTION, derived_from[bid]))
+            other = format_path((section, derived_from[bid]))
             out.problems.append((loc, f"its backend id {bid!r} is also the id of {other}; rename one of them"))
             continue
         derived_from[bid] = name
@@ -82,12 +94,14 @@ def import_servers(servers: Any, *, delimiter: str, taken: set[str], max_length:
 
 def _convert(entry: dict[str, Any], loc: Loc, out: Imported) -> tuple[dict[str, Any], Origin] | None:
     backend: dict[str, Any] = {}
-    origin = Origin(name=str(loc[1]))
+    origin = Origin(name=str(loc[1]), section=str(loc[0]))
     problems: list[tuple[Loc, str]] = []
     ignored: list[str] = []
     for key, value in entry.items():
         if key in IGNORED:
             ignored.append(key)
+        elif key in REFUSED:
+            problems.append(((*loc, key), REFUSED[key]))
         elif key in TYPE_KEYS:
             if not isinstance(value, str) or value not in TRANSPORTS:
                 problems.append(((*loc, key), f"must be one of {', '.join(TRANSPORTS)}"))
@@ -120,3 +134,15 @@ def _put(backend: dict[str, Any], origin: Origin, field_name: str, value: Any, k
     backend[field_name] = value
     if key != field_name:
         origin.keys[field_name] = key
+
+
+def disabled(data: dict[str, Any], loc: Loc) -> bool:
+    """Whether ``loc`` lies in a server entry turned off (``disabled: true`` in a
+    desktop section, ``enabled: false`` under ``backends``), whose settings are not used."""
+    if len(loc) < 3 or loc[0] not in (*SECTIONS, "backends"):
+        return False
+    section = data.get(loc[0])
+    entry = section.get(loc[1]) if isinstance(section, dict) else None
+    if not isinstance(entry, dict):
+        return False
+    return entry.get("enabled") is False if loc[0] == "backends" else entry.get("disabled") is True

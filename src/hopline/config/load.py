@@ -1,4 +1,4 @@
-"""Load a configuration file: read → YAML/JSON → ``${VAR}`` → ``mcpServers`` → schema.
+"""Load a configuration file: read → YAML/JSON → ``${VAR}`` → ``hopline`` → ``mcpServers``/``servers`` → schema.
 
 In: a path, bytes or text (JSON is YAML, so one parser reads both) and an environment
 (``os.environ`` by default). Out: a validated :class:`GatewayConfig`, or a
@@ -6,6 +6,14 @@ In: a path, bytes or text (JSON is YAML, so one parser reads both) and an enviro
 header naming the source. Never a traceback for a bad file, and never a value from
 the file in a message: values may be secrets from the environment. Duplicate keys,
 which YAML would silently resolve to the last one, are an error.
+
+A desktop client's file (``mcpServers``; VS Code's ``servers`` + ``inputs``) is
+shared with that client, so hopline's own settings may sit in one top-level
+``hopline`` key there: ``{"hopline": {"routing": {"startup_timeout": 60}}, "mcpServers":
+{...}}``. Its keys are read as top-level keys (setting one in both places is an
+error) and problems inside it are reported at ``hopline.…``. A variable that is not
+set inside a server turned off (``disabled: true``, ``enabled: false``) is a note for
+``hopline check``, not an error: nothing reads it until the server is turned on.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from typing import Any, Mapping
 import yaml
 from pydantic import ValidationError
 
-from hopline.config.desktop import SECTION, Imported, import_servers
+from hopline.config.desktop import SECTION, SECTIONS, VSCODE_SECTION, Imported, disabled, import_servers
 from hopline.config.errors import ConfigError, format_path
 from hopline.config.interpolate import interpolate
 from hopline.config.schema import PROBLEMS, GatewayConfig, RoutingConfig, model_for
@@ -26,6 +34,7 @@ from hopline.config.schema import PROBLEMS, GatewayConfig, RoutingConfig, model_
 __all__ = ["ConfigError", "parse_config", "parse_config_bytes", "load_config"]
 
 Loc = tuple[str | int, ...]
+OWN = "hopline"  # the key holding hopline's settings in a desktop client's file
 
 
 class _Loader(yaml.SafeLoader):
@@ -71,8 +80,13 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
     if not isinstance(data, dict):
         what = "empty" if data is None else f"a {type(data).__name__}"
         raise ConfigError(source, [("", f"the file is {what}; expected a mapping with `backends` or `{SECTION}`")])
-    data, problems, templates = interpolate(data, os.environ if env is None else env)
+    data, found, templates = interpolate(data, os.environ if env is None else env)
+    problems = [(loc, msg) for loc, msg in found if not disabled(data, loc)]
+    unused = [f"{format_path(loc)}: {msg}; not needed while its server is disabled" for loc, msg in found if disabled(data, loc)]
+    hoisted = _hoist(data, problems)
     imported = _import_desktop(data)
+    imported.notes[:0] = unused
+    imported.hoisted = hoisted
     problems += imported.problems
     config: GatewayConfig | None = None
     try:
@@ -106,9 +120,32 @@ def _parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(source, [("", f"not valid YAML or JSON: {exc}")]) from None
 
 
+def _hoist(data: dict[str, Any], problems: list[tuple[Loc, str]]) -> set[str]:
+    """Move the keys of a top-level ``hopline`` mapping to the top level; the keys moved."""
+    if OWN not in data:
+        return set()
+    own = data.pop(OWN)
+    if not isinstance(own, dict):
+        problems.append(((OWN,), "must be a mapping of hopline settings (routing, listen, ...)"))
+        return set()
+    moved: set[str] = set()
+    for key, value in own.items():
+        if key in (*SECTIONS, OWN, "inputs"):
+            problems.append(((OWN, key), f"`{key}` belongs at the top level of the file"))
+        elif key in data:
+            problems.append(((OWN, key), f"`{key}` is also set at the top level; set it in one place"))
+        else:
+            data[key] = value
+            moved.add(key)
+    return moved
+
+
 def _import_desktop(data: dict[str, Any]) -> Imported:
-    if SECTION not in data:
+    if not any(s in data for s in SECTIONS):
         return Imported()
+    imported = Imported()
+    if VSCODE_SECTION in data and not isinstance(data.pop("inputs", []), list):
+        imported.problems.append((("inputs",), "must be a list of VS Code input definitions"))
     try:  # ids are derived for the file's own routing settings
         routing = RoutingConfig.model_validate(data.get("routing") or {})
         namespace = routing.namespace()
@@ -116,8 +153,14 @@ def _import_desktop(data: dict[str, Any]) -> Imported:
         namespace = RoutingConfig().namespace()
     backends = data.get("backends")
     taken = {k for k in backends if isinstance(k, str)} if isinstance(backends, dict) else set()
-    imported = import_servers(data.pop(SECTION), delimiter=namespace.delimiter,
-                              max_length=namespace.max_backend_length, taken=taken)
+    for section in SECTIONS:
+        if section in data:
+            part = import_servers(data.pop(section), delimiter=namespace.delimiter, section=section,
+                                  max_length=namespace.max_backend_length, taken=taken | set(imported.backends))
+            imported.backends.update(part.backends)
+            imported.origins.update(part.origins)
+            imported.notes += part.notes
+            imported.problems += part.problems
     if backends is None:
         data["backends"] = imported.backends
     elif isinstance(backends, dict):
@@ -149,7 +192,7 @@ def _unknown_key(loc: Loc) -> str:
     model = model_for(loc)
     if model is None or not isinstance(loc[-1], str):
         return "unknown key"
-    allowed = list(model.model_fields) + ([SECTION] if model is GatewayConfig else [])
+    allowed = list(model.model_fields) + ([*SECTIONS, OWN] if model is GatewayConfig else [])
     close = difflib.get_close_matches(loc[-1], allowed, n=1)
     return f"unknown key (did you mean {close[0]!r}?)" if close else f"unknown key (allowed: {', '.join(allowed)})"
 
@@ -159,15 +202,19 @@ def _to_file_loc(loc: Loc, imported: Imported) -> Loc:
     if len(loc) >= 2 and loc[0] == "backends" and loc[1] in imported.origins:
         origin = imported.origins[str(loc[1])]
         rest = (origin.keys.get(str(loc[2]), loc[2]), *loc[3:]) if len(loc) > 2 else ()
-        return (SECTION, origin.name, *rest)
+        return (origin.section, origin.name, *rest)
+    if loc and loc[0] in imported.hoisted:
+        return (OWN, *loc)
     return loc
 
 
 def _to_config_loc(loc: Loc, imported: Imported) -> Loc:
     """The inverse of :func:`_to_file_loc`, for locs of values as written."""
-    if len(loc) >= 3 and loc[0] == SECTION:
+    if loc and loc[0] == OWN:
+        return loc[1:]
+    if len(loc) >= 3 and loc[0] in SECTIONS:
         for bid, origin in imported.origins.items():
-            if origin.name == loc[1]:
+            if origin.name == loc[1] and origin.section == loc[0]:
                 field = next((f for f, k in origin.keys.items() if k == loc[2]), loc[2])
                 return ("backends", bid, field, *loc[3:])
     return loc
