@@ -40,7 +40,7 @@ def test_schema_prints_a_json_schema():
 def test_schema_accepts_the_examples_and_rejects_a_typo():
     import jsonschema  # installed with the test extras (the MCP SDK depends on it)
     schema = json.loads(hopline("schema").stdout)
-    for name in ("reverse.yaml", "claude_desktop_config.json", "toolmodes.yaml"):
+    for name in ("reverse.yaml", "claude_desktop_config.json", "vscode-mcp.json", "toolmodes.yaml"):
         jsonschema.validate(yaml.safe_load((EXAMPLES / name).read_text()), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"backends": {"a": {"comand": "x"}}}, schema)
