@@ -47,6 +47,7 @@ SCRIPT = r"""
 (function(){
 function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;if(x!==undefined&&x!==null)e.textContent=String(x);return e}
 function td(x,c){return el('td',c,x)}
+function tn(t){return t.name.slice(-t.original.length)===t.original?t.name:t.name+' (as '+t.original+')'}
 function hm(ts){if(typeof ts!=='number')return'';return new Date(ts*1000).toISOString().substr(11,8)}
 function fill(id,rows){var b=document.getElementById(id);if(!b)return;b.replaceChildren.apply(b,rows)}
 function draw(s){
@@ -61,7 +62,7 @@ function draw(s){
   r.appendChild(td(b.last_error?hm(b.last_error.at)+' '+b.last_error.message:(b.last_call_error?hm(b.last_call_error.at)+' '+b.last_call_error.method+': '+b.last_call_error.kind:''),'err'));
   return r}));
  var h=s.sessions.handshake;fill('sessions-body',[el('li',null,'handshake era: '+h.open+' open')].concat(Object.keys(h.by_principal).map(function(p){return el('li',null,p+': '+h.by_principal[p])})).concat([el('li','muted',s.sessions.modern.note)]));
- fill('tools-body',s.backends.map(function(b){var r=el('tr');r.appendChild(td(b.id));r.appendChild(td(b.tools.map(function(t){return t.name}).join(', ')||'—'));return r}));
+ fill('tools-body',s.backends.map(function(b){var r=el('tr');r.appendChild(td(b.id));r.appendChild(td(b.tools.map(tn).join(', ')||'—'));return r}));
  fill('requests-body',s.requests.slice(0,30).map(function(q){var r=el('tr');[hm(q.at),q.backend,q.method,q.tool||'',q.kind,q.code===null?'':q.code,q.ms+' ms',q.subject||''].forEach(function(x){r.appendChild(td(x))});if(q.kind!=='ok')r.className='err';return r}));
  var st=document.getElementById('updated');if(st)st.textContent='updated '+hm(s.time)+(s.ready?' · ready':' · degraded');
 }
@@ -69,6 +70,11 @@ function tick(){fetch('/status',{cache:'no-store'}).then(function(r){return r.js
 setInterval(tick,REFRESH_MS);
 })();
 """
+
+
+def _tool(t: dict[str, str]) -> str:
+    """The exposed name, and the backend's own where the gateway had to alias it."""
+    return t["name"] if t["name"].endswith(t["original"]) else f"{t['name']} (as {t['original']})"
 
 
 def _backend_rows(status: dict[str, Any]) -> str:
@@ -97,7 +103,7 @@ def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str)
     sessions = f"<li>handshake era: {_e(hs['open'])} open</li>" + "".join(f"<li>{_e(p)}: {_e(n)}</li>" for p, n in hs["by_principal"].items())
     sessions += f'<li class="muted">{_e(status["sessions"]["modern"]["note"])}</li>'
     shared = "".join(f"<li>{_e(s['backend'])} ({_e(s['era'])}){'' if s['open'] else ' closed'}</li>" for s in status["sessions"]["shared_backend_sessions"]) or "<li class=muted>none</li>"
-    tools = "".join(f"<tr><td>{_e(b['id'])}</td><td>{_e(', '.join(t['name'] for t in b['tools']) or '—')}</td></tr>" for b in status["backends"])
+    tools = "".join(f"<tr><td>{_e(b['id'])}</td><td>{_e(', '.join(map(_tool, b['tools'])) or '—')}</td></tr>" for b in status["backends"])
     modes = status["tool_modes"]
     modes_text = f"main endpoint: {modes['main']}" + "".join(f"; {p}: {m}" for p, m in modes["endpoints"].items())
     requests = "".join(
@@ -118,7 +124,7 @@ def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str)
 <section id="backends"><h2>Backends</h2><table><thead><tr><th>backend</th><th>state</th><th>target</th><th>children</th><th>sessions</th><th>tools</th><th>calls / errors</th><th>p50</th><th>last error</th></tr></thead>
 <tbody id="backends-body">{_backend_rows(status)}</tbody></table></section>
 <section id="sessions"><h2>Client sessions</h2><ul id="sessions-body">{sessions}</ul><h2>Shared backend sessions</h2><ul>{shared}</ul></section>
-<section id="tools"><h2>Tool surface</h2><p class="muted">{_e(modes_text)}. Names as the last composed tools/list shows them, before per-caller visibility rules (policy).</p>
+<section id="tools"><h2>Tool surface</h2><p class="muted">{_e(modes_text)}. Names as the last composed tools/list shows them (a backend's own name in parentheses where it had to be aliased), before per-caller visibility rules (policy).</p>
 <table><thead><tr><th>backend</th><th>tools</th></tr></thead><tbody id="tools-body">{tools}</tbody></table></section>
 <section id="requests"><h2>Recent requests</h2><table><thead><tr><th>at (UTC)</th><th>backend</th><th>method</th><th>tool</th><th>kind</th><th>code</th><th>duration</th><th>subject</th></tr></thead>
 <tbody id="requests-body">{requests}</tbody></table></section>
