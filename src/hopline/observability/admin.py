@@ -68,6 +68,8 @@ class AdminApp:
             return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"degraded\n")
         if self.status is not None and scope["path"] in ("/", "/status", "/config"):
             return await self._view(scope["path"], send)
+        if self.status is not None and scope["path"] == "/favicon.ico":  # what a browser asks for beside every view
+            return await _answer(send, 200, ICON, b"image/svg+xml", extra=SAFE)
         await _answer(send, 404, b"not found\n")
 
     async def _view(self, path: str, send: Send) -> None:
@@ -91,6 +93,7 @@ class AdminApp:
         await _answer(send, 200, body, b"application/json", extra=SAFE)
 
 
+ICON = b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6" fill="#1b6ef3"/></svg>'
 SAFE = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
 
 

@@ -62,6 +62,7 @@ function draw(s){
   r.appendChild(td(b.last_error?hm(b.last_error.at)+' '+b.last_error.message:(b.last_call_error?hm(b.last_call_error.at)+' '+b.last_call_error.method+': '+b.last_call_error.kind:''),'err'));
   return r}));
  var h=s.sessions.handshake;fill('sessions-body',[el('li',null,'handshake era: '+h.open+' open')].concat(Object.keys(h.by_principal).map(function(p){return el('li',null,p+': '+h.by_principal[p])})).concat([el('li','muted',s.sessions.modern.note)]));
+ var sh=s.sessions.shared_backend_sessions;fill('shared-body',sh.length?sh.map(function(x){return el('li',null,x.backend+' ('+x.era+')'+(x.open?'':' closed'))}):[el('li','muted','none')]);
  fill('tools-body',s.backends.map(function(b){var r=el('tr');r.appendChild(td(b.id));r.appendChild(td(b.tools.map(tn).join(', ')||'—'));return r}));
  fill('requests-body',s.requests.slice(0,30).map(function(q){var r=el('tr');[hm(q.at),q.backend,q.method,q.tool||'',q.kind,q.code===null?'':q.code,q.ms+' ms',q.subject||''].forEach(function(x){r.appendChild(td(x))});if(q.kind!=='ok')r.className='err';return r}));
  var st=document.getElementById('updated');if(st)st.textContent='updated '+hm(s.time)+(s.ready?' · ready':' · degraded');
@@ -123,7 +124,7 @@ def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str)
 <main>
 <section id="backends"><h2>Backends</h2><table><thead><tr><th>backend</th><th>state</th><th>target</th><th>children</th><th>sessions</th><th>tools</th><th>calls / errors</th><th>p50</th><th>last error</th></tr></thead>
 <tbody id="backends-body">{_backend_rows(status)}</tbody></table></section>
-<section id="sessions"><h2>Client sessions</h2><ul id="sessions-body">{sessions}</ul><h2>Shared backend sessions</h2><ul>{shared}</ul></section>
+<section id="sessions"><h2>Client sessions</h2><ul id="sessions-body">{sessions}</ul><h2>Shared backend sessions</h2><ul id="shared-body">{shared}</ul></section>
 <section id="tools"><h2>Tool surface</h2><p class="muted">{_e(modes_text)}. Names as the last composed tools/list shows them (a backend's own name in parentheses where it had to be aliased), before per-caller visibility rules (policy).</p>
 <table><thead><tr><th>backend</th><th>tools</th></tr></thead><tbody id="tools-body">{tools}</tbody></table></section>
 <section id="requests"><h2>Recent requests</h2><table><thead><tr><th>at (UTC)</th><th>backend</th><th>method</th><th>tool</th><th>kind</th><th>code</th><th>duration</th><th>subject</th></tr></thead>
