@@ -83,7 +83,7 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
             entry["server"] = {"name": str(info.server_info.get("name", "")), "version": str(info.server_info.get("version", "")), "protocol": info.protocol_version}
         children = getattr(connector, "children", None)
         if children is not None:  # a stdio backend's pool
-            entry["children"] = {**children.stats(), "pids": sorted(p for p in (lease.pid for lease in list(children._leased)) if p is not None)}
+            entry["children"] = {**children.stats(), "pids": children.pids()}
         entry["last_error"] = None
         if error is not None:
             entry["last_error"] = {"message": scrub(url_scrub(describe(error))[:MAX_ERROR], secrets),
