@@ -19,7 +19,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.observability.admin_page import render
 from hopline.observability.recent import DURATIONS, Recent
 from hopline.observability.redact import REDACTED, redact, scrub
-from tests.conftest import PY, SERVERS
+from tests.conftest import PY
 from tests.peers import bounded, client
 
 DEMO = [PY, "-m", "hopline.demo"]

@@ -137,7 +137,7 @@ def url_scrub(text: str, found: set[str] | None = None) -> str:
             u = urlsplit(raw)
         except ValueError:
             return REDACTED
-        userinfo, at, host = u.netloc.rpartition("@")
+        _userinfo, at, host = u.netloc.rpartition("@")
         if not (at or u.query or u.fragment):
             return raw
         if found is not None:
