@@ -212,3 +212,19 @@ async def test_status_reports_the_last_reload_and_config_follows_it():
         assert "reloaded-secret-value" not in json.dumps(after) + json.dumps(config_view(gateway))
     finally:
         await gateway.aclose()
+
+
+async def test_a_backend_whose_breaker_opened_shows_breaker_open_and_readiness_degraded():
+    from hopline.layers.resilience.outcome import Outcome
+
+    conf = {"name": "gw", "backends": {"a": {"command": "true"}, "b": {"command": "true"}}, "resilience": {"breaker": {"failures": 2}}, "observability": {"metrics": {"port": 0}}}
+    gateway = Gateway(GatewayConfig.model_validate(conf))
+    try:
+        breaker = gateway.resilience.breakers.breaker("a")
+        for _ in range(2):
+            breaker.record(breaker.acquire(), Outcome.FAILED)
+        s = status(gateway)
+        assert states(s) == {"a": "breaker_open", "b": "idle"} and s["ready"] is False
+        assert {b["id"]: b["breaker"] for b in s["backends"]} == {"a": "open", "b": "closed"}
+    finally:
+        await gateway.aclose()
