@@ -196,7 +196,7 @@ def test_recent_calls_are_bounded_and_give_a_median():
     b = r.backend("b")
     assert b["calls"] == DURATIONS + 51 and b["errors"] == 1 and b["p50_ms"] == 10.0
     assert b["last_error"] == {"at": 5.0, "method": "tools/call", "kind": "timeout", "code": -31002}
-    assert len(r.requests) == r.requests.maxlen and r.recent_requests()[0]["kind"] == "timeout"
+    assert len(r.requests) == r.requests.maxlen and r.recent_requests()[0] == {"at": 5.0, "backend": "b", "method": "tools/call", "tool": "t", "kind": "timeout", "code": -31002, "ms": 500.0, "subject": "alice"}
     assert r.backend("never") == {"calls": 0, "errors": 0, "p50_ms": None, "last_error": None, "last_ok": None}
 
 

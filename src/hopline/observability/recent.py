@@ -39,21 +39,20 @@ class Recent:
         self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUESTS)
 
     def add(self, backend: str, method: str, tool: str | None, kind: str, code: int | None, seconds: float, subject: str | None) -> None:
-        now = self._clock()
         b = self._backends.get(backend)
         if b is None:
             if len(self._backends) >= 10_000:  # backend ids are the operator's; bounded all the same
                 return
             b = self._backends[backend] = _Backend()
+        now = self._clock()
         b.durations.append(seconds)
         b.calls += 1
-        ms = round(seconds * 1000, 3)
         if kind == "ok" or kind == "tool_error":
             b.last_ok = now
         else:
             b.errors += 1
             b.last_error = {"at": now, "method": method, "kind": kind, "code": code}
-        self.requests.append({"at": now, "backend": backend, "method": method, "tool": tool or None, "kind": kind, "code": code, "ms": ms, "subject": subject})
+        self.requests.append((now, backend, method, tool, kind, code, seconds, subject))  # a tuple: made into a dict when read
 
     def backend(self, backend: str) -> dict[str, Any]:
         """``calls``, ``errors``, ``p50_ms`` (None before a call), ``last_error``, ``last_ok``."""
@@ -65,7 +64,8 @@ class Recent:
 
     def recent_requests(self) -> list[dict[str, Any]]:
         """The last requests, newest first."""
-        return list(reversed(self.requests))
+        return [{"at": at, "backend": backend, "method": method, "tool": tool or None, "kind": kind, "code": code, "ms": round(seconds * 1000, 3), "subject": subject}
+                for at, backend, method, tool, kind, code, seconds, subject in reversed(self.requests)]
 
     def __repr__(self) -> str:
         return f"<Recent backends={len(self._backends)} requests={len(self.requests)}>"
