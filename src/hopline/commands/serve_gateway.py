@@ -64,7 +64,7 @@ def _authenticator(config: GatewayConfig, source: str):
 
 
 def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
-    """The admin listener (/metrics, /healthz, /readyz) on its own port, if configured."""
+    """The admin listener (/metrics, /healthz, /readyz, /status, /config, the page at /) on its own port, if configured."""
     obs = gateway.observability
     if obs.admin_app is None or obs.admin_port is None:
         return None
@@ -107,6 +107,7 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         tables = {p: sessions.sibling() for p in config.tools.endpoints}
         options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
         deployment = for_config(config)
+        gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
         federation = None
         if config.mode == "federation":  # the members' declarations, kept current in ours
             from hopline.modes.federation import watch_members
@@ -168,6 +169,7 @@ def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
     async def main() -> int:
         gateway = Gateway(config)
         gateway.start()
+        gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
         try:

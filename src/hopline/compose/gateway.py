@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
 from hopline.compose.pipeline import build_pipeline, release
 from hopline.compose.resilience import build as build_resilience
+from hopline.compose.status import config_view, status
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.context import Principal
@@ -72,6 +74,8 @@ class Gateway:
         self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.registry.connectors))
         self._timeouts: dict[str, float | None] = {}
         self.registry = Registry(timeouts=self._timeouts, credentials=self.propagation, per_caller=self._per_caller, hops=self.observability.hops)
+        self.reload_status: dict[str, Any] = {"count": 0}  # the last hot reload, as /status shows it
+        self.observability.views(lambda: status(self, declaration=self.observability.declaration), lambda: config_view(self))
         self._supervisor: asyncio.Task | None = None
         self._health: asyncio.Task | None = None
         self._configure(config)
@@ -148,6 +152,15 @@ class Gateway:
         """Apply a changed configuration file (hot reload, DESIGN §3.8): backends that
         were removed or changed are closed, added or changed ones connected, and every
         client is sent the CHANGE-SIGNAL. Listener settings need a restart."""
+        count = self.reload_status["count"] + 1
+        try:
+            diff = await self._reload(new)
+        except Exception as exc:
+            self.reload_status = {"count": count, "at": time.time(), "ok": False, "error": type(exc).__name__}
+            raise
+        self.reload_status = {"count": count, "at": time.time(), "ok": True, "added": diff.added, "removed": diff.removed, "changed": diff.changed}
+
+    async def _reload(self, new: GatewayConfig) -> Any:
         diff = diff_backends(self.config, new)
         if new.listen != self.config.listen:
             log.warning("reload: listen settings changed; they take effect after a restart")
@@ -166,6 +179,7 @@ class Gateway:
             await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.registry.connectors])
         if diff or surface:  # (sessions of the handshake era were told by `reloaded`)
             self.announce(CHANGE_SIGNALS)
+        return diff
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     def start(self) -> None:

@@ -22,6 +22,7 @@ from hopline.observability.admin import AdminApp
 from hopline.observability.hops import Hops
 from hopline.observability.logs import RequestLog
 from hopline.observability.metrics import Metrics
+from hopline.observability.recent import Recent
 from hopline.observability.trace_layer import Propagation
 from hopline.observability.spans import NoSpans, Spans
 from hopline.pipeline import BackendGate, CallLayer
@@ -37,6 +38,7 @@ class Observability:
         self.admin_app = admin  # serve on (admin_host, admin_port) when not None
         self.admin_host = admin_host
         self.admin_port = admin_port
+        self.declaration: Callable[[], dict[str, Any]] | None = None  # the conformance declaration, if the command hands it in
 
     def __iter__(self) -> Iterator[Any]:
         """``gates, calls = build(config)``."""
@@ -54,6 +56,16 @@ class Observability:
         """``/readyz`` answers 503 while ``ready()`` is false."""
         if self.admin_app is not None:
             self.admin_app.ready = ready
+
+    def views(self, status: Callable[[], dict[str, Any]], config: Callable[[], dict[str, Any]]) -> None:
+        """``/status``, ``/config`` and the admin page at ``/`` show these (compose/status.py)."""
+        if self.admin_app is not None:
+            self.admin_app.status = status
+            self.admin_app.config = config
+
+    def declared(self, declaration: Callable[[], dict[str, Any]]) -> None:
+        """What ``/status`` summarises as the declaration (the command knows the endpoints)."""
+        self.declaration = declaration
 
     def list_fetch(self, backend: str, method: str, result: Any) -> None:
         if self.metrics is not None:
@@ -95,6 +107,7 @@ def build(
     if o.metrics.port is not None or registry is not None:
         metrics = Metrics(registry)
         metrics.watch(gates)
+        metrics.recent = Recent()  # the admin page's recent calls, p50 and last errors
         admin = AdminApp(metrics.registry, path=o.metrics.path, bound_host=o.metrics.host)
     calls: list[CallLayer] = []
     if o.logs.requests:

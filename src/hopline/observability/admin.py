@@ -1,4 +1,6 @@
-"""The admin listener's ASGI app: ``GET /metrics`` (Prometheus), ``/healthz``, ``/readyz``.
+"""The admin listener's ASGI app: ``GET /metrics`` (Prometheus), ``/healthz``, ``/readyz``,
+and, where the gateway hands in its views (compose/status.py), ``/status`` (JSON),
+``/config`` (JSON, secrets redacted) and the admin page at ``/`` (admin_page.py).
 
 ``/healthz`` (liveness) answers 200 while the process serves; ``/readyz`` (readiness)
 answers 503 ``degraded`` while ``ready()`` says a backend is withdrawn or down, so a
@@ -11,17 +13,27 @@ When bound to a loopback address it answers only requests whose ``Host`` is a
 loopback name (DNS-rebinding protection, as for the MCP listener, BAD-17). A present
 ``Origin`` must be a loopback origin, as on the MCP listener (403 otherwise, ``null``
 and duplicates included): a web page elsewhere cannot read the metrics through a
-visitor's browser. Scrapers send no ``Origin``.
+visitor's browser. Scrapers send no ``Origin``. The listener has no authentication of
+its own: it is bound to loopback by default (``observability.metrics.host``), and
+binding it elsewhere shows ``/status``, ``/config`` (redacted) and the page to whoever
+reaches that address. JSON and the page are sent ``no-store``, ``nosniff``, framing
+refused; the page under a Content-Security-Policy that allows only its own inline
+style and its one nonce'd script, which may fetch only this origin.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
+import secrets
 from typing import Any, Awaitable, Callable
+
+import orjson
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+log = logging.getLogger("hopline.admin")
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 Scope = dict[str, Any]
@@ -35,6 +47,8 @@ class AdminApp:
         self.path = path
         self.check_host = bound_host in LOOPBACK or bound_host.startswith("127.")
         self.ready = ready  # the gateway sets it: are all backends available?
+        self.status: Callable[[], dict[str, Any]] | None = None  # the gateway's views (compose/status.py), if handed in
+        self.config: Callable[[], dict[str, Any]] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -52,7 +66,35 @@ class AdminApp:
         if scope["path"] == "/readyz":
             ok = self.ready() if self.ready is not None else True
             return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"degraded\n")
+        if self.status is not None and scope["path"] in ("/", "/status", "/config"):
+            return await self._view(scope["path"], send)
+        if self.status is not None and scope["path"] == "/favicon.ico":  # what a browser asks for beside every view
+            return await _answer(send, 200, ICON, b"image/svg+xml", extra=SAFE)
         await _answer(send, 404, b"not found\n")
+
+    async def _view(self, path: str, send: Send) -> None:
+        assert self.status is not None
+        try:
+            if path == "/config":
+                data: Any = self.config() if self.config is not None else {}
+            else:
+                data = self.status()
+                if path == "/":
+                    from hopline.observability.admin_page import render
+
+                    nonce = secrets.token_urlsafe(16)
+                    page = render(data, self.config() if self.config is not None else None, nonce=nonce).encode()
+                    csp = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+                    return await _answer(send, 200, page, b"text/html; charset=utf-8", extra=[*SAFE, (b"content-security-policy", csp.encode())])
+        except Exception:
+            log.exception("admin view %s failed", path)
+            return await _answer(send, 500, b"internal error\n")
+        body = orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str)
+        await _answer(send, 200, body, b"application/json", extra=SAFE)
+
+
+ICON = b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6" fill="#1b6ef3"/></svg>'
+SAFE = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
 
 
 def _origin_ok(scope: Scope) -> bool:

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hopline.jsonrpc import Message
-from hopline.observability.kinds import kind_of
+from hopline.observability.kinds import error_code, kind_of
 from hopline.pipeline import Call, Next
 
 METHODS = frozenset({
@@ -77,6 +77,7 @@ class Metrics:
         self._children: dict[tuple, Any] = {}
         self._series: dict[tuple, tuple] = {}  # (backend, method, target) → (requests, latency, labels)
         self._tools: dict[str, set[str]] = {}
+        self.recent: Any = None  # a recent.Recent the admin page reads, fed here from the calls measured
 
     # -- labels ------------------------------------------------------------------------
     def _tool(self, call: Call) -> str:
@@ -124,6 +125,8 @@ class Metrics:
         kind = kind_of(answer, error)
         if kind != "ok":
             self._child(self.errors, *labels, kind).inc()
+        if self.recent is not None:
+            self.recent.add(backend, labels[1], labels[2], kind, error_code(answer, error) if kind != "ok" else None, seconds, call.principal.subject)
         if call.events:
             for name, _attributes in call.events:
                 if name == "retry":

@@ -117,6 +117,10 @@ class ChildPool:
         return {"leased": sum(1 for lease in self._leased if lease.alive()), "spare": len(self._spares), "starting": self._starting,
                 "waiting": len(self._waiters), "max": self.max_children}
 
+    def pids(self) -> list[int]:
+        """The process ids of the leased children that are alive (the admin page shows them)."""
+        return sorted(p for p in (lease.pid for lease in list(self._leased) if lease.alive()) if p is not None)
+
     def _prune(self) -> None:
         if any(not c.is_alive() for c in self._spares):
             dead = [c for c in self._spares if not c.is_alive()]
