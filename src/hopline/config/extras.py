@@ -31,12 +31,15 @@ EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 def absent(extra: str) -> str | None:
-    """The first module of ``extra`` that cannot be imported, or None when all can."""
+    """The first module of ``extra`` that cannot be imported, or None when all can (a
+    package first, then its submodule: ``redis``, then ``redis.asyncio``)."""
     for module in EXTRAS[extra][1]:
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            return module
+        parts = module.split(".")
+        for n in range(1, len(parts) + 1):
+            try:
+                importlib.import_module(".".join(parts[:n]))
+            except ImportError:
+                return module
     return None
 
 
