@@ -33,7 +33,6 @@ from hopline.config.errors import ConfigError
 from hopline.config.policy import RedisConfig
 from hopline.config.schema import GatewayConfig
 from hopline.layers.policy.audit import AuditLog
-from hopline.layers.policy.cel import CelPolicy, compile_rules
 from hopline.layers.policy.chain import Entry, InterceptorChain, SurfaceGuard, instantiate, load_class
 from hopline.layers.policy.dlp import Redactor, compile_patterns
 from hopline.layers.policy.pinning import ToolPinning
@@ -63,6 +62,8 @@ def build(
             raise ConfigError(SOURCE, [("policy.audit.sink", f"cannot be opened: {exc.strerror or exc}")]) from None
     surface: list[SurfaceLayer] = []
     if p.rules:
+        from hopline.layers.policy.cel import CelPolicy, compile_rules  # the cel extra, only for rules
+
         rules = compile_rules(p.named_rules())  # checked at load already
         surface.append(CelPolicy(rules, cache_size=p.cache_size, audit=audit if p.audit and p.audit.lists else None))
     if p.pinning is not None:

@@ -3,7 +3,8 @@
 In: a path, bytes or text (JSON is YAML, so one parser reads both) and an environment
 (``os.environ`` by default). Out: a validated :class:`GatewayConfig`, or a
 :class:`ConfigError` listing every problem found as ``key.path: message`` under a
-header naming the source. Never a traceback for a bad file, and never a value from
+header naming the source (a feature whose optional extra is not installed is one:
+config/extras.py). Never a traceback for a bad file, and never a value from
 the file in a message: values may be secrets from the environment. Duplicate keys,
 which YAML would silently resolve to the last one, are an error.
 
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 
 from hopline.config.desktop import SECTION, SECTIONS, VSCODE_SECTION, Imported, disabled, import_servers
 from hopline.config.errors import ConfigError, format_path
+from hopline.config.extras import problems as missing_extras
 from hopline.config.interpolate import interpolate
 from hopline.config.schema import PROBLEMS, GatewayConfig, RoutingConfig, model_for
 
@@ -99,6 +101,8 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
             loc = _to_file_loc(loc, imported)
             if loc not in reported:  # one problem per spot
                 problems.append((loc, msg))
+    if config is not None and not problems:
+        problems += missing_extras(config)  # a feature whose optional extra is not installed
     if problems or config is None:
         raise ConfigError(source, [(format_path(loc), msg) for loc, msg in problems])
     config._import_notes = imported.notes

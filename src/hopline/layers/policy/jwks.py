@@ -30,18 +30,30 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from functools import cache
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
-from jwt import PyJWK
-from jwt.algorithms import Algorithm, get_default_algorithms
 
 from hopline.layers.policy.settings import IssuerSettings, KeySettings
+
+if TYPE_CHECKING:
+    from jwt.algorithms import Algorithm
 
 log = logging.getLogger("hopline.auth")
 
 Fetch = Callable[[str], Awaitable[bytes]]
-ALGORITHMS: dict[str, Algorithm] = {k: v for k, v in get_default_algorithms().items() if k != "none"}
+
+
+@cache
+def algorithms() -> dict[str, Algorithm]:
+    """PyJWT's algorithms but ``none`` (the ``auth`` extra: only issuers' keys need it, so
+    a gateway with API keys alone imports no PyJWT and no cryptography)."""
+    from jwt.algorithms import get_default_algorithms
+
+    return {k: v for k, v in get_default_algorithms().items() if k != "none"}
+
+
 MAX_JWKS_BYTES = 1024 * 1024
 CURVES = {"ES256": "P-256", "ES384": "P-384", "ES512": "P-521"}
 FAMILY = {"RS": "RSA", "PS": "RSA", "ES": "EC", "Ed": "OKP", "HS": "oct"}
@@ -59,7 +71,7 @@ class Key:
 
     def verify(self, signing_input: bytes, signature: bytes) -> bool:
         try:
-            return bool(ALGORITHMS[self.alg].verify(signing_input, self.key, signature))
+            return bool(algorithms()[self.alg].verify(signing_input, self.key, signature))
         except Exception:  # a malformed signature for this key type is simply a bad signature
             return False
 
@@ -69,7 +81,9 @@ class Key:
 
 def load_static(spec: KeySettings, where: str) -> Key:
     """One configured key, prepared and checked; raises :class:`KeyProblem` naming ``where``."""
-    algorithm = ALGORITHMS[spec.alg]
+    from jwt import PyJWK
+
+    algorithm = algorithms()[spec.alg]
     try:
         if spec.secret is not None:
             return Key(spec.kid, spec.alg, algorithm.prepare_key(spec.secret))
@@ -111,6 +125,8 @@ def _check_jwk(jwk: dict[str, Any], alg: str) -> None:
 
 def parse_jwks(data: bytes, allowed: list[str]) -> list[Key]:
     """The usable keys of a JWKS document; unusable entries are skipped (and logged)."""
+    from jwt import PyJWK
+
     doc = orjson.loads(data)
     entries = doc.get("keys") if isinstance(doc, dict) else None
     if not isinstance(entries, list):

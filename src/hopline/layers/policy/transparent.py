@@ -32,8 +32,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import cel
-
 from hopline.binding import MODERN_VERSIONS, NAME_HEADER_PARAM
 from hopline.header_codec import decode_header_value
 
@@ -54,9 +52,12 @@ _HTTP = re.compile(r"\bhttp\b")
 
 
 def compile_rules(exprs: Iterable[str]) -> list[Any]:
-    """CEL programs over ``http``; raises ValueError naming what is wrong with a rule."""
+    """CEL programs over ``http``; raises ValueError naming what is wrong with a rule
+    (ImportError without the ``cel`` extra: only rules need it, config/extras.py)."""
     programs = []
     for expr in exprs:
+        import cel
+
         try:
             program = cel.compile(expr)
         except Exception as exc:  # noqa: BLE001 (the CEL library raises plain exceptions for syntax errors)
@@ -171,11 +172,16 @@ class HeaderPolicy:
     def __init__(self, exprs: list[str]) -> None:
         self.programs = compile_rules(exprs)
         self.reads = relevance(exprs)
+        self._context: Any = None
+        if self.programs:
+            import cel
+
+            self._context = cel.Context
 
     def allows(self, http: dict[str, Any]) -> bool:
         if not self.programs:
             return True
-        context = cel.Context({"http": http})
+        context = self._context({"http": http})
         for program in self.programs:
             try:
                 if program.execute(context) is True:

@@ -1,0 +1,83 @@
+"""The optional extras: which configured feature needs which, and whether it is installed.
+
+``pip install hopline`` is the core: relay, the gateways (forward, reverse, sidecar,
+federation, conversion, transparent), the ACP conductor, API keys, token propagation,
+DLP, pinning, audit and in-memory rate limits. A feature below needs its extra; a
+configuration that uses one whose modules cannot be imported is refused when it loads
+(``hopline check``, ``serve``, a reload), at the key that asks for it, with the command
+that installs it: never an ImportError at the first request. The table matches
+``[project.optional-dependencies]`` in pyproject.toml (tests/test_packaging.py checks).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hopline.config.schema import GatewayConfig
+
+Loc = tuple[str | int, ...]
+
+# extra → (its distributions as pyproject lists them, the modules the code imports from them)
+EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "search": (("numpy", "snowballstemmer"), ("numpy",)),  # snowballstemmer is optional (a light stemmer otherwise)
+    "code": (("pydantic-monty", "numpy", "snowballstemmer"), ("pydantic_monty", "numpy")),
+    "redis": (("redis",), ("redis.asyncio",)),
+    "otel": (("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"), ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")),
+    "auth": (("pyjwt",), ("jwt", "cryptography")),
+    "cel": (("common-expression-language",), ("cel",)),
+}
+
+
+def absent(extra: str) -> str | None:
+    """The first module of ``extra`` that cannot be imported, or None when all can (a
+    package first, then its submodule: ``redis``, then ``redis.asyncio``)."""
+    for module in EXTRAS[extra][1]:
+        parts = module.split(".")
+        for n in range(1, len(parts) + 1):
+            try:
+                importlib.import_module(".".join(parts[:n]))
+            except ImportError:
+                return module
+    return None
+
+
+def message(feature: str, extra: str, module: str) -> str:
+    """``feature`` says what needs it, verb included ("code needs", "CEL rules need")."""
+    return f"{feature} the {extra} extra ({module} cannot be imported): pip install 'hopline[{extra}]'"
+
+
+def needed(config: GatewayConfig) -> list[tuple[Loc, str, str]]:
+    """``(key path, what needs it, extra)`` for each configured feature that needs an extra."""
+    out: list[tuple[Loc, str, str]] = []
+    tools = config.tools
+    endpoints: list[tuple[Loc, object]] = [(("tools",), tools), *((("tools", "endpoints", p), e) for p, e in tools.endpoints.items())]
+    for loc, endpoint in endpoints:
+        spots = [((*loc, "mode"), endpoint.mode), *(((*loc, "groups", g, "mode"), group.mode) for g, group in endpoint.groups.items())]  # type: ignore[attr-defined]
+        out += [(spot, f"{mode} needs", mode) for spot, mode in spots if mode in ("search", "code")]
+    policy = config.policy
+    if policy.rules:
+        out.append((("policy", "rules"), "CEL rules need", "cel"))
+    if policy.rate_limits is not None and policy.rate_limits.store == "redis":
+        out.append((("policy", "rate_limits", "store"), "store redis needs", "redis"))
+    if config.transparent is not None and config.transparent.rules:
+        out.append((("transparent", "rules"), "CEL rules need", "cel"))
+    if config.observability.otel.endpoint is not None:
+        out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
+    if config.auth is not None and config.auth.issuers:
+        out.append((("auth", "issuers"), "JWT validation needs", "auth"))
+    return out
+
+
+def problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """A problem for each configured feature whose extra is not installed (each extra is tried once)."""
+    missing: dict[str, str | None] = {}
+    out = []
+    for loc, feature, extra in needed(config):
+        if extra not in missing:
+            missing[extra] = absent(extra)
+        module = missing[extra]
+        if module is not None:
+            out.append((loc, message(feature, extra, module)))
+    return out
