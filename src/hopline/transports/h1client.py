@@ -111,8 +111,8 @@ class _Connection(asyncio.Protocol):
         self.response.raw_headers.append((name, value))
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
-        headers = self.response.headers
-        dict.__setitem__(headers, key, f"{dict.get(headers, key)}, {text}" if key in headers else text)
+        headers = self.response.headers  # a dict subclass that overrides only get(): item access is dict's own, no Python call
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
     def on_headers_complete(self) -> None:
         assert self.response is not None
