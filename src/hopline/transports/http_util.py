@@ -169,6 +169,12 @@ def header_list(extra: dict[str, str] | None = None, content_type: bytes | None 
 
 async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes | None, headers: dict[str, str] | None = None) -> None:
     hs = header_list(headers, content_type)
+    # hopline's front door writes a whole response at once (front_door.OneWrite.whole), reached
+    # from uvicorn's request cycle, whose method ``send`` is; other servers get the two events.
+    cycle = getattr(send, "__self__", None)
+    whole = getattr(getattr(cycle, "transport", None), "whole", None)
+    if whole is not None and whole(cycle, status, hs, body):
+        return
     hs.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": hs})
     await send({"type": "http.response.body", "body": body})
