@@ -49,7 +49,7 @@ class Message:
     or a message hopline or a backend made).
     """
 
-    __slots__ = ("body", "raw", "principal", "method", "id")
+    __slots__ = ("body", "raw", "principal", "method", "id", "_meta")
 
     def __init__(self, body: dict[str, Any], raw: bytes | None = None) -> None:
         self.body = body
@@ -57,6 +57,7 @@ class Message:
         self.principal: Principal | None = None
         self.method: str | None = body.get("method")
         self.id: Id | None = body.get("id")
+        self._meta: dict[str, Any] | None = None  # params._meta once found (see meta)
 
     # -- classification ---------------------------------------------------------
 
@@ -77,10 +78,16 @@ class Message:
 
     @property
     def meta(self) -> dict[str, Any]:
-        p = self.body.get("params")  # not through ``params``: one Python call fewer
+        """``params._meta`` (the body's own dict, found once and kept: a body is not changed
+        in place), or a new empty dict where there is none."""
+        m = self._meta
+        if m is not None:
+            return m
+        p = self.body.get("params")
         if isinstance(p, dict):
             m = p.get("_meta")
             if isinstance(m, dict):
+                self._meta = m
                 return m
         return {}
 

@@ -45,16 +45,24 @@ class Inbound:
         self._garbage.warn(fmt, *args)
 
     async def put(self, message: Message) -> None:
+        inbox = self._inbox
         settle = self.settle
-        if settle is not None and self._inbox.empty() and settle(message):
+        if settle is not None and inbox.empty() and settle(message):
             return
-        await self._inbox.put(message)
+        if inbox.full():
+            await inbox.put(message)  # a full queue: wait for room (backpressure)
+        else:
+            inbox.put_nowait(message)  # the common case, without Queue.put's coroutine
 
     async def receive(self) -> Message:
+        inbox = self._inbox
         while True:
-            if self._closed and self._inbox.empty():
-                raise ChannelClosed(f"{self.name}: {self._reason}")
-            item = await self._inbox.get()
+            if inbox.empty():
+                if self._closed:
+                    raise ChannelClosed(f"{self.name}: {self._reason}")
+                item = await inbox.get()
+            else:
+                item = inbox.get_nowait()  # something is queued: no Queue.get coroutine
             if item is not _EOF:
                 return item
 
