@@ -117,12 +117,12 @@ def parse(data: bytes | str) -> Message:
         body = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"Parse error: {exc.msg} at position {exc.pos}") from None
-    if isinstance(body, list):
-        raise InvalidRequest("JSON-RPC batches are not supported (removed in MCP 2025-06-18)")
-    if not isinstance(body, dict):
+    if body.__class__ is not dict:  # orjson makes plain dicts; anything else is refused below
+        if isinstance(body, list):
+            raise InvalidRequest("JSON-RPC batches are not supported (removed in MCP 2025-06-18)")
         raise InvalidRequest("a JSON-RPC message must be a JSON object")
     check_envelope(body)
-    return Message(body, data if isinstance(data, bytes) else None)
+    return Message(body, data if data.__class__ is bytes or isinstance(data, bytes) else None)
 
 
 # The id of an answer whose JSON is broken, where it can be read without trusting the rest:
@@ -154,17 +154,19 @@ def recover_answer_id(frame: bytes) -> Id | None:
 
 
 def check_envelope(body: dict[str, Any]) -> None:
+    # ``x.__class__ is int/str/dict`` first: the common case without a Python call (bool is not int here)
     msg_id = body.get("id")
     if body.get("jsonrpc") != JSONRPC:
         raise InvalidRequest('"jsonrpc" must be "2.0"', request_id=_echoable(msg_id))
-    if "id" in body and not _valid_id(msg_id):
+    if "id" in body and not (msg_id.__class__ is int or msg_id.__class__ is str or _valid_id(msg_id)):
         if "method" in body or msg_id is not None:
             raise InvalidRequest("id must be a string or an integer")
     if "method" in body:
-        if not isinstance(body["method"], str):
+        method = body["method"]
+        if not (method.__class__ is str or isinstance(method, str)):
             raise InvalidRequest('"method" must be a string', request_id=_echoable(msg_id))
         params = body.get("params")
-        if params is not None and not isinstance(params, dict):
+        if params is not None and not (params.__class__ is dict or isinstance(params, dict)):
             raise InvalidRequest('"params" must be an object', request_id=_echoable(msg_id))
     elif "result" not in body and "error" not in body:
         raise InvalidRequest("neither a request, a notification nor a response", request_id=_echoable(msg_id))
