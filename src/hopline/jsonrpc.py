@@ -57,7 +57,7 @@ class Message:
         self.principal: Principal | None = None
         self.method: str | None = body.get("method")
         self.id: Id | None = body.get("id")
-        self._meta: dict[str, Any] | None = None  # params._meta once found (see meta)
+        self._meta: dict[str, Any] | bool | None = None  # params._meta once found, False once known absent (see meta)
 
     # -- classification ---------------------------------------------------------
 
@@ -79,16 +79,17 @@ class Message:
     @property
     def meta(self) -> dict[str, Any]:
         """``params._meta`` (the body's own dict, found once and kept: a body is not changed
-        in place), or a new empty dict where there is none."""
+        in place), or a new empty dict where there is none (also known after the first look)."""
         m = self._meta
         if m is not None:
-            return m
+            return {} if m is False else m  # type: ignore[return-value]
         p = self.body.get("params")
         if isinstance(p, dict):
             m = p.get("_meta")
             if isinstance(m, dict):
                 self._meta = m
                 return m
+        self._meta = False
         return {}
 
     # -- encoding ---------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 
 from hopline.transports.h1client import lean_or_httpx
-from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message
+from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, malformed_answer, malformed_answer_error
 from hopline.jsonrpc import parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
@@ -112,7 +112,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             raise ChannelClosed(f"{self.name}: {self._reason}")
         body = message.body
         if "method" in body and "id" in body:
-            flight = _Flight(message, era_of_message(body) is Era.MODERN)
+            version = message.meta.get(META_PROTOCOL_VERSION)  # era_of_message's test, on the message's kept _meta
+            flight = _Flight(message, version is not None and era_of_version(version) is Era.MODERN)
             if body["method"] == "initialize" and not flight.modern:
                 self._init = message
                 self._init_done.clear()
