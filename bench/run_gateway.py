@@ -8,6 +8,7 @@
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-policy,hopline-policy-audit \
         -c 1,16 --eras legacy,2026 --rounds 2 --duration 3 --no-install   # issue 5: what auth + policy add
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-transparent,hopline-transparent-l2 --quick
+    python bench/run_gateway.py --parts calls --targets direct,hopline,fastmcp,hopline-relay-stdio -c 1,16 --quick --backend-sse   # issue 14
 
 Three parts (``--parts calls,lists,sessions``):
 
@@ -52,9 +53,16 @@ Three parts (``--parts calls,lists,sessions``):
    reported, the backends' separately) and a Streamable HTTP one with ``--sessions`` sessions;
    and FastMCP's proxy with the same sessions, for comparison.
 
+Issue 14: ``--backend-sse`` runs the echo backend with the SDK's default SSE responses (the SDK
+answers 2026-07-28 requests with JSON either way); the target ``hopline-relay-stdio`` is
+``hopline relay --stdio <backend URL>`` driven over its stdin/stdout by bench/stdio_floor.py
+(``--command``; the relay's CPU is the gateway column); verdicts for issue 14's targets follow
+the issue 3 ones (CPU as the median of the c=1 and c=16 cells).
+
 FastMCP (PyPI ``fastmcp``, default 4.2.3) is installed on first use into its own venv,
-bench/.fastmcp-venv: it requires mcp 2.3.0 like the project, but it must not go into the project
-venv, and bench/.peers-venv holds mcp-proxy, which pins mcp<2. ``--no-install`` skips it.
+bench/.fastmcp-venv, every other package pinned by bench/fastmcp-constraints.txt: it requires
+mcp 2.3.0 like the project, but it must not go into the project venv, and bench/.peers-venv
+holds mcp-proxy, which pins mcp<2. ``--no-install`` skips it.
 Markdown tables are printed; ``bench/results/gateway-<time>.json`` and ``.md`` are written.
 """
 
