@@ -2,6 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python bench/profile_call.py                 # 500 calls, JSON backend
     PYTHONPATH=src .venv/bin/python bench/profile_call.py --sse -n 1000   # the backend answers SSE
+    PYTHONPATH=src .venv/bin/python bench/profile_call.py --era 2026 --sse   # 2026-07-28 requests, no handshake
     PYTHONPATH=src .venv/bin/python bench/profile_call.py --top 40 --sort tottime
 
 Independent of machine load: it counts, it does not time. Setup as in
@@ -11,13 +12,17 @@ serve`` with one ``url`` backend ``e`` at ``--log-level warning`` (``--log-level
 turns the request log line on). hopline runs as a child of this script under a small
 wrapper that switches ``cProfile`` on at SIGUSR1 and off (writing the stats) at SIGUSR2,
 so only the measured calls are profiled and the client's own cost is not in them.
-``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
+``--by-module`` runs them under a plain profile hook instead of cProfile and charges every call
+(Python and builtin) to the innermost hopline module on the stack: which module's code, with the
+stdlib and library calls it makes, costs what share of a request (``modes`` vs ``transports`` ...).
+``--relay`` profiles ``hopline relay --stdio URL`` instead (one stdio client, this script,
+relayed to the same backend). ``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
 (``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
 ``--src`` runs other sources, e.g. ``git archive <commit> src | tar -x -C /tmp/old`` then
 ``--src /tmp/old/src``, for a before/after comparison on the same machine state.
 
 The client is bench/loadgen.py's own ``Client`` (one session, one keep-alive connection,
-handshake-era, sequential calls): ``--warmup`` calls, then profiling on, ``-n`` calls,
+handshake-era by default or ``--era 2026``, sequential calls): ``--warmup`` calls, then profiling on, ``-n`` calls,
 profiling off. Printed: Python function calls per request (cProfile's total, builtins
 included; uvloop's own methods are Cython and invisible to it), a few counters per request
 (tasks created, through a counting task factory; ``asyncio.timeout`` contexts; ``select()``
@@ -72,6 +77,35 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
         return {k: int(v) for k, v in (line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())}
 
     profiling = os.environ.get("HOPLINE_PROFILE_CPU_ONLY") != "1"
+    by_module = os.environ.get("HOPLINE_PROFILE_BY_MODULE") in ("1", "function")
+    by_function = os.environ.get("HOPLINE_PROFILE_BY_MODULE") == "function"
+    owners: dict[str, int] = {}
+    if by_module:  # every call (Python and builtin), charged to the innermost hopline frame on the stack
+        profiling = False
+        marker = os.sep + "hopline" + os.sep
+        own: dict[object, str | None] = {}
+
+        def owner_of(code) -> str | None:  # noqa: ANN001
+            name = own.get(code, 0)
+            if name == 0:
+                f = code.co_filename
+                i = f.rfind(marker)
+                name = own[code] = f[i + len(marker) :].removesuffix(".py") if i >= 0 and os.sep + "bench" + os.sep not in f else None
+                if name is not None and by_function:
+                    name = own[code] = f"{name}:{code.co_name}"
+            return name
+
+        def tracer(frame, event, _arg) -> None:  # noqa: ANN001
+            if event != "call" and event != "c_call":
+                return
+            f = frame
+            while f is not None:
+                name = owner_of(f.f_code)
+                if name is not None:
+                    break
+                f = f.f_back
+            key = name or "(outside hopline)"
+            owners[key] = owners.get(key, 0) + 1
 
     def cpu_ns() -> int:  # this process's threads, user + system, from the scheduler
         return sum(int((t / "schedstat").read_text().split()[0]) for t in Path("/proc/self/task").iterdir())
@@ -88,16 +122,21 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
         io["cpu"] = cpu_ns()
         if profiling:
             prof.enable()
+        elif by_module:
+            owners.clear()
+            sys.setprofile(tracer)
         Path(ready_path).write_text("on")
 
     def off(_sig, _frm) -> None:
         prof.disable()
+        if by_module:
+            sys.setprofile(None)
         cpu = cpu_ns() - io["cpu"]
         utime, stime = ticks()
         after = proc_io()
         asyncio.get_running_loop().set_task_factory(None)
         prof.dump_stats(stats_path)
-        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu, "user_ticks": utime - io["utime"], "system_ticks": stime - io["stime"]}
+        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu, "user_ticks": utime - io["utime"], "system_ticks": stime - io["stime"], "owners": owners}
         Path(stats_path + ".json").write_text(json.dumps(extra))
         Path(ready_path).write_text("off")
 
@@ -139,12 +178,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: Path, strace: Path | None = None) -> None:
+async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: Path, strace: Path | None = None, era: str = "legacy") -> None:
     sys.path.insert(0, str(BENCH))
     import loadgen
 
     stats = loadgen.Stats()
-    cl = loadgen.Client(0, url, "legacy", stats, 16, tool="e__echo")
+    cl = loadgen.Client(0, url, era, stats, 16, tool="e__echo")
     await cl.conn.connect()
     await cl.handshake()
     for _ in range(warmup):
@@ -168,11 +207,55 @@ async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: 
     await cl.conn.close()
 
 
+def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era: str) -> None:
+    """``--relay``: one stdio client of ``hopline relay --stdio``, sequential calls."""
+    sys.path.insert(0, str(BENCH))
+    from loadgen import LEGACY_VERSION, MODERN_VERSION, dumps, loads
+
+    ids = iter(range(1, 1 << 30))
+
+    def call(method: str, params: dict) -> dict:
+        rid = next(ids)
+        child.stdin.write(dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}) + b"\n")
+        child.stdin.flush()
+        while True:
+            line = child.stdout.readline()
+            if not line:
+                raise RuntimeError("the relay closed its stdout")
+            msg = loads(line)
+            if msg.get("id") == rid:
+                return msg
+
+    if era == "legacy":
+        call("initialize", {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "profile", "version": "1"}})
+        child.stdin.write(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + b"\n")
+        child.stdin.flush()
+
+    def echo(i: int) -> None:
+        params: dict = {"name": "echo", "arguments": {"text": f"t{i}"}}
+        if era != "legacy":
+            params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+        answer = call("tools/call", params)
+        if (answer.get("result") or {}).get("content", [{}])[0].get("text") != f"t{i}":
+            raise RuntimeError(f"call failed: {answer}")
+
+    for i in range(warmup):
+        echo(i)
+    child.send_signal(signal.SIGUSR1)
+    _wait_file(ready, "on")
+    for i in range(n):
+        echo(i)
+    child.send_signal(signal.SIGUSR2)
+    _wait_file(ready, "off")
+    child.stdin.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-n", type=int, default=500, help="profiled calls (default 500)")
     p.add_argument("--warmup", type=int, default=200, help="calls before profiling (default 200)")
-    p.add_argument("--sse", action="store_true", help="the backend answers with text/event-stream")
+    p.add_argument("--sse", action="store_true", help="the backend answers with text/event-stream (the SDK's default)")
+    p.add_argument("--era", choices=["legacy", "2026"], default="legacy", help="legacy: initialize handshake, one session; 2026: 2026-07-28 requests, no handshake")
     p.add_argument("--log-level", default="warning", help="hopline's --log-level (info: request log lines on)")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--sort", default="cumulative", help="pstats sort key (cumulative, tottime, ncalls)")
@@ -180,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--src", default=str(REPO / "src"), help="the hopline sources to run (default: this checkout's src), e.g. an older commit's, exported")
     p.add_argument("--strace", action="store_true", help="also count hopline's syscalls per call with strace -c (needs strace)")
     p.add_argument("--cpu", action="store_true", help="no profiler: print hopline's CPU-ms per call instead (schedstat; depends on machine load)")
+    p.add_argument("--relay", action="store_true", help="profile `hopline relay --stdio URL` (a stdio client relayed to the backend) instead of `hopline serve`")
+    p.add_argument("--by-module", action="store_true", help="instead of cProfile: every call (Python and builtin) charged to the innermost hopline module on the stack, per request")
+    p.add_argument("--by-function", action="store_true", help="the same, charged to the innermost hopline function (module:function)")
     args = p.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="hopline-profile-"))
@@ -187,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(args.src).resolve()), os.environ.get("PYTHONPATH", "")])}
     if args.cpu:
         env["HOPLINE_PROFILE_CPU_ONLY"] = "1"
+    if args.by_module or args.by_function:
+        env["HOPLINE_PROFILE_BY_MODULE"] = "function" if args.by_function else "1"
     backend_cmd = [PY, str(BENCH / "echo_server.py"), "http", "--port", str(bport)] + (["--sse"] if args.sse else [])
     cfg = {"version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": gport, "max_sessions": 10000},
            "backends": {"e": {"url": f"http://127.0.0.1:{bport}/mcp"}}}  # fmt: skip
@@ -198,10 +286,16 @@ def main(argv: list[str] | None = None) -> int:
         with open(tmp / "backend.log", "wb") as blog, open(tmp / "hopline.log", "wb") as hlog:
             procs.append(subprocess.Popen(backend_cmd, cwd=REPO, env=env, stdout=blog, stderr=subprocess.STDOUT))
             _wait_port(bport)
-            child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
-            procs.append(child)
-            _wait_port(gport)
-            asyncio.run(_drive(f"http://127.0.0.1:{gport}/mcp", args.n, args.warmup, child, ready, tmp / "strace.txt" if args.strace else None))
+            if args.relay:
+                relay_argv = ["--log-level", args.log_level, "relay", "--stdio", f"http://127.0.0.1:{bport}/mcp"]
+                child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *relay_argv], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=hlog)
+                procs.append(child)
+                _drive_stdio(child, args.n, args.warmup, ready, args.era)
+            else:
+                child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
+                procs.append(child)
+                _wait_port(gport)
+                asyncio.run(_drive(f"http://127.0.0.1:{gport}/mcp", args.n, args.warmup, child, ready, tmp / "strace.txt" if args.strace else None, args.era))
     finally:
         for proc in reversed(procs):
             proc.terminate()
@@ -214,13 +308,32 @@ def main(argv: list[str] | None = None) -> int:
     n = args.n
     extra = json.loads(Path(str(stats_path) + ".json").read_text())
     if args.cpu:
-        print(f"{n} proxied tools/call (backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
+        print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
               f"({100 * extra['system_ticks'] / max(1, extra['user_ticks'] + extra['system_ticks']):.0f}% of it in the kernel), "
               f"{extra['tasks'] / n:.2f} tasks, {extra['write_syscalls'] / n:.2f} write / {extra['read_syscalls'] / n:.2f} read syscalls per call")  # fmt: skip
         return 0
+    if args.by_module or args.by_function:
+        owners = extra["owners"]
+        total = sum(owners.values())
+        print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'}): {total / n:.1f} function calls per request "
+              f"(Python and builtin), each charged to the innermost hopline {'function' if args.by_function else 'module'} on the stack:")  # fmt: skip
+        groups: dict[str, int] = {}
+        for name, count in owners.items():
+            name = name.partition(":")[0]
+            top = name.split(os.sep)[0] if os.sep in name else name
+            groups[top] = groups.get(top, 0) + count
+        for name, count in sorted(owners.items(), key=lambda kv: -kv[1])[: args.top]:
+            print(f"  {count / n:7.1f}  {100 * count / total:5.1f}%  {name}")
+        print("  by package:")
+        for name, count in sorted(groups.items(), key=lambda kv: -kv[1]):
+            print(f"  {count / n:7.1f}  {100 * count / total:5.1f}%  {name}/")
+        if args.json:
+            print(json.dumps({"calls": n, "era": args.era, "backend": "sse" if args.sse else "json", "function_calls_per_request": round(total / n, 1),
+                              "by_module": {k: round(v / n, 1) for k, v in sorted(owners.items(), key=lambda kv: -kv[1])}}))  # fmt: skip
+        return 0
     st = pstats.Stats(str(stats_path))
     own = sum(v[1] for (_f, _line, name), v in st.stats.items() if name == FACTORY)
-    figures = {"calls": n, "backend": "sse" if args.sse else "json", "log_level": args.log_level,
+    figures = {"calls": n, "era": args.era, "backend": "sse" if args.sse else "json", "log_level": args.log_level,
                "function_calls_per_request": round((st.total_calls - own) / n, 1), "primitive_calls_per_request": round((st.prim_calls - own) / n, 1),
                "tasks created": round(extra["tasks"] / n, 2)}  # fmt: skip
     for label, pred in COUNTERS.items():
@@ -228,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         figures[label] = round(count / n, 2)
     figures["write syscalls (/proc/self/io syscw)"] = round(extra["write_syscalls"] / n, 2)
     figures["read syscalls (/proc/self/io syscr)"] = round(extra["read_syscalls"] / n, 2)
-    print(f"{n} proxied tools/call (backend answers {figures['backend']}, hopline --log-level {args.log_level}):")
+    print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {figures['backend']}, hopline --log-level {args.log_level}):")
     print(f"  function calls per request: {figures['function_calls_per_request']} (primitive {figures['primitive_calls_per_request']};"
           " cProfile counts every resumption of a coroutine as a call)")  # fmt: skip
     for label in ["tasks created", *COUNTERS, "write syscalls (/proc/self/io syscw)", "read syscalls (/proc/self/io syscr)"]:

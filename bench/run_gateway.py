@@ -8,6 +8,7 @@
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-policy,hopline-policy-audit \
         -c 1,16 --eras legacy,2026 --rounds 2 --duration 3 --no-install   # issue 5: what auth + policy add
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-transparent,hopline-transparent-l2 --quick
+    python bench/run_gateway.py --parts calls --targets direct,hopline,fastmcp,hopline-relay-stdio -c 1,16 --quick --backend-sse   # issue 14
 
 Three parts (``--parts calls,lists,sessions``):
 
@@ -52,9 +53,16 @@ Three parts (``--parts calls,lists,sessions``):
    reported, the backends' separately) and a Streamable HTTP one with ``--sessions`` sessions;
    and FastMCP's proxy with the same sessions, for comparison.
 
+Issue 14: ``--backend-sse`` runs the echo backend with the SDK's default SSE responses (the SDK
+answers 2026-07-28 requests with JSON either way); the target ``hopline-relay-stdio`` is
+``hopline relay --stdio <backend URL>`` driven over its stdin/stdout by bench/stdio_floor.py
+(``--command``; the relay's CPU is the gateway column); verdicts for issue 14's targets follow
+the issue 3 ones (CPU as the median of the c=1 and c=16 cells).
+
 FastMCP (PyPI ``fastmcp``, default 4.2.3) is installed on first use into its own venv,
-bench/.fastmcp-venv: it requires mcp 2.3.0 like the project, but it must not go into the project
-venv, and bench/.peers-venv holds mcp-proxy, which pins mcp<2. ``--no-install`` skips it.
+bench/.fastmcp-venv, every other package pinned by bench/fastmcp-constraints.txt: it requires
+mcp 2.3.0 like the project, but it must not go into the project venv, and bench/.peers-venv
+holds mcp-proxy, which pins mcp<2. ``--no-install`` skips it.
 Markdown tables are printed; ``bench/results/gateway-<time>.json`` and ``.md`` are written.
 """
 
@@ -86,6 +94,10 @@ LOADGEN = str(BENCH / "loadgen.py")
 FASTMCP_VENV = BENCH / ".fastmcp-venv"
 FASTMCP_VERSION = "4.2.3"
 FASTMCP_RUNNER = str(BENCH / "fastmcp_proxy.py")
+# Every other package of bench/.fastmcp-venv, pinned (pip freeze of a fastmcp 4.2.3 install,
+# less fastmcp and fastmcp-slim, which --fastmcp-version pins): an install is the same each time.
+FASTMCP_CONSTRAINTS = BENCH / "fastmcp-constraints.txt"
+STDIO_DRIVER = str(BENCH / "stdio_floor.py")
 
 sys.path.insert(0, str(BENCH))
 import loadgen  # noqa: E402
@@ -102,6 +114,13 @@ TARGET_FASTMCP_CALL_X = 10.0
 TARGET_LIST_CPU_MS = 10.0
 TARGET_FASTMCP_LIST_X = 15.0
 TARGET_SESSION_KB = 50.0
+# Issue 14's targets: gateway CPU per proxied call (the median of c=1 and c=16), added p50,
+# FastMCP's shared-session proxy ÷ hopline, and the stdio→HTTP relay's CPU per call.
+TARGET14_CALL_CPU_MS = 0.35
+TARGET14_ADDED_P50_MS = 0.3
+TARGET14_FASTMCP_X = 15.0
+TARGET14_RELAY_CPU_MS = 0.2
+RELAY_STDIO = "hopline-relay-stdio"
 # What the issue measured for FastMCP before hopline existed (CPU-ms)
 ISSUE_FASTMCP_CALL_KEEP = (5.3, 5.7)
 ISSUE_FASTMCP_CALL_FRESH = (40, 46)
@@ -223,6 +242,7 @@ class Server:
     skip: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # extra environment (--hopline-env)
     headers: list[str] = field(default_factory=list)  # 'Name: value' on every request (loadgen --header)
+    stdio: list[str] | None = None  # a stdio server driven by bench/stdio_floor.py (its child), not an HTTP one
 
     @property
     def pid(self) -> int:
@@ -429,13 +449,14 @@ def ensure_fastmcp(args) -> str | None:
         return None
     if args.no_install:
         return f"fastmcp {args.fastmcp_version} not installed in {FASTMCP_VENV} (and --no-install)"
-    log(f"installing fastmcp=={args.fastmcp_version} (+ uvloop) into {FASTMCP_VENV.relative_to(REPO)}")
+    log(f"installing fastmcp=={args.fastmcp_version} (+ uvloop, orjson; the rest pinned by {FASTMCP_CONSTRAINTS.name}) into {FASTMCP_VENV.relative_to(REPO)}")
     try:
         if not py.exists():
             r = rr.run_quiet([PY, "-m", "venv", str(FASTMCP_VENV)])
             if r.returncode != 0:
                 return "venv: " + r.stderr.strip()[-300:]
-        r = rr.run_quiet([str(py), "-m", "pip", "install", "-q", f"fastmcp=={args.fastmcp_version}", "uvloop", "orjson"], timeout=900)
+        pins = ["-c", str(FASTMCP_CONSTRAINTS)] if args.fastmcp_version == FASTMCP_VERSION and FASTMCP_CONSTRAINTS.exists() else []
+        r = rr.run_quiet([str(py), "-m", "pip", "install", "-q", *pins, f"fastmcp=={args.fastmcp_version}", "uvloop", "orjson"], timeout=900)
         if r.returncode != 0:
             return "pip install fastmcp failed: " + r.stderr.strip()[-300:]
     except Exception as e:  # noqa: BLE001
@@ -518,14 +539,22 @@ class Window:
 
     def __init__(self, s: Server, backend_pid: int | None, c: int, era: str, setup_timeout: float):
         self.s, self.backend_pid = s, backend_pid
-        cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--era", era] + header_args(s)
+        self.root = s.pid  # the process tree that is the target (a stdio target: the driver's child)
+        if s.stdio is not None:
+            cmd = [PY, STDIO_DRIVER, "--command", json.dumps(s.stdio), "--tool", s.tool, "-c", str(c), "--era", era, "--child-log", str(s.log_path)]
+        else:
+            cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--era", era] + header_args(s)
         cmd += ["--serve", "--markers", "--json", "--samples", "--setup-timeout", str(setup_timeout)]
-        self.p = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        env = {**os.environ, **s.env} if s.stdio is not None and s.env else None
+        self.p = subprocess.Popen(cmd, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1, env=env)
         self.fatal: str | None = None
         self.setup_s = None
         line = self.p.stdout.readline().strip()
         if line.startswith("#READY"):
-            self.setup_s = json.loads(line.split(" ", 1)[1]).get("setup_s")
+            ready = json.loads(line.split(" ", 1)[1])
+            self.setup_s = ready.get("setup_s")
+            if s.stdio is not None:
+                self.root = ready["child_pid"]
         else:
             err = json.loads(line).get("fatal") if line.startswith("{") else (line or self.p.stderr.read().strip()[-400:])
             self.fatal = f"loadgen setup failed: {err}"
@@ -535,7 +564,7 @@ class Window:
         if self.fatal:
             return {"fatal": self.fatal}
         direct = self.s.name == "direct"
-        gw = None if direct else rr.TreeSampler(self.s.pid)
+        gw = None if direct else rr.TreeSampler(self.root)
         be = rr.TreeSampler(self.backend_pid) if self.backend_pid else None
         self.p.stdin.write(f"RUN {warmup} {duration}\n")
         self.p.stdin.flush()
@@ -641,7 +670,7 @@ def render_calls(agg: dict, names: list[str], concurrencies: list[int], era: str
 def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
     md: list[str] = []
     backend = Server("echo-backend", [], port=rr.free_port())
-    backend.cmd = [PY, ECHO, "http", "--port", str(backend.port)]
+    backend.cmd = [PY, ECHO, "http", "--port", str(backend.port)] + (["--sse"] if args.backend_sse else [])
     backend.url = f"http://127.0.0.1:{backend.port}/mcp"
     backend.version = "mcp " + rr._pkg_version("mcp")
     start(backend, logdir)
@@ -677,6 +706,12 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 s = policy_server(n, backend.url, port, workdir, args)
             elif n in TRANSPARENT_TARGETS:
                 s = transparent_server(n, backend, port, workdir, args)
+            elif n == RELAY_STDIO:
+                s = Server(n, [], version=hopline_version(), env=dict(HOPLINE_ENV), tool="echo")
+                s.stdio = hopline_base() + ["--log-level", args.log_level, "relay", "--stdio", backend.url]
+                s.cmd = [PY, STDIO_DRIVER, "--command", json.dumps(s.stdio)]
+                s.log_path = logdir / f"{n}.log"
+                s.note = "hopline relay --stdio URL: one stdio client (bench/stdio_floor.py, c requests in flight) relayed to the echo backend"
             elif n == "hopline-stdio":
                 cfg = {"version": 1, "name": "bench-gateway", "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
                        "backends": {"e": {"command": PY, "args": [ECHO, "stdio"], "stateless": True}}}  # fmt: skip
@@ -686,7 +721,13 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             else:
                 skipped[n] = "unknown target"
                 continue
-            if s.proc is None:
+            if s.stdio is not None:
+                err = probe_stdio(s, args)
+                if err:
+                    skipped[n] = err
+                    log(f"SKIP {n}: {err}")
+                    continue
+            elif s.proc is None:
                 log(f"start {n}: {' '.join(s.cmd)}")
                 start(s, logdir)
                 err = wait_ready(s, args.ready_timeout)
@@ -701,6 +742,8 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             servers.append(s)
         for s in servers:  # warm every target up with unmeasured load
             c = 1 if s.slow else 16
+            if s.stdio is not None:  # a process of its own per run: nothing to warm but the backend (warmed by the others)
+                continue
             cmd = [PY, LOADGEN, "--url", s.url, "--tool", s.tool, "-c", str(c), "--duration", str(args.target_warmup), "--warmup", "0", "--json"] + header_args(s)
             r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.target_warmup + 300)
             w = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -745,13 +788,19 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                         agg[(era, s.name, c)] = rr.aggregate(sel)
         shown = [s.name for s in servers]
         md.append("## 1. Proxied tools/call, HTTP→HTTP\n")
-        md.append(f"Backend: the SDK echo server over Streamable HTTP (stateful, JSON). {args.rounds} interleaved rounds × {args.duration:g}s per cell ({args.slow_duration:g}s for fastmcp-fresh).")
+        md.append(
+            f"Backend: the SDK echo server over Streamable HTTP (stateful, {'SSE responses, the SDK default' if args.backend_sse else 'JSON responses'}; "
+            f"the SDK answers 2026-07-28 requests with JSON either way). {args.rounds} interleaved rounds × {args.duration:g}s per cell ({args.slow_duration:g}s for fastmcp-fresh)."
+        )
         for era in args.eras:
             md.append(f"\n### era {era}\n")
             md.append(render_calls(agg, shown, args.concurrency, era))
         verdicts = call_verdicts(agg, args)
         if verdicts:
             md.append("\nvs issue 3 targets:\n" + "\n".join(f"- {v}" for v in verdicts))
+        verdicts14 = issue14_verdicts(agg, args)
+        if verdicts14:
+            md.append("\nvs issue 14 targets (CPU: the median of c=1 and c=16):\n" + "\n".join(f"- {v}" for v in verdicts14))
         policy_rows = policy_overhead(agg, cells, args)
         policy_verdicts: list[str] = []
         if policy_rows:
@@ -774,6 +823,8 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
             "summary": [{"era": k[0], "target": k[1], "concurrency": k[2], **v} for k, v in agg.items()],
             "cells": cells,
             "verdicts": verdicts,
+            "verdicts_issue14": verdicts14,
+            "backend_responses": "sse" if args.backend_sse else "json",
             "transparent": transparent_rows,
             "policy": {"rules": POLICY_RULES, "claims": BENCH_CLAIMS, "jwt_alg": args.jwt_alg, "overhead": policy_rows, "verdicts": policy_verdicts},
         }
@@ -783,6 +834,57 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 stop(s)
         stop(backend)
     return md
+
+
+def probe_stdio(s: Server, args) -> str | None:
+    """None if the stdio target answers calls (a short run of its driver), else why not."""
+    cmd = [PY, STDIO_DRIVER, "--command", json.dumps(s.stdio), "--tool", s.tool, "-c", "1", "--duration", "0.5", "--warmup", "0.2", "--json", "--child-log", str(s.log_path)]
+    env = {**os.environ, **s.env} if s.env else None
+    log(f"probe {s.name}: {' '.join(s.stdio)}")
+    try:
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=args.ready_timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return f"no answer within {args.ready_timeout:g}s (see {s.log_path})"
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    res = json.loads(lines[-1]) if lines else {}
+    if not res.get("requests") or res.get("errors"):
+        return f"calls failed: {res.get('error_samples') or r.stderr.strip()[-300:]} (see {s.log_path})"
+    return None
+
+
+def issue14_verdicts(agg: dict, args) -> list[str]:
+    """Issue 14: gateway CPU per proxied call ≤ 0.35 ms (median of the c=1 and c=16 cells), added
+    p50 at c=1 ≤ 0.3 ms, FastMCP's shared-session proxy (``fastmcp``) ≥ 15× hopline's CPU, and
+    the stdio→HTTP relay (``hopline-relay-stdio``) ≤ 0.2 CPU-ms per call."""
+    out: list[str] = []
+
+    def get(era, name, c):
+        a = agg.get((era, name, c))
+        return a if a and "fatal" not in a else None
+
+    def median_cpu(era, name):
+        vals = [get(era, name, c)["relay_cpu_ms_per_req"] for c in (1, 16) if get(era, name, c)]
+        return statistics.median(vals) if len(vals) == 2 else None
+
+    for era in args.eras:
+        for h in ("hopline", "hopline-shared"):
+            cpu = median_cpu(era, h)
+            if cpu is None:
+                continue
+            each = ", ".join(f"c={c} {get(era, h, c)['relay_cpu_ms_per_req']:.3f}" for c in (1, 16))
+            out.append(f"{era} {h}: {'PASS' if cpu <= TARGET14_CALL_CPU_MS else 'FAIL'} gateway CPU ≤ {TARGET14_CALL_CPU_MS} ms per call: {cpu:.3f} ({each})")
+            h1, d1 = get(era, h, 1), get(era, "direct", 1)
+            if h1 and d1:
+                add = h1["p50_ms"] - d1["p50_ms"]
+                out.append(f"{era} {h}: {'PASS' if add <= TARGET14_ADDED_P50_MS else 'FAIL'} added p50 at c=1 ≤ {TARGET14_ADDED_P50_MS} ms: {add:+.3f}")
+            f = median_cpu(era, "fastmcp")
+            if f is not None and cpu:
+                out.append(f"{era} {h}: {'PASS' if f / cpu >= TARGET14_FASTMCP_X else 'FAIL'} ≥ {TARGET14_FASTMCP_X:g}× leaner than fastmcp (one shared backend session): {f / cpu:.1f}× (fastmcp {f:.3f} CPU-ms)")
+        cpu = median_cpu(era, RELAY_STDIO)
+        if cpu is not None:
+            each = ", ".join(f"c={c} {get(era, RELAY_STDIO, c)['relay_cpu_ms_per_req']:.3f}" for c in (1, 16))
+            out.append(f"{era} {RELAY_STDIO}: {'PASS' if cpu <= TARGET14_RELAY_CPU_MS else 'FAIL'} relay CPU ≤ {TARGET14_RELAY_CPU_MS} ms per call: {cpu:.3f} ({each})")
+    return out
 
 
 def call_verdicts(agg: dict, args) -> list[str]:
@@ -1427,10 +1529,12 @@ def main(argv: list[str] | None = None) -> int:
     g = p.add_argument_group("calls")
     g.add_argument(
         "--targets", default="direct,hopline,hopline-shared,fastmcp,fastmcp-fresh,hopline-stdio",
-        help="calls targets (default as shown; also hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2; "
+        help="calls targets (default as shown; also hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2, "
+        f"{RELAY_STDIO} (hopline relay --stdio to the echo backend, driven over its stdin/stdout by bench/stdio_floor.py); "
         "hopline-stdio is a reference row: the echo server as a stdio child)",
     )  # fmt: skip
     g.add_argument("-c", "--concurrency", default="1,16", help="comma list (default 1,16)")
+    g.add_argument("--backend-sse", action="store_true", help="the echo backend answers with SSE (the SDK's default) instead of JSON")
     g.add_argument("--eras", default="legacy,2026", help="comma list of legacy,2026 (default both, legacy first)")
     g.add_argument("--duration", type=float, default=None, help="measured seconds per cell (default 5; --quick 1.5)")
     g.add_argument("--slow-duration", type=float, default=None, help="cap for fastmcp-fresh cells (default 5; --quick 1.5)")

@@ -2,11 +2,17 @@
 
     python bench/stdio_floor.py -c 16 --duration 5            # one window, human summary on stderr
     python bench/stdio_floor.py -c 16 --serve --markers --json  # used by run_relay.py --floor
+    python bench/stdio_floor.py --command '["hopline", "relay", "--stdio", "http://127.0.0.1:8801/mcp"]'  # a stdio client of a relay
 
 One backend process, ``c`` virtual clients keeping one request each in flight over the same
 pipe (what a relay with one shared backend does at best). Its req/s and latency are the ceiling
 for any relay that fronts ONE stdio backend, and its backend CPU-ms/req is what the stdio
 variant of the SDK server costs by itself. Same window protocol and JSON keys as loadgen.py.
+
+``--command`` (a JSON list) drives another stdio MCP server the same way instead, e.g.
+``hopline relay --stdio URL`` (a stdio client's relay to a Streamable HTTP server, which is
+how bench/run_gateway.py measures that relay); its pid is in the ``#READY`` line
+(``child_pid``) and its stderr goes to ``--child-log``.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import asyncio
 import gc
 import sys
 import time
+import json
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -24,8 +31,11 @@ from loadgen import LEGACY_VERSION, MODERN_VERSION, dumps, loads, summarize  # n
 
 
 class Floor:
-    def __init__(self, era: str, payload: int):
+    def __init__(self, era: str, payload: int, command: list[str] | None = None, tool: str = "echo", child_log: str | None = None):
         self.era = era
+        self.command = command or [sys.executable, str(BENCH / "echo_server.py"), "stdio"]
+        self.tool = tool
+        self.child_log = child_log
         self.pad = "x" * max(0, payload - 16)
         self.pending: dict[int, asyncio.Future] = {}
         self.next_id = 1
@@ -33,10 +43,14 @@ class Floor:
         self.reader_task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(BENCH / "echo_server.py"), "stdio",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 22,
-        )  # fmt: skip
+        err = open(self.child_log, "ab") if self.child_log else None
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err, limit=1 << 22,
+            )  # fmt: skip
+        finally:
+            if err is not None:
+                err.close()
         self.reader_task = asyncio.create_task(self._read())
         if self.era == "legacy":
             r = await self.request(
@@ -89,7 +103,7 @@ async def window(fl: Floor, args, warmup: float, duration: float) -> dict:
         while not st["stop"]:
             seq += 1
             text = f"c{idx}-{seq}-{fl.pad}"
-            params: dict = {"name": "echo", "arguments": {"text": text}}
+            params: dict = {"name": fl.tool, "arguments": {"text": text}}
             if fl.era != "legacy":
                 params["_meta"] = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
             rec = st["record"]
@@ -142,10 +156,10 @@ async def window(fl: Floor, args, warmup: float, duration: float) -> dict:
 
 
 async def amain(args) -> int:
-    fl = Floor(args.era, args.payload)
+    fl = Floor(args.era, args.payload, json.loads(args.command) if args.command else None, args.tool, args.child_log)
     t0 = time.perf_counter()
     await fl.start()
-    info = {"setup_s": time.perf_counter() - t0}
+    info = {"setup_s": time.perf_counter() - t0, "child_pid": fl.proc.pid}
     gc.collect()
     gc.freeze()
     try:
@@ -186,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", action="store_true")
     p.add_argument("--setup-timeout", type=float, default=60.0, help="accepted for loadgen.py compatibility")
     p.add_argument("--url", default=None, help="ignored (loadgen.py compatibility)")
+    p.add_argument("--command", default=None, help="the stdio server to drive, as a JSON list (default: bench/echo_server.py stdio)")
+    p.add_argument("--tool", default="echo", help="the echo tool's name there (default echo)")
+    p.add_argument("--child-log", default=None, help="file for the driven server's stderr (default: inherited)")
     return asyncio.run(amain(p.parse_args(argv)))
 
 

@@ -39,26 +39,27 @@ Id = str | int
 class Message:
     """One JSON-RPC message: the decoded body plus, while unmodified, its bytes.
 
+    ``method`` and ``id`` are the body's (None where it has none), read once when the
+    message is made: a body is never changed in place (:meth:`replace` makes a new
+    message), and as plain attributes they cost no Python call per read (a proxied call
+    reads them a dozen times, bench/profile_call.py).
+
     ``principal`` is who sent it, as the listener's authentication established it
     (layers/policy/auth.py); None where no authentication ran (no ``auth`` configured,
     or a message hopline or a backend made).
     """
 
-    __slots__ = ("body", "raw", "principal")
+    __slots__ = ("body", "raw", "principal", "method", "id", "_meta")
 
     def __init__(self, body: dict[str, Any], raw: bytes | None = None) -> None:
         self.body = body
         self.raw = raw
         self.principal: Principal | None = None
+        self.method: str | None = body.get("method")
+        self.id: Id | None = body.get("id")
+        self._meta: dict[str, Any] | bool | None = None  # params._meta once found, False once known absent (see meta)
 
     # -- classification ---------------------------------------------------------
-    @property
-    def method(self) -> str | None:
-        return self.body.get("method")
-
-    @property
-    def id(self) -> Id | None:
-        return self.body.get("id")
 
     def is_request(self) -> bool:
         return "method" in self.body and "id" in self.body
@@ -77,8 +78,19 @@ class Message:
 
     @property
     def meta(self) -> dict[str, Any]:
-        m = self.params.get("_meta")
-        return m if isinstance(m, dict) else {}
+        """``params._meta`` (the body's own dict, found once and kept: a body is not changed
+        in place), or a new empty dict where there is none (also known after the first look)."""
+        m = self._meta
+        if m is not None:
+            return {} if m is False else m  # type: ignore[return-value]
+        p = self.body.get("params")
+        if isinstance(p, dict):
+            m = p.get("_meta")
+            if isinstance(m, dict):
+                self._meta = m
+                return m
+        self._meta = False
+        return {}
 
     # -- encoding ---------------------------------------------------------------
     def encode(self) -> bytes:
@@ -106,12 +118,12 @@ def parse(data: bytes | str) -> Message:
         body = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ParseError(f"Parse error: {exc.msg} at position {exc.pos}") from None
-    if isinstance(body, list):
-        raise InvalidRequest("JSON-RPC batches are not supported (removed in MCP 2025-06-18)")
-    if not isinstance(body, dict):
+    if body.__class__ is not dict:  # orjson makes plain dicts; anything else is refused below
+        if isinstance(body, list):
+            raise InvalidRequest("JSON-RPC batches are not supported (removed in MCP 2025-06-18)")
         raise InvalidRequest("a JSON-RPC message must be a JSON object")
     check_envelope(body)
-    return Message(body, data if isinstance(data, bytes) else None)
+    return Message(body, data if data.__class__ is bytes or isinstance(data, bytes) else None)
 
 
 # The id of an answer whose JSON is broken, where it can be read without trusting the rest:
@@ -143,17 +155,19 @@ def recover_answer_id(frame: bytes) -> Id | None:
 
 
 def check_envelope(body: dict[str, Any]) -> None:
+    # ``x.__class__ is int/str/dict`` first: the common case without a Python call (bool is not int here)
     msg_id = body.get("id")
     if body.get("jsonrpc") != JSONRPC:
         raise InvalidRequest('"jsonrpc" must be "2.0"', request_id=_echoable(msg_id))
-    if "id" in body and not _valid_id(msg_id):
+    if "id" in body and not (msg_id.__class__ is int or msg_id.__class__ is str or _valid_id(msg_id)):
         if "method" in body or msg_id is not None:
             raise InvalidRequest("id must be a string or an integer")
     if "method" in body:
-        if not isinstance(body["method"], str):
+        method = body["method"]
+        if not (method.__class__ is str or isinstance(method, str)):
             raise InvalidRequest('"method" must be a string', request_id=_echoable(msg_id))
         params = body.get("params")
-        if params is not None and not isinstance(params, dict):
+        if params is not None and not (params.__class__ is dict or isinstance(params, dict)):
             raise InvalidRequest('"params" must be an object', request_id=_echoable(msg_id))
     elif "result" not in body and "error" not in body:
         raise InvalidRequest("neither a request, a notification nor a response", request_id=_echoable(msg_id))

@@ -103,7 +103,11 @@ def parse(value: Any) -> SpanContext | None:
 
 def incoming_parent(meta: dict[str, Any]) -> SpanContext | None:
     """The context this hop's span is the child of (see the module docstring)."""
-    return parse(meta.get(HOP_PARENT)) or parse(meta.get(TRACEPARENT))
+    hop, traceparent = meta.get(HOP_PARENT), meta.get(TRACEPARENT)
+    found = None if hop is None else parse(hop)  # absent (the common case): no parse call
+    if found is None and traceparent is not None:
+        found = parse(traceparent)
+    return found
 
 
 def outgoing(meta: dict[str, Any], span: SpanContext, *, generate: bool = True) -> dict[str, Any]:
@@ -113,7 +117,8 @@ def outgoing(meta: dict[str, Any], span: SpanContext, *, generate: bool = True) 
     or not, and ``tracestate`` are left exactly as they came. ``meta`` is not changed.
     """
     out = dict(meta)
+    header = span.header()
     if generate and TRACEPARENT not in meta:
-        out[TRACEPARENT] = span.header()
-    out[HOP_PARENT] = span.header()
+        out[TRACEPARENT] = header
+    out[HOP_PARENT] = header
     return out

@@ -42,6 +42,10 @@ import httpx
 from hopline.transports.h1response import Response, expire
 
 MAX_IDLE = 32  # idle keep-alive connections kept per origin
+# Response header names as received → their lower-cased text: a server sends the same
+# handful each time (one decode and lower per header fewer; an SSE answer has eight).
+MAX_NAMES = 256
+_NAMES: dict[bytes, str] = {}
 
 
 def usable_for(url: str) -> bool:
@@ -109,10 +113,14 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         assert self.response is not None
         self.response.raw_headers.append((name, value))
-        key = name.decode("latin-1").lower()
+        key = _NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(_NAMES) < MAX_NAMES:
+                _NAMES[name] = key
         text = value.decode("latin-1")
-        headers = self.response.headers
-        dict.__setitem__(headers, key, f"{dict.get(headers, key)}, {text}" if key in headers else text)
+        headers = self.response.headers  # a dict subclass that overrides only get(): item access is dict's own, no Python call
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
     def on_headers_complete(self) -> None:
         assert self.response is not None

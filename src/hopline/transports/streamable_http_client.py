@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 
 from hopline.transports.h1client import lean_or_httpx
-from hopline.binding import Era, era_of_message
+from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
 from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, malformed_answer, malformed_answer_error
 from hopline.jsonrpc import parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
@@ -52,6 +52,9 @@ from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone
 
 log = logging.getLogger("hopline.http_upstream")
+
+ANSWERED_GRACE = 1.0  # seconds an SSE response is read on after our answer came on it
+MAX_MODERN_HEADS = 256  # 2026-07-28 header sets kept per upstream, by (version, method, name)
 
 class _Flight:  # one request waiting for its response
     __slots__ = ("message", "modern", "task")
@@ -77,6 +80,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         self._timeout = httpx.Timeout(timeout, read=read_timeout)  # streams may idle for long
         self._short = httpx.Timeout(timeout)  # one-way POSTs and DELETE
         self._base = {**clean_headers(headers), "accept": ACCEPT_BOTH, "content-type": "application/json"}
+        self._modern_heads: dict[tuple[Any, str, Any], dict[str, str]] = {}  # see _modern_headers
         self._reinit, self._want_get = reinitialize_on_404, get_stream
         Inbound.__init__(self, max_queue)
         self._flights: dict[Id, _Flight] = {}
@@ -108,7 +112,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             raise ChannelClosed(f"{self.name}: {self._reason}")
         body = message.body
         if "method" in body and "id" in body:
-            flight = _Flight(message, era_of_message(body) is Era.MODERN)
+            version = message.meta.get(META_PROTOCOL_VERSION)  # era_of_message's test, on the message's kept _meta
+            flight = _Flight(message, version is not None and era_of_version(version) is Era.MODERN)
             if body["method"] == "initialize" and not flight.modern:
                 self._init = message
                 self._init_done.clear()
@@ -216,30 +221,41 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         await self._fail(flight, UnavailableError(f"{self.name}: the exchange ended without a response", backend=self.name, reason="disconnected"))
 
     async def _pump(self, resp: httpx.Response, flight: _Flight | None) -> tuple[str | None, int | None]:
-        """Deliver the messages of one SSE response; returns its last event id and retry."""
-        parser, retry = SSEParser(errors="surrogateescape"), None
+        """Deliver the messages of one SSE response; returns its last event id and retry.
+        Once our answer has come, the stream is read on only briefly (ANSWERED_GRACE): the
+        server's end of stream keeps the connection reusable; one that never ends the stream
+        cannot hold us. The lean client's response keeps that deadline itself
+        (``read_until``); an httpx response gets an ``asyncio.timeout`` context."""
+        parser = SSEParser(errors="surrogateescape")
+        state: list[int | None] = [None]  # the retry: field last seen
+        read_until = getattr(resp, "read_until", None)
+        if read_until is not None:
+            await self._events(resp, flight, parser, state, read_until)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(None) as deadline:
+                    await self._events(resp, flight, parser, state, deadline.reschedule)
+        return parser.last_event_id, state[0]
+
+    async def _events(self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any) -> None:
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(None) as deadline:
-                async for chunk in resp.aiter_bytes():
-                    for event in parser.feed(chunk):
-                        retry = event.retry if event.retry is not None else retry
-                        if event.event != "message" or not event.data:
-                            continue  # the priming event (id, no data), or another type
-                        frame = event.data.encode("utf-8", "surrogateescape")
-                        try:
-                            message = parse(frame)
-                        except ProtocolError as exc:
-                            broken = self._malformed(frame, exc)
-                            if broken is None:
-                                continue
-                            message = broken
-                        await self._deliver(message)
-                        # Our answer: read on only briefly. The server's end of stream keeps the
-                        # connection reusable; one that never ends the stream cannot hold us.
-                        if flight is not None and message.id == flight.message.id and message.is_response():
-                            deadline.reschedule(loop.time() + 1.0)
-        return parser.last_event_id, retry
+        async for chunk in resp.aiter_bytes():
+            for event in parser.feed(chunk):
+                if event.retry is not None:
+                    state[0] = event.retry
+                if event.event != "message" or not event.data:
+                    continue  # the priming event (id, no data), or another type
+                frame = event.data.encode("utf-8", "surrogateescape")
+                try:
+                    message = parse(frame)
+                except ProtocolError as exc:
+                    broken = self._malformed(frame, exc)
+                    if broken is None:
+                        continue
+                    message = broken
+                await self._deliver(message)
+                if flight is not None and message.id == flight.message.id and message.is_response():
+                    stop_at(loop.time() + ANSWERED_GRACE)
 
     def _malformed(self, frame: bytes, exc: ProtocolError) -> Message | None:
         """A -31003 answer for the request in flight whose SSE answer is broken (invalid UTF-8,
@@ -335,7 +351,23 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         return self._base if body.get("method") == "initialize" else {**self._base, **self._session}
 
     def _modern_headers(self, body: dict[str, Any]) -> dict[str, str]:
-        return {**self._base, **modern_headers(body)}
+        """The base headers plus the 2026-07-28 mirror headers, one dict per (version, method,
+        name) kept and reused (nobody changes it): checking and encoding the values is
+        ~60 Python calls per request (bench/profile_call.py --era 2026). Only plain string
+        values are keys (``True`` and ``1`` hash alike); anything else is built afresh."""
+        method, params = body["method"], body["params"]
+        version = params["_meta"][META_PROTOCOL_VERSION]
+        param = NAME_HEADER_PARAM.get(method)
+        name = None if param is None else params.get(param)
+        if version.__class__ is not str or not (name is None or name.__class__ is str):
+            return {**self._base, **modern_headers(body)}
+        key = (version, method, name)
+        found = self._modern_heads.get(key)
+        if found is None:
+            if len(self._modern_heads) >= MAX_MODERN_HEADS:
+                self._modern_heads.clear()
+            found = self._modern_heads[key] = {**self._base, **modern_headers(body)}
+        return found
 
     # -- teardown -----------------------------------------------------------------------------------
     async def _cancel_tasks(self) -> None:

@@ -4,10 +4,13 @@ stream, and the handshake era's standalone GET stream with ``Last-Event-ID`` res
 A mixin of :class:`~hopline.transports.streamable_http_server.StreamableHttpListener`,
 kept apart so the listener's routing reads on its own (and each stays one sitting).
 
-Every wait parks on a future, not a task (inbox.py). A session sink's writer runs under
-an ``asyncio.timeout`` guard that the sink expires when its buffer overflows
-(http_session.py), because a client that does not read blocks ``send`` itself; the cut
-stream then ends with a last error event if the client's socket takes it within
+Every wait parks on a future, not a task (inbox.py), and the client leaving is a callback
+from the front door where it can give one (``http_util.on_disconnect``), else a task. An
+answer that comes first is written as one JSON body. A response that becomes an SSE stream
+is written under an ``asyncio.timeout`` guard that the sink (or a stateless exchange's
+inbox) expires when its buffer overflows (http_session.py), because a client that does not
+read blocks ``send`` itself; before the stream starts an overflow wakes the wait instead.
+The cut stream then ends with a last error event if the client's socket takes it within
 ``CUT_GRACE`` seconds, else the writer returns unfinished and the server drops the
 connection.
 """
@@ -73,70 +76,71 @@ class ResponseWriter:
         Modern exchanges watch for the client leaving (that is their cancellation);
         handshake-era writers do not, because there a disconnect is not a cancel and
         the stream stays resumable. A caller passing its own ``watcher`` handles the
-        client leaving itself. A session sink's writer runs under a guard its sink
-        expires on overflow (http_session.py), even while ``send`` is blocked."""
+        client leaving itself. A stream (SSE) is written under a guard its sink expires on
+        overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none."""
         loop = asyncio.get_running_loop()
         if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
             timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
         deadline = loop.time() + timeout
         caller_watches = watcher is not None
-        own_watcher = not caller_watches and (modern or sink is None)
-        if own_watcher:
-            watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
+        unwatch = None
+        if not caller_watches and (modern or sink is None):  # we watch for the client leaving ourselves
+            unwatch = hu.on_disconnect(receive, lambda: source.interrupt(Interrupted()))
+            if unwatch is None:  # a server that cannot tell us: a task parked in receive()
+                watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         if watcher is not None:
             watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
+        own_watcher = watcher is not None and not caller_watches
         generation = sink.generation if sink is not None else 0
         streaming = False
         answer: Message | None = None
+        guard: asyncio.Timeout | None = None
         # A stateless exchange's channel (2026-07-28, or --stateless-http) has an inbox of its
         # own: bound it by the same message count, and let its overflow cut this writer too.
         inbox = getattr(source, "buffer", None) if sink is None else None
+        if inbox is not None:
+            inbox.limit = self.sessions.stream_limits.messages
+
+            def overflowed() -> None:  # wake the writer: blocked in send (its guard), or waiting
+                if guard is not None:
+                    guard.reschedule(loop.time())
+                else:
+                    inbox.interrupt(StreamOverflow())
+
+            inbox.on_overflow = overflowed
         try:
-            async with asyncio.timeout(None) if sink is not None or inbox is not None else contextlib.nullcontext() as guard:
-                if sink is not None:
-                    sink.guard = guard
-                elif inbox is not None:
-                    inbox.limit = self.sessions.stream_limits.messages
-                    inbox.on_overflow = lambda: guard.reschedule(loop.time())
-                try:
-                    while True:
-                        if sink is not None and sink.generation != generation:
-                            return None  # the client resumed this stream on another response
-                        remaining = deadline - loop.time()
-                        try:
-                            message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
-                        except TimeoutError:
-                            if loop.time() < deadline:
-                                await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                                continue
-                            message = await self._timed_out(request, session, sink, timeout)
-                        except HandedOver:
-                            return None
-                        except Interrupted:
-                            if not caller_watches:
-                                self._client_gone(session, sink)
-                            return None
-                        if sink is not None and sink.generation != generation:
-                            sink.give_back(message)  # the stream was resumed elsewhere
-                            return None
-                        final = message.is_response()
-                        if final and not streaming:
-                            status = _modern_status(message) if modern else 200
-                            await hu.send_json(send, status, message.encode(), headers)
-                            answer = message
-                            break
-                        if not streaming:
-                            await hu.start_sse(send, headers)
-                            streaming = True
-                        data = message.encode()
-                        event_id = session.record(sink, data) if session is not None and sink is not None else None
-                        await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
-                        if final:
-                            answer = message
-                            break
-                finally:
+            # The first message, with no guard: nothing is being written yet, so an overflow
+            # wakes the wait itself (the sink's or inbox's interrupt). An answer that comes
+            # first is the whole response, one JSON body: no asyncio.timeout context for it
+            # (bench/profile_call.py: one per request fewer).
+            message = await self._next(source, request, session, sink, generation, deadline, timeout, False, send, caller_watches)
+            if message is None:
+                return None
+            if message.is_response():
+                status = _modern_status(message) if modern else 200
+                await hu.send_json(send, status, message.encode(), headers)
+                answer = message
+            else:  # something else first: the response becomes an SSE stream, written under a guard
+                async with asyncio.timeout(None) as guard:
                     if sink is not None:
-                        sink.guard = None
+                        sink.guard = guard
+                    try:
+                        await hu.start_sse(send, headers)
+                        streaming = True
+                        while True:
+                            final = message.is_response()
+                            data = message.encode()
+                            event_id = session.record(sink, data) if session is not None and sink is not None else None
+                            await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
+                            if final:
+                                answer = message
+                                break
+                            message = await self._next(source, request, session, sink, generation, deadline, timeout, True, send, caller_watches)
+                            if message is None:
+                                return None
+                    finally:
+                        if sink is not None:
+                            sink.guard = None
             if session is not None and sink is not None:
                 session.finish_post(sink)
             return answer
@@ -157,8 +161,40 @@ class ResponseWriter:
             await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
             return None
         finally:
-            if own_watcher and watcher is not None:
-                watcher.cancel()
+            if unwatch is not None:
+                unwatch()
+            elif own_watcher:
+                watcher.cancel()  # type: ignore[union-attr]
+
+    async def _next(
+        self, source: Source, request: Message, session: ClientSession | None, sink: Sink | None, generation: int,
+        deadline: float, timeout: float, streaming: bool, send: hu.Send, caller_watches: bool,
+    ) -> Message | None:  # fmt: skip
+        """The next message for this response (a timeout error at the deadline), keep-alive
+        comments meanwhile while streaming; None when the writer must stop without one
+        (the stream was resumed elsewhere, or the client left)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if sink is not None and sink.generation != generation:
+                return None  # the client resumed this stream on another response
+            remaining = deadline - loop.time()
+            try:
+                message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
+            except TimeoutError:
+                if loop.time() < deadline:
+                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                    continue
+                message = await self._timed_out(request, session, sink, timeout)
+            except HandedOver:
+                return None
+            except Interrupted:
+                if not caller_watches:
+                    self._client_gone(session, sink)
+                return None
+            if sink is not None and sink.generation != generation:
+                sink.give_back(message)  # the stream was resumed elsewhere
+                return None
+            return message
 
     async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float) -> Message:
         cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})

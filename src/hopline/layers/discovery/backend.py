@@ -206,7 +206,7 @@ class BackendSession:
             self.on_closed(self)
 
     def is_closed(self) -> bool:
-        return self.peer.is_closed()
+        return self.peer.closed_reason is not None  # RpcPeer.is_closed, without its call (asked several times per request)
 
     async def aclose(self) -> None:
         await self.peer.aclose()
