@@ -60,6 +60,7 @@ class Gateway:
         self.sharing = Sharing(self)
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}
+        self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
         self.listeners: set[Any] = set()
         self.held = HeldCalls()
         self.backend_listens = BackendListens(self)
@@ -92,6 +93,7 @@ class Gateway:
         self._timeouts.clear()
         self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
         self.catalogs.clear()
+        self.latest_catalogs.clear()
         self.visible_cache.clear()
         old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
         if old is not None and (old.calls or old.tools.modes or old.endpoints):
@@ -209,6 +211,7 @@ class Gateway:
             return
         if changed:
             self.catalogs.clear()
+            self.latest_catalogs.clear()
             self.visible_cache.clear()
             self._surface_changed()
 

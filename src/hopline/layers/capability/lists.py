@@ -144,7 +144,7 @@ class ListComposer:
         g = self.hub
         catalog = g.catalogs.get(key)
         if catalog is not None:
-            self._catalogs[method] = (key, catalog)
+            self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
             return catalog
         options = {b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.settings.backends.items()}
         catalog = Catalog.build(lists, namespace=g.routes.namespace, strategy=Collision(g.settings.routing.collision), options=options, order=list(g.settings.backends))
@@ -153,14 +153,17 @@ class ListComposer:
         g.catalogs[key] = catalog
         while len(g.catalogs) > 256:
             g.catalogs.pop(next(iter(g.catalogs)))
-        self._catalogs[method] = (key, catalog)
+        self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
         return catalog
 
 
     def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
         """Resolve against the catalogue already composed, if it is still current for the
-        backend that owns the name, so an invoke never waits on other backends' lists."""
+        backend that owns the name, so an invoke never waits on other backends' lists. A
+        stateless request (which has composed nothing yet) uses the gateway's latest one."""
         cached = self._catalogs.get(list_method)
+        if cached is None and not self.stateful:
+            cached = self.hub.latest_catalogs.get(list_method)
         entry = cached[1].resolve(name) if cached is not None else None
         if entry is None or self.backends is None:
             return None

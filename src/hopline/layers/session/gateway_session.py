@@ -178,6 +178,8 @@ class GatewaySession(BackendLinks, ListComposer):
         list_method = TOOLS_LIST if method == TOOLS_CALL else PROMPTS_LIST
         name = message.params["name"]
         kind: Kind = "tool" if method == TOOLS_CALL else "prompt"
+        if self.backends is None and not self.stateful:
+            await self.live_backends()  # (no task when every shared session is up) so the latest catalogue can be checked
         found = self._resolve_cached(list_method, name)
         if found is None:  # not in the surface this session last saw: compose it afresh
             await self._composed(list_method)
@@ -391,6 +393,8 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _closed(self, end: ClientEnd) -> None:
         self.hub.sessions.discard(self)
+        if not self.stateful and not self._owned and not self._reconnecting:
+            return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
         for task in list(self._reconnecting.values()):
             task.cancel()
         await sharing.release(self)  # its subscriptions and log level on shared sessions

@@ -81,6 +81,11 @@ class BackendLinks:
 
     async def live_backends(self) -> dict[str, BackendSession | BaseException]:
         if self.backends is None:
+            if not self.stateful and self._connecting is None:  # a 2026-07-28 request: every shared session up, no task
+                ready = self.hub.sharing.ready(list(self.hub.registry.connectors), self)
+                if ready is not None:
+                    self.backends = ready
+                    return ready
             if self._connecting is None:
                 self._connecting = asyncio.ensure_future(self.hub.sharing.sessions_for(list(self.hub.registry.connectors), self))
                 if self.stateful:

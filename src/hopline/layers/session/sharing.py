@@ -92,6 +92,17 @@ class Sharing:
         """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
         return self.hub.settings.backends[backend_id].shares()
 
+    def ready(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException] | None:
+        """The open shared sessions a stateless ``owner`` uses, without waiting; None if one is not up."""
+        caps = owner.client_capabilities
+        out: dict[str, BackendSession | BaseException] = {}
+        for backend_id in ids:
+            found = self.lookup(backend_id, owner.principal, caps, Era.MODERN)
+            if found is None:
+                return None
+            out[backend_id] = found
+        return out
+
     async def sessions_for(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException]:
         """Connect ``owner`` to every backend in ``ids`` concurrently: to the shared session of
         each backend it shares, else to one of its own. One that fails or is slow (past
@@ -99,9 +110,9 @@ class Sharing:
         startup = self.hub.settings.routing.startup_timeout
         caps = owner.client_capabilities
         if not owner.stateful:  # the common case for 2026-07-28 requests: every shared session is up
-            ready = [self.lookup(b, owner.principal, caps, Era.MODERN) for b in ids]
-            if all(s is not None for s in ready):
-                return dict(zip(ids, ready))  # type: ignore[arg-type]
+            ready = self.ready(ids, owner)
+            if ready is not None:
+                return ready
 
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.shares(backend_id):
