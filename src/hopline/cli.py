@@ -70,3 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return importlib.import_module(args._module).run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # stdout closed early (`hopline check … | head`)
+        return 0
+    except Exception as exc:  # never a traceback: one line; the traceback at --log-level debug
+        logging.getLogger("hopline").debug("%s failed", args.command, exc_info=True)
+        print(f"hopline {args.command}: {type(exc).__name__}: {exc}" if str(exc) else f"hopline {args.command}: {type(exc).__name__}", file=sys.stderr)
+        return 1

@@ -14,7 +14,8 @@ import logging
 from hopline import runtime
 from hopline.binding import Era
 from hopline.compose.listen import session_table
-from hopline.config.errors import ConfigError, format_path
+from hopline.compose.preflight import preflight
+from hopline.config.errors import ConfigError
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
@@ -45,24 +46,6 @@ async def _watch(path: str | None, gateway: Gateway) -> None:
             log.exception("reload failed; keeping what is running")
 
 
-def _authenticator(config: GatewayConfig, source: str):
-    """The front's authenticator (None without ``auth``). Raises :class:`ConfigError` if
-    ``auth`` names unknown backends or holds keys that cannot be loaded."""
-    if config.auth is None:
-        return None
-    from hopline.layers.policy.auth import Authenticator
-    from hopline.layers.policy.jwks import KeyProblem
-
-    problems = [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
-    try:
-        auth = Authenticator(config.auth)
-    except KeyProblem as exc:
-        problems.append(("", str(exc)))
-    if problems:
-        raise ConfigError(source, problems)
-    return auth
-
-
 def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     """The admin listener (/metrics, /healthz, /readyz) on its own port, if configured."""
     obs = gateway.observability
@@ -77,24 +60,19 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
 
 
-def _check_specs(config: GatewayConfig, source: str) -> None:
-    """Conversion backends: every OpenAPI spec loads and converts (else ConfigError)."""
-    if any(b.openapi is not None for b in config.backends.values()):
-        from hopline.conversion.preflight import check_specs
-
-        check_specs(config, source)
-
-
 def serve_http(config: GatewayConfig, path: str | None = None) -> int:
     try:
-        _check_specs(config, path or "<config>")
-        auth = _authenticator(config, path or "<config>")
+        auth = preflight(config, path or "<config>")
     except ConfigError as exc:
         runtime.announce(f"hopline serve: {exc}")
         return 1
 
     async def main() -> int:
-        gateway = Gateway(config)
+        try:
+            gateway = Gateway(config)
+        except (ConfigError, ValueError) as exc:
+            runtime.announce(f"hopline serve: {exc}")
+            return 1
         gateway.start()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
@@ -160,13 +138,19 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
 
 def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
     try:
-        _check_specs(config, path or "<config>")
+        auth = preflight(config, path or "<config>")  # the stdio client is not authenticated: keys are only checked
     except ConfigError as exc:
         runtime.announce(f"hopline serve: {exc}")
         return 1
+    if auth is not None:
+        runtime.run(auth.aclose())
 
     async def main() -> int:
-        gateway = Gateway(config)
+        try:
+            gateway = Gateway(config)
+        except (ConfigError, ValueError) as exc:
+            runtime.announce(f"hopline serve: {exc}")
+            return 1
         gateway.start()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
