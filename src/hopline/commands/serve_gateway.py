@@ -15,6 +15,7 @@ from hopline import runtime
 from hopline.binding import Era
 from hopline.compose.listen import session_table
 from hopline.compose.preflight import preflight
+from hopline.compose.startup import report
 from hopline.config.errors import ConfigError
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
@@ -60,7 +61,7 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
 
 
-def serve_http(config: GatewayConfig, path: str | None = None) -> int:
+def serve_http(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
     try:
         auth = preflight(config, path or "<config>")
     except ConfigError as exc:
@@ -110,12 +111,19 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             base = f"http://{host}:{port}"
             deployment.endpoints.update(mcp=base + listen.path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
             deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
-            runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.registry.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            n = len(gateway.registry.connectors)
+            runtime.announce(f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
+            if report_backends:  # each backend's state, once known
+                states.append(asyncio.create_task(report(gateway, _say), name="backend-states"))
+
+        states: list[asyncio.Task] = []
 
         async def shutdown() -> None:
             watch.cancel()
+            for task in states:
+                task.cancel()
             if federation is not None:
                 federation.cancel()
             admin_stop.set()
@@ -133,10 +141,16 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown, limits=limits)
         return 0
 
-    return runtime.run(main())
+    if not hu.SecurityPolicy(bound_host=config.listen.host).loopback and auth is None:
+        runtime.announce(f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend")
+    try:
+        return runtime.run(main())
+    except runtime.BindError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
 
 
-def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
+def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
     try:
         auth = preflight(config, path or "<config>")  # the stdio client is not authenticated: keys are only checked
     except ConfigError as exc:
@@ -154,11 +168,13 @@ def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
         gateway.start()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
+        states = asyncio.create_task(report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states")
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
+            states.cancel()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -166,6 +182,10 @@ def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
         return 0
 
     return runtime.run(main())
+
+
+def _say(line: str) -> None:
+    runtime.announce(f"hopline serve: {line}")
 
 
 class _Local:

@@ -35,6 +35,7 @@ def preflight(config: GatewayConfig, source: str, *, specs: bool = True) -> Any:
             problems += exc.problems
     authenticator = _authenticator(config, problems)
     problems += _pipeline(config)
+    problems += _otel(config)
     problems += _audit_sink(config)
     if problems:
         raise ConfigError(source, problems)
@@ -106,4 +107,14 @@ def _audit_sink(config: GatewayConfig) -> list[tuple[str, str]]:
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         return [("policy.audit.sink", f"cannot be opened: directory {os.path.dirname(audit.sink) or '.'} does not exist or is not writable")]
+    return []
+
+
+def _otel(config: GatewayConfig) -> list[tuple[str, str]]:
+    if config.observability.otel.endpoint is None:
+        return []
+    try:
+        import hopline.observability.otel  # noqa: F401  (the SDK, only when spans are exported)
+    except ImportError as exc:
+        return [("observability.otel.endpoint", f"exporting spans needs the otel extra (pip install 'hopline[otel]'): {exc}")]
     return []

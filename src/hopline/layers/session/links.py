@@ -157,8 +157,11 @@ class BackendLinks:
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
         a parked backend is reopened first and the name looked up again."""
         g = self.hub
-        head = g.routes.namespace.split(name)
-        backend_id = head[0] if head is not None and not g.routes.reverse else None
+        if g.routes.reverse:  # Reverse/Sidecar: every name is the one backend's
+            backend_id = g.routes.single
+        else:
+            head = g.routes.namespace.split(name)
+            backend_id = head[0] if head is not None else None
         if backend_id is not None and backend_id in g.registry.connectors:
             found = (self.backends or {}).get(backend_id)
             if backend_id in self._parked:
@@ -170,6 +173,10 @@ class BackendLinks:
                     return entry, catalog
             elif not isinstance(found, BackendSession) or found.is_closed():
                 raise _unavailable(backend_id, found, request_id)
+            elif not g.pipeline.available(backend_id):  # withdrawn by a gate (its circuit is open)
+                raise UnavailableError(f"backend {backend_id} is unavailable (withdrawn: circuit open)", backend=backend_id, reason="circuit_open", request_id=request_id)
+            elif found.list_failed_until.get(list_method, 0.0) > asyncio.get_running_loop().time():
+                raise UnavailableError(f"backend {backend_id} is unavailable: its {list_method} failed", backend=backend_id, reason="list_failed", request_id=request_id)
         raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:
