@@ -153,7 +153,7 @@ class BackendLinks:
 
     async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
         """A name not in the composed catalogue. When its ``{backend}{delimiter}`` prefix names
-        a configured backend this session cannot reach now (parked and failing to start,
+        (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
         a parked backend is reopened first and the name looked up again."""
         g = self.hub
@@ -173,10 +173,6 @@ class BackendLinks:
                     return entry, catalog
             elif not isinstance(found, BackendSession) or found.is_closed():
                 raise _unavailable(backend_id, found, request_id)
-            elif not g.pipeline.available(backend_id):  # withdrawn by a gate (its circuit is open)
-                raise UnavailableError(f"backend {backend_id} is unavailable (withdrawn: circuit open)", backend=backend_id, reason="circuit_open", request_id=request_id)
-            elif found.list_failed_until.get(list_method, 0.0) > asyncio.get_running_loop().time():
-                raise UnavailableError(f"backend {backend_id} is unavailable: its {list_method} failed", backend=backend_id, reason="list_failed", request_id=request_id)
         raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:
