@@ -251,3 +251,21 @@ def test_a_port_out_of_range_is_a_usage_error():
     proc = hopline("relay", "--port", "99999")
     assert proc.returncode == 2
     assert proc.stderr.endswith("hopline relay: error: argument --port: 99999 is not a port (0 to 65535; 0 picks a free one)\n")
+
+
+def test_an_admin_port_in_use_is_one_line_and_exit_1(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = hopline("serve", str(gateway_yaml(tmp_path, {"demo": DEMO})), "--port", "0", "--admin-port", str(port))
+    assert proc.returncode == 1
+    assert proc.stderr == f"hopline serve: admin port {port} is in use; pick another with --admin-port\n"
+
+
+def test_an_address_not_of_this_machine_is_one_line_and_exit_1():
+    proc = hopline("relay", "--host", "192.0.2.1", "--port", "0")  # TEST-NET-1: never a local address
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == "hopline relay: cannot listen on 192.0.2.1:0: Cannot assign requested address"

@@ -56,7 +56,8 @@ def check_bind(host: str, port: int, flag: str = "--port") -> None:
             sock.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise BindError(f"port {port} is in use; pick another with {flag}") from None
+                what = "admin port" if flag == "--admin-port" else "port"
+                raise BindError(f"{what} {port} is in use; pick another with {flag}") from None
             raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 

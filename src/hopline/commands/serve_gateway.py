@@ -61,6 +61,13 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
 
 
+def _check_admin(config: GatewayConfig) -> None:
+    """The admin port can be listened on (else :class:`runtime.BindError`)."""
+    metrics = config.observability.metrics
+    if metrics.port is not None:
+        runtime.check_bind(metrics.host, metrics.port, "--admin-port")
+
+
 def serve_http(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
     try:
         auth = preflight(config, path or "<config>")
@@ -144,6 +151,7 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
     if not hu.SecurityPolicy(bound_host=config.listen.host).loopback and auth is None:
         runtime.announce(f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend")
     try:
+        _check_admin(config)
         return runtime.run(main())
     except runtime.BindError as exc:
         runtime.announce(f"hopline serve: {exc}")
@@ -158,6 +166,11 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         return 1
     if auth is not None:
         runtime.run(auth.aclose())
+    try:
+        _check_admin(config)
+    except runtime.BindError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
 
     async def main() -> int:
         try:
