@@ -156,7 +156,7 @@ def test_a_tool_of_a_down_reverse_backend_is_unavailable_not_unknown(tmp_path, h
     answer = rpc(proc.url)("tools/call", {"name": "anything", "arguments": {}})
     assert answer["error"]["code"] == -31001, answer
     assert answer["error"]["data"]["backend"] == "crashy"
-    assert answer["error"]["message"] == "backend crashy unavailable: crashy: backend exited with status 3"
+    assert answer["error"]["message"] == "backend crashy unavailable: backend exited with status 3"  # named once
 
 
 def test_a_tool_of_a_down_forward_backend_is_unavailable_not_unknown(tmp_path, hopline_serve):
