@@ -98,11 +98,11 @@ def start(argv: list[str], env: dict[str, str] | None = None, stdin=None, stdout
     return proc
 
 
-def _launcher(command: str):
+def _launcher(command: str, *fixed: str):
     started: list[tuple[Proc, list[psutil.Process]]] = []
 
     def launch(*args: str, env: dict[str, str] | None = None) -> Proc:
-        argv = [PY, "-m", "hopline", command, "--port", "0", *args]
+        argv = [PY, "-m", "hopline", command, "--port", "0", *fixed, *args]
         proc = start(argv, env)
         started.append((proc, []))  # before the wait: one that never announces itself is stopped too
         m = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)")
@@ -110,6 +110,14 @@ def _launcher(command: str):
         return proc
 
     return launch, started
+
+
+@pytest.fixture
+def hopline_serve_eager():
+    """``hopline serve`` as an operator runs it: each backend started at once and reported."""
+    launch, started = _launcher("serve")
+    yield launch
+    _stop_all(started)
 
 
 @pytest.fixture
@@ -121,8 +129,9 @@ def hopline_relay():
 
 @pytest.fixture
 def hopline_serve():
-    """``hopline_serve(config_path)`` runs the gateway on a free port."""
-    launch, started = _launcher("serve")
+    """``hopline_serve(config_path)`` runs the gateway on a free port, ``--lazy``: no
+    backend starts before a test's client needs it (tests count starts and children)."""
+    launch, started = _launcher("serve", "--lazy")
     yield launch
     _stop_all(started)
 

@@ -43,13 +43,23 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hopline {__version__}")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="log verbosity on stderr (default: info)")
+    _verbosity(parser, "info")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(p)
+        _verbosity(p, argparse.SUPPRESS)  # also after the command: `hopline relay -v …`
     return parser
+
+
+def _verbosity(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--log-level`` and ``-v`` (debug), where the command has no options of those names."""
+    taken = {o for a in parser._actions for o in a.option_strings}
+    if "--log-level" not in taken:
+        parser.add_argument("--log-level", default=default, choices=["debug", "info", "warning", "error"], help="log verbosity on stderr (default: info)")
+    if "-v" not in taken and "--verbose" not in taken:
+        parser.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="debug", default=default, help="log at debug level (--log-level debug)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,3 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         return importlib.import_module(args._module).run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # stdout closed early (`hopline check … | head`)
+        return 0
+    except Exception as exc:  # never a traceback: one line; the traceback at --log-level debug
+        logging.getLogger("hopline").debug("%s failed", args.command, exc_info=True)
+        print(f"hopline {args.command}: {type(exc).__name__}: {exc}" if str(exc) else f"hopline {args.command}: {type(exc).__name__}", file=sys.stderr)
+        return 1

@@ -35,6 +35,32 @@ def run(main: Coroutine[Any, Any, int]) -> int:
     return uvloop.run(main)
 
 
+class BindError(Exception):
+    """The listening address cannot be bound (the message says what to do about it)."""
+
+
+def check_bind(host: str, port: int, flag: str = "--port") -> None:
+    """Raise :class:`BindError` if ``host:port`` cannot be listened on (in use, or not
+    an address of this machine), before uvicorn tries and exits with its own error."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise BindError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                what = "admin port" if flag == "--admin-port" else "port"
+                raise BindError(f"{what} {port} is in use; pick another with {flag}") from None
+            raise BindError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 async def serve_http(
     app: Any,
     *,
@@ -50,6 +76,11 @@ async def serve_http(
 
     from hopline.transports.front_door import FrontDoor
 
+    try:
+        check_bind(host, port)
+    except BindError:
+        await on_shutdown()
+        raise
     door = FrontDoor(_fit_fd_limit(limits or DoorLimits()), counters)
     config = uvicorn.Config(
         app,

@@ -45,14 +45,26 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         converted = _check_specs(config, args.config)
+        if config.mode != "transparent":  # what `serve` builds at start, built the way it does
+            from hopline.compose.preflight import preflight
+
+            authenticator = preflight(config, args.config, specs=False)
+            if authenticator is not None:
+                _close(authenticator)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
     except Exception as exc:
-        print(f"{args.config}: an OpenAPI spec could not be checked ({type(exc).__name__})", file=sys.stderr)
+        print(f"{args.config}: could not be checked ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 1
     print("\n".join([f"{args.config}: valid", *explain(config), *converted]))
     return 0
+
+
+def _close(authenticator) -> None:
+    import asyncio
+
+    asyncio.run(authenticator.aclose())
 
 
 def _check_specs(config: GatewayConfig, source: str) -> list[str]:

@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = DESCRIPTION_EPILOG
     p.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout and relay to the remote URL given as target")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
+    p.add_argument("--port", type=port_number, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
     p.add_argument("--shared", action="store_true", help="share one backend process among all client sessions (ids remapped per client)")
     p.add_argument("--max-children", type=int, default=8, metavar="N", help="stdio target: child processes at most, spares and shared ones included; "
                    "a new session beyond it gets an error at once (default: 8)")
@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-ttl", type=float, default=1800.0, metavar="SECONDS", help="end sessions idle this long (default: 1800)")
     p.add_argument("--mcp-path", default="/mcp", help="path of the Streamable HTTP endpoint (default: /mcp)")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN", help="extra allowed Origin (loopback origins are always allowed)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="extra allowed Host header value (DNS-rebinding protection)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]", help="extra allowed Host header value (DNS-rebinding protection): a host (any port) or host:port")
     p.add_argument("--no-host-check", action="store_true", help="disable the Host check that is on by default when bound to loopback")
     door = p.add_argument_group("front door (bounds of the HTTP listener)")
     d = DoorLimits()
@@ -89,6 +89,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     door.add_argument("--max-headers", type=int, default=d.max_headers, metavar="N", help=f"most header fields in a request (431 above; default: {d.max_headers})")
     door.add_argument("--max-url-bytes", type=int, default=d.max_url_bytes, metavar="BYTES", help=f"longest request target (414 above; default: {d.max_url_bytes})")
     p.add_argument("target", nargs="*", metavar="URL | -- CMD ARGS", help="a remote server's URL, or -- and the command of a stdio server")
+
+
+def port_number(text: str) -> int:
+    """A TCP port for ``--port`` (0: a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535; 0 picks a free one)")
+    return port
 
 
 def door_limits(args: argparse.Namespace) -> DoorLimits:
@@ -136,7 +147,7 @@ def _parse_env(values: list[str]) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from hopline.modes.relay import serve_http, serve_stdio
-    from hopline.transports.http_util import public_url
+    from hopline.transports.http_util import SecurityPolicy, public_url
 
     target = list(args.target)
     if target and target[0] == "--":
@@ -162,7 +173,15 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(spec, StdioTarget) and (args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0):
         log.error("--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0")
         return 2
-    return serve_http(spec, args, shown=describe(spec), declaration=lambda endpoints: declare(_deployment(spec, endpoints)))
+    from hopline import runtime
+
+    if not SecurityPolicy(bound_host=args.host).loopback:
+        print(f"hopline relay: warning: listening on {args.host} without authentication: anyone who can reach this port can use the target", file=sys.stderr)
+    try:
+        return serve_http(spec, args, shown=describe(spec), declaration=lambda endpoints: declare(_deployment(spec, endpoints)))
+    except runtime.BindError as exc:
+        print(f"hopline relay: {exc}", file=sys.stderr)
+        return 1
 
 
 def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:

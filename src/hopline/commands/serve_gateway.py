@@ -14,7 +14,9 @@ import logging
 from hopline import runtime
 from hopline.binding import Era
 from hopline.compose.listen import session_table
-from hopline.config.errors import ConfigError, format_path
+from hopline.compose.preflight import preflight
+from hopline.compose.startup import report
+from hopline.config.errors import ConfigError
 from hopline.config.schema import GatewayConfig
 from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
@@ -45,24 +47,6 @@ async def _watch(path: str | None, gateway: Gateway) -> None:
             log.exception("reload failed; keeping what is running")
 
 
-def _authenticator(config: GatewayConfig, source: str):
-    """The front's authenticator (None without ``auth``). Raises :class:`ConfigError` if
-    ``auth`` names unknown backends or holds keys that cannot be loaded."""
-    if config.auth is None:
-        return None
-    from hopline.layers.policy.auth import Authenticator
-    from hopline.layers.policy.jwks import KeyProblem
-
-    problems = [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
-    try:
-        auth = Authenticator(config.auth)
-    except KeyProblem as exc:
-        problems.append(("", str(exc)))
-    if problems:
-        raise ConfigError(source, problems)
-    return auth
-
-
 def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     """The admin listener (/metrics, /healthz, /readyz, /status, /config, the page at /) on its own port, if configured."""
     obs = gateway.observability
@@ -77,24 +61,26 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
     return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
 
 
-def _check_specs(config: GatewayConfig, source: str) -> None:
-    """Conversion backends: every OpenAPI spec loads and converts (else ConfigError)."""
-    if any(b.openapi is not None for b in config.backends.values()):
-        from hopline.conversion.preflight import check_specs
+def _check_admin(config: GatewayConfig) -> None:
+    """The admin port can be listened on (else :class:`runtime.BindError`)."""
+    metrics = config.observability.metrics
+    if metrics.port is not None:
+        runtime.check_bind(metrics.host, metrics.port, "--admin-port")
 
-        check_specs(config, source)
 
-
-def serve_http(config: GatewayConfig, path: str | None = None) -> int:
+def serve_http(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
     try:
-        _check_specs(config, path or "<config>")
-        auth = _authenticator(config, path or "<config>")
+        auth = preflight(config, path or "<config>")
     except ConfigError as exc:
         runtime.announce(f"hopline serve: {exc}")
         return 1
 
     async def main() -> int:
-        gateway = Gateway(config)
+        try:
+            gateway = Gateway(config)
+        except (ConfigError, ValueError) as exc:
+            runtime.announce(f"hopline serve: {exc}")
+            return 1
         gateway.start()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
@@ -133,12 +119,19 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
             base = f"http://{host}:{port}"
             deployment.endpoints.update(mcp=base + listen.path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
             deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
-            runtime.announce(f"hopline serve: {config.mode} gateway for {len(gateway.registry.connectors)} backends at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            n = len(gateway.registry.connectors)
+            runtime.announce(f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
+            if report_backends:  # each backend's state, once known
+                states.append(asyncio.create_task(report(gateway, _say), name="backend-states"))
+
+        states: list[asyncio.Task] = []
 
         async def shutdown() -> None:
             watch.cancel()
+            for task in states:
+                task.cancel()
             if federation is not None:
                 federation.cancel()
             admin_stop.set()
@@ -156,27 +149,47 @@ def serve_http(config: GatewayConfig, path: str | None = None) -> int:
         await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown, limits=limits)
         return 0
 
-    return runtime.run(main())
-
-
-def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
+    if not hu.SecurityPolicy(bound_host=config.listen.host).loopback and auth is None:
+        runtime.announce(f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend")
     try:
-        _check_specs(config, path or "<config>")
+        _check_admin(config)
+        return runtime.run(main())
+    except runtime.BindError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
+
+
+def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
+    try:
+        auth = preflight(config, path or "<config>")  # the stdio client is not authenticated: keys are only checked
     except ConfigError as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return 1
+    if auth is not None:
+        runtime.run(auth.aclose())
+    try:
+        _check_admin(config)
+    except runtime.BindError as exc:
         runtime.announce(f"hopline serve: {exc}")
         return 1
 
     async def main() -> int:
-        gateway = Gateway(config)
+        try:
+            gateway = Gateway(config)
+        except (ConfigError, ValueError) as exc:
+            runtime.announce(f"hopline serve: {exc}")
+            return 1
         gateway.start()
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
+        states = asyncio.create_task(report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states")
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
+            states.cancel()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -184,6 +197,10 @@ def serve_stdio(config: GatewayConfig, path: str | None = None) -> int:
         return 0
 
     return runtime.run(main())
+
+
+def _say(line: str) -> None:
+    runtime.announce(f"hopline serve: {line}")
 
 
 class _Local:

@@ -206,7 +206,7 @@ class Gateway:
         try:
             changed = await self.registry.health_probe(session)
         except Exception as exc:
-            log.warning("backend %s: health probe failed: %s", session.id, describe(exc))
+            log.warning("backend %s: health probe failed: %s", session.id, describe(exc, session.id))
             self.resilience.observe(session.id, exc)
             return
         if changed:

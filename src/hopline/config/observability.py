@@ -50,7 +50,7 @@ class LogsConfig(Section):
 class OtelConfig(Section):
     """OpenTelemetry spans exported over OTLP/HTTP (needs the `otel` extra)."""
 
-    endpoint: str | None = Field(None, description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; absent: no spans exported.")
+    endpoint: str | None = Field(None, description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; a base URL (http://127.0.0.1:4318) gets /v1/traces appended; absent: no spans exported.")
     headers: dict[str, str] = Field(default_factory=dict, description="Headers for the OTLP endpoint (use ${VAR} for tokens).")
     service_name: str | None = Field(None, min_length=1, description="service.name of the spans; default: the gateway's `name`.")
     sample_ratio: float = Field(1.0, ge=0, le=1, description="Share of new traces recorded (incoming sampled flags are honoured).")
@@ -61,7 +61,9 @@ class OtelConfig(Section):
         if url is not None:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError("must be an http:// or https:// URL with a host")
+                raise ValueError("must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318 (/v1/traces is appended)")
+            if parts.path in ("", "/"):  # the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it
+                url = url.split("?", 1)[0].rstrip("/") + "/v1/traces" + (f"?{parts.query}" if parts.query else "")
         return url
 
 

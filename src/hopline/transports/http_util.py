@@ -95,11 +95,16 @@ class SecurityPolicy:
         if not sep or scheme not in ("http", "https") or "/" in hostport:
             return False
         host = split_host(hostport)
-        return host is not None and (host in LOOPBACK_NAMES or host in self.allowed_hosts)
+        return host is not None and (host in LOOPBACK_NAMES or self._allowed(host, hostport.lower()))
 
     def _host_ok(self, hostport: str) -> bool:
         host = split_host(hostport.strip())
-        return host is not None and (host in LOOPBACK_NAMES or host in self.allowed_hosts)
+        return host is not None and (host in LOOPBACK_NAMES or self._allowed(host, hostport.strip().lower()))
+
+    def _allowed(self, host: str, hostport: str) -> bool:
+        """An allowed entry is a host (any port) or a ``host:port`` (that port only)."""
+        allowed = self.allowed_hosts
+        return host in allowed or hostport in allowed or f"[{host}]" in allowed
 
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -36,6 +36,9 @@ def load_class(path: str | None = None, entry_point: str | None = None) -> type:
         raise ValueError(f"{path!r} is not `package.module:Class` or `package.module.Class`")
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        hint = " (is its directory on PYTHONPATH, or its package installed?)" if exc.name == module_name.split(".")[0] else ""
+        raise ValueError(f"module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}{hint}") from None
     except Exception as exc:
         raise ValueError(f"module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}") from None
     obj: Any = module

@@ -158,12 +158,15 @@ class BackendLinks:
 
     async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
         """A name not in the composed catalogue. When its ``{backend}{delimiter}`` prefix names
-        a configured backend this session cannot reach now (parked and failing to start,
+        (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
         a parked backend is reopened first and the name looked up again."""
         g = self.hub
-        head = g.routes.namespace.split(name)
-        backend_id = head[0] if head is not None and not g.routes.reverse else None
+        if g.routes.reverse:  # Reverse/Sidecar: every name is the one backend's
+            backend_id = g.routes.single
+        else:
+            head = g.routes.namespace.split(name)
+            backend_id = head[0] if head is not None else None
         if backend_id is not None and backend_id in g.registry.connectors:
             found = (self.backends or {}).get(backend_id)
             if backend_id in self._parked:

@@ -60,10 +60,23 @@ NONE = b"{}"
 RENEW_TIMEOUT = 10.0  # seconds each renewed subscription (or level) may take on a replacement
 
 
-def describe(exc: BaseException) -> str:
+def describe(exc: BaseException, backend_id: str | None = None) -> str:
+    """Why a backend failed, for a line that names it already: without the backend's
+    own ``backend X unavailable:`` and ``X:`` prefixes (once, not twice or three times)."""
     if isinstance(exc, asyncio.TimeoutError):
         return "did not start in time"
-    return getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    text = getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    if backend_id is not None:
+        for prefix in (f"backend {backend_id} unavailable: ", f"backend {backend_id} is unavailable: ", "backend unavailable: ", f"{backend_id}: "):
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+    return text
+
+
+def unavailable_line(backend_id: str, exc: BaseException) -> str:
+    """``backend X unavailable: why``, naming the backend once."""
+    why = describe(exc, backend_id)
+    return why if why.startswith(f"backend {backend_id} ") else f"backend {backend_id} unavailable: {why}"
 
 
 def canonical(caps: dict[str, Any] | None) -> bytes:
@@ -123,7 +136,7 @@ class Sharing:
         out: dict[str, BackendSession | BaseException] = {}
         for backend_id, result in zip(ids, results):
             if isinstance(result, BaseException):
-                log.warning("backend %s unavailable: %s", backend_id, describe(result))
+                log.warning("%s", unavailable_line(backend_id, result))
             out[backend_id] = result
         return out
 
@@ -279,7 +292,7 @@ class Sharing:
             try:
                 await self.session(old.id, principal, None, caps, prefer)
             except Exception as exc:
-                log.info("backend %s: shared session not back yet: %s", old.id, exc)
+                log.info("backend %s: shared session not back yet: %s", old.id, describe(exc, old.id))
                 delay = min(delay * 2, 60.0)
 
     async def _replaced(self, old: BackendSession, new: BackendSession) -> None:

@@ -71,7 +71,7 @@ class RpcPeer:
     ) -> Message:
         """Send a request and return the peer's response message (result or error)."""
         if self.closed_reason is not None:
-            raise UnavailableError(f"backend {self.name} unavailable: {self.closed_reason}", backend=self.name, reason="backend_closed")
+            raise UnavailableError(self._unavailable(self.closed_reason), backend=self.name, reason="backend_closed")
         msg_id = self.next_id() if msg_id is None else msg_id
         token = None
         if on_progress is not None:
@@ -96,7 +96,7 @@ class RpcPeer:
             finally:
                 handle.cancel()
         except ChannelClosed as exc:
-            raise UnavailableError(f"backend {self.name} unavailable: {exc.reason}", backend=self.name, reason="backend_closed") from None
+            raise UnavailableError(self._unavailable(exc.reason), backend=self.name, reason="backend_closed") from None
         except asyncio.CancelledError:
             if not future.done() or future.cancelled():  # our caller gave up (awaiting the future cancels it): tell the peer
                 self._cancel_soon(msg_id, "cancelled")
@@ -187,11 +187,16 @@ class RpcPeer:
         with contextlib.suppress(ChannelClosed):
             await self.channel.send(out)
 
+    def _unavailable(self, reason: str) -> str:
+        """``backend X unavailable: why``, naming the backend once (a channel's reason may name it too)."""
+        prefix = f"{self.name}: "
+        return f"backend {self.name} unavailable: {reason[len(prefix):] if reason.startswith(prefix) else reason}"
+
     def _fail(self, reason: str) -> None:
         self.closed_reason = reason
         # One error for every call that was waiting: their answers share its ``data`` object,
         # which is how the breaker counts one lost connection as one failure, not one per call.
-        err = UnavailableError(f"backend {self.name} unavailable: {reason}", backend=self.name, reason="backend_closed")
+        err = UnavailableError(self._unavailable(reason), backend=self.name, reason="backend_closed")
         for msg_id, future in list(self._waiting.items()):
             if not future.done():
                 future.set_result(err.to_response(msg_id))

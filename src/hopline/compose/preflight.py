@@ -1,0 +1,120 @@
+"""What ``hopline serve`` would fail on at start, found without starting anything.
+
+``hopline check`` and ``hopline serve`` both call :func:`preflight`, so a file that
+checks is a file that serves: the OpenAPI specs load and convert, the ``auth`` keys
+load, and the call pipeline builds the way the gateway builds it (interceptor modules
+import and instantiate, lockfiles parse, tool modes have their extras), its parts let
+go again at once. Raises :class:`~hopline.config.errors.ConfigError` with every
+problem found, at its configuration path. Synchronous: it runs before the event loop.
+
+An audit file is not created here (``check`` must not write); its directory must exist
+and be writable, or the file itself be writable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from hopline.config.errors import ConfigError, format_path
+from hopline.config.schema import GatewayConfig
+
+
+def preflight(config: GatewayConfig, source: str, *, specs: bool = True) -> Any:
+    """Raise :class:`ConfigError` for what the gateway could not be built from; return
+    the front's authenticator (``None`` without ``auth``). ``specs=False``: the OpenAPI
+    specs were checked already."""
+    problems: list[tuple[str, str]] = []
+    if specs and any(b.enabled and b.openapi is not None for b in config.backends.values()):
+        from hopline.conversion.preflight import check_specs
+
+        try:
+            check_specs(config, source)
+        except ConfigError as exc:
+            problems += exc.problems
+    authenticator = _authenticator(config, problems)
+    problems += _pipeline(config)
+    problems += _otel(config)
+    problems += _audit_sink(config)
+    if problems:
+        raise ConfigError(source, problems)
+    return authenticator
+
+
+def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]]) -> Any:
+    if config.auth is None:
+        return None
+    from hopline.layers.policy.auth import Authenticator
+    from hopline.layers.policy.jwks import KeyProblem
+
+    problems += [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
+    try:
+        return Authenticator(config.auth)
+    except KeyProblem as exc:
+        problems.append(("", str(exc)))
+    except (OSError, ValueError) as exc:  # an unreadable or malformed key file
+        problems.append(("auth", f"keys cannot be loaded: {exc}"))
+    return None
+
+
+class _NoAudit:
+    """Stands in for the audit log while checking (the real one opens its file)."""
+
+    def record(self, event: str, **fields: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
+def _pipeline(config: GatewayConfig) -> list[tuple[str, str]]:
+    """Build the policy layers and tool modes as the gateway does, and let them go."""
+    from hopline.compose import policy, toolmodes
+
+    try:
+        _, calls = policy.build(config, audit=_NoAudit() if config.policy.audit is not None else None)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        return exc.problems
+    except (ValueError, TypeError, ImportError, OSError) as exc:
+        return [("policy", str(exc))]
+    problems: list[tuple[str, str]] = []
+    plans = None
+    try:
+        plans = toolmodes.plans(config)
+    except (ValueError, ImportError, OSError) as exc:
+        problems.append(("tools", str(exc)))
+    asyncio.run(_release(calls, plans))
+    return problems
+
+
+async def _release(calls: Any, plans: Any) -> None:
+    from hopline.compose import policy, toolmodes
+
+    await policy.aclose(calls)
+    if plans is not None:
+        await toolmodes.aclose(plans[0], *plans[1].values(), grace=0)
+
+
+def _audit_sink(config: GatewayConfig) -> list[tuple[str, str]]:
+    audit = config.policy.audit
+    if audit is None or audit.sink in ("stdout", "stderr"):
+        return []
+    path = os.path.realpath(os.path.expanduser(audit.sink))
+    if os.path.exists(path):
+        ok = os.path.isfile(path) and os.access(path, os.W_OK)
+        return [] if ok else [("policy.audit.sink", f"cannot be opened: {audit.sink} is not a writable file")]
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        return [("policy.audit.sink", f"cannot be opened: directory {os.path.dirname(audit.sink) or '.'} does not exist or is not writable")]
+    return []
+
+
+def _otel(config: GatewayConfig) -> list[tuple[str, str]]:
+    if config.observability.otel.endpoint is None:
+        return []
+    try:
+        import hopline.observability.otel  # noqa: F401  (the SDK, only when spans are exported)
+    except ImportError as exc:
+        return [("observability.otel.endpoint", f"exporting spans needs the otel extra (pip install 'hopline[otel]'): {exc}")]
+    return []
