@@ -88,8 +88,17 @@ LISTINGS: dict[str, Listing] = {
     for listing in (
         Listing(TOOLS_LIST, "tools", "tool", TOOLS_CALL, "tools", "notifications/tools/list_changed"),
         Listing(PROMPTS_LIST, "prompts", "prompt", PROMPTS_GET, "prompts", "notifications/prompts/list_changed"),
-        Listing(RESOURCES_LIST, "resources", "resource", RESOURCES_READ, "resources", "notifications/resources/list_changed"),
-        Listing(TEMPLATES_LIST, "resourceTemplates", "resourceTemplate", RESOURCES_READ, "resources", "notifications/resources/list_changed"),
+        Listing(
+            RESOURCES_LIST, "resources", "resource", RESOURCES_READ, "resources", "notifications/resources/list_changed"
+        ),
+        Listing(
+            TEMPLATES_LIST,
+            "resourceTemplates",
+            "resourceTemplate",
+            RESOURCES_READ,
+            "resources",
+            "notifications/resources/list_changed",
+        ),
     )
 }
 

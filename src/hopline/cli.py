@@ -16,12 +16,24 @@ from hopline import __version__
 
 # command name → (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "relay": ("hopline.commands.relay", "Relay mode: bridge one MCP server across transports (stdio ⇄ HTTP/SSE), protocol-unaware."),
-    "serve": ("hopline.commands.serve", "Forward/Reverse gateway: many MCP servers behind one endpoint, from a config file."),
+    "relay": (
+        "hopline.commands.relay",
+        "Relay mode: bridge one MCP server across transports (stdio ⇄ HTTP/SSE), protocol-unaware.",
+    ),
+    "serve": (
+        "hopline.commands.serve",
+        "Forward/Reverse gateway: many MCP servers behind one endpoint, from a config file.",
+    ),
     "declare": ("hopline.declaration", "Print the conformance declaration (tier, modes) as JSON."),
-    "demo-server": ("hopline.demo.cli", "Run the built-in demo MCP server over stdio (what the relay serves by default)."),
+    "demo-server": (
+        "hopline.demo.cli",
+        "Run the built-in demo MCP server over stdio (what the relay serves by default).",
+    ),
     "acp": ("hopline.acp.cli", "ACP conductor: run a chain of proxies in front of an ACP agent."),
-    "acp-gateway": ("hopline.acp.gateway.__main__", "hopline's MCP gateway as an ACP proxy component (for chains other conductors run)."),
+    "acp-gateway": (
+        "hopline.acp.gateway.__main__",
+        "hopline's MCP gateway as an ACP proxy component (for chains other conductors run).",
+    ),
     "schema": ("hopline.commands.schema", "Print the JSON Schema of the configuration file."),
     "check": ("hopline.commands.check", "Validate a configuration file and explain what it sets up."),
 }
@@ -46,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(parser, "info")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name, help=help_text, description=help_text, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         p.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(p)
         _verbosity(p, argparse.SUPPRESS)  # also after the command: `hopline relay -v …`
@@ -57,9 +71,22 @@ def _verbosity(parser: argparse.ArgumentParser, default: str) -> None:
     """``--log-level`` and ``-v`` (debug), where the command has no options of those names."""
     taken = {o for a in parser._actions for o in a.option_strings}
     if "--log-level" not in taken:
-        parser.add_argument("--log-level", default=default, choices=["debug", "info", "warning", "error"], help="log verbosity on stderr (default: info)")
+        parser.add_argument(
+            "--log-level",
+            default=default,
+            choices=["debug", "info", "warning", "error"],
+            help="log verbosity on stderr (default: info)",
+        )
     if "-v" not in taken and "--verbose" not in taken:
-        parser.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="debug", default=default, help="log at debug level (--log-level debug)")
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            dest="log_level",
+            action="store_const",
+            const="debug",
+            default=default,
+            help="log at debug level (--log-level debug)",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,5 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # never a traceback: one line; the traceback at --log-level debug
         logging.getLogger("hopline").debug("%s failed", args.command, exc_info=True)
-        print(f"hopline {args.command}: {type(exc).__name__}: {exc}" if str(exc) else f"hopline {args.command}: {type(exc).__name__}", file=sys.stderr)
+        print(
+            f"hopline {args.command}: {type(exc).__name__}: {exc}"
+            if str(exc)
+            else f"hopline {args.command}: {type(exc).__name__}",
+            file=sys.stderr,
+        )
         return 1

@@ -55,7 +55,9 @@ GATEWAY_OPTIONAL = (
 
 def gateway_layers(routing: str, discovery: tuple[str, ...] = ()) -> tuple[Layer, ...]:
     return (
-        layer(1, "compose.connectors", "transports.streamable_http_server", "transports.sse_server", "transports.stdio"),
+        layer(
+            1, "compose.connectors", "transports.streamable_http_server", "transports.sse_server", "transports.stdio"
+        ),
         layer(2, "layers.discovery.registry", "layers.discovery.backend", *discovery),
         layer(3, "layers.routing.tables", routing),
         layer(6, "layers.session.gateway_session", "layers.session.links", "layers.session.sharing"),

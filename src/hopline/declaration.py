@@ -97,8 +97,14 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
 
 # -- `hopline declare` ---------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", nargs="?", help="gateway configuration file; without it, what `hopline relay` declares")
-    parser.add_argument("--capabilities", action="store_true", help="what this build implements: every mode, and the tier a deployment of it reaches")
+    parser.add_argument(
+        "config", nargs="?", help="gateway configuration file; without it, what `hopline relay` declares"
+    )
+    parser.add_argument(
+        "--capabilities",
+        action="store_true",
+        help="what this build implements: every mode, and the tier a deployment of it reaches",
+    )
 
 
 # One configuration per mode, with a policy (Layer 5 is present only when configured):
@@ -109,7 +115,10 @@ _SAMPLES: dict[str, dict[str, Any]] = {
     "sidecar": {"mode": "sidecar", "backends": {"a": {"command": "server"}}},
     "federation": {"mode": "federation", "backends": {"team": {"url": "http://team-gateway.example/mcp"}}},
     "conversion": {"backends": {"api": {"openapi": "api.yaml", "base_url": "http://api.example"}}},
-    "transparent": {"mode": "transparent", "transparent": {"level": 2, "destinations": {"tools.example": "http://10.0.0.1"}}},
+    "transparent": {
+        "mode": "transparent",
+        "transparent": {"level": 2, "destinations": {"tools.example": "http://10.0.0.1"}},
+    },
 }
 
 
@@ -120,14 +129,28 @@ def capabilities() -> dict[str, Any]:
 
     per_mode: dict[str, Any] = {}
     relay = declare()
-    per_mode["relay"] = {"tier": relay["tier"], "layers": relay["layers"], "handshake": relay["handshake"]["relay"], "note": "no protocol awareness, by definition (draft §5.1)"}
+    per_mode["relay"] = {
+        "tier": relay["tier"],
+        "layers": relay["layers"],
+        "handshake": relay["handshake"]["relay"],
+        "note": "no protocol awareness, by definition (draft §5.1)",
+    }
     for mode, sample in _SAMPLES.items():
         config = GatewayConfig.model_validate({**sample, "policy": {"rules": ["true"]}})
         doc = declare(for_config(config))
-        entry = {"tier": doc["tier"], "layers": doc["layers"], "handshake": doc["handshake"].get(mode, doc["handshake"].get("forward"))}
+        entry = {
+            "tier": doc["tier"],
+            "layers": doc["layers"],
+            "handshake": doc["handshake"].get(mode, doc["handshake"].get("forward")),
+        }
         if mode == "transparent":
-            level1 = GatewayConfig.model_validate({**sample, "transparent": {**sample["transparent"], "level": 1, "rules": ["true"]}})
-            entry["awareness_levels"] = {"1": {"tier": declare(for_config(level1))["tier"], "layers": sorted(for_config(level1).layers or ())}, "2": {"tier": doc["tier"], "layers": doc["layers"]}}
+            level1 = GatewayConfig.model_validate(
+                {**sample, "transparent": {**sample["transparent"], "level": 1, "rules": ["true"]}}
+            )
+            entry["awareness_levels"] = {
+                "1": {"tier": declare(for_config(level1))["tier"], "layers": sorted(for_config(level1).layers or ())},
+                "2": {"tier": doc["tier"], "layers": doc["layers"]},
+            }
         per_mode[mode] = entry
     layers = sorted({n for entry in per_mode.values() for n in entry["layers"]})
     return {
@@ -144,7 +167,9 @@ def capabilities() -> dict[str, Any]:
 
 def layers_for(config: GatewayConfig) -> set[int]:
     """The draft layers a gateway built from ``config`` runs (its pipeline carries them)."""
-    layers = set(COMPOSITIONS["reverse" if config.mode == "transparent" else config.mode].numbers)  # level 2: a Reverse stack
+    layers = set(
+        COMPOSITIONS["reverse" if config.mode == "transparent" else config.mode].numbers
+    )  # level 2: a Reverse stack
     if config.auth is not None or not config.policy.is_empty():
         layers.add(5)
     r = config.resilience
@@ -174,7 +199,10 @@ def for_config(config: object) -> Deployment:
         collision=getattr(config, "routing").collision,
         layers=layers_for(config),  # type: ignore[arg-type]
         tool_mode=tools.mode,
-        tool_modes={getattr(config, "listen").path: tools.describe(), **{path: e.describe() for path, e in tools.endpoints.items()}},
+        tool_modes={
+            getattr(config, "listen").path: tools.describe(),
+            **{path: e.describe() for path, e in tools.endpoints.items()},
+        },
         authentication="oauth2-bearer" if getattr(config, "auth", None) is not None else "none",
     )
 
@@ -184,7 +212,11 @@ def _transparent(config: Any) -> Deployment:
     Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
     t = config.transparent
     layers = ({1, 5} if t.rules else {1}) if t.level == 1 else layers_for(config) | ({5} if t.rules else set())
-    how = "the Host header, as the client addressed it" if t.destination == "host" else f"the {t.header!r} header, set by the interception layer"
+    how = (
+        "the Host header, as the client addressed it"
+        if t.destination == "host"
+        else f"the {t.header!r} header, set by the interception layer"
+    )
     return Deployment(
         modes=["transparent"],
         client_transports=["streamable-http", "sse"],

@@ -28,11 +28,15 @@ def clean_headers(headers: dict[str, str] | None) -> dict[str, str]:
 def modern_headers(body: dict[str, Any]) -> dict[str, str]:
     """``MCP-Protocol-Version``, ``Mcp-Method`` and (where the method has one) ``Mcp-Name``."""
     method, params = body["method"], body["params"]
-    headers = {"mcp-protocol-version": encode_header_value(str(params["_meta"][META_PROTOCOL_VERSION])), "mcp-method": encode_header_value(method)}
+    headers = {
+        "mcp-protocol-version": encode_header_value(str(params["_meta"][META_PROTOCOL_VERSION])),
+        "mcp-method": encode_header_value(method),
+    }
     key = NAME_HEADER_PARAM.get(method)
     if key is not None and isinstance(params.get(key), (str, int)):
         headers["mcp-name"] = encode_header_value(str(params[key]))
     return headers
+
 
 _PREFIX, _SUFFIX = "=?base64?", "?="
 

@@ -130,7 +130,9 @@ def parse(data: bytes | str) -> Message:
 # the frame's first or last top-level member. A bounded, simple id only (ASCII, no escapes).
 _ID = rb'(-?[0-9]{1,16}|"[ !#-\[\]-~]{1,256}")'
 _HEAD_ID = re.compile(rb'\A\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID + rb'\s*,\s*"(?:result|error)"\s*:')
-_TAIL_ID = re.compile(rb'\A\s*\{\s*"(?:result|error)"\s*:.*,\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID + rb'\s*\}\s*\Z', re.S)
+_TAIL_ID = re.compile(
+    rb'\A\s*\{\s*"(?:result|error)"\s*:.*,\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z", re.S
+)
 
 
 def recover_answer_id(frame: bytes) -> Id | None:
@@ -149,7 +151,12 @@ def recover_answer_id(frame: bytes) -> Id | None:
     except orjson.JSONDecodeError:
         match = _HEAD_ID.match(frame) or _TAIL_ID.match(frame)
         return None if match is None else orjson.loads(match.group(1))
-    if not isinstance(body, dict) or body.get("jsonrpc") != JSONRPC or "method" in body or ("result" not in body and "error" not in body):
+    if (
+        not isinstance(body, dict)
+        or body.get("jsonrpc") != JSONRPC
+        or "method" in body
+        or ("result" not in body and "error" not in body)
+    ):
         return None
     return _echoable(body.get("id"))
 
@@ -312,7 +319,9 @@ class UnavailableError(HoplineError):
     code = -31001
     http_status = 200
 
-    def __init__(self, message: str, *, backend: str = "", reason: str = "unavailable", request_id: Id | None = None) -> None:
+    def __init__(
+        self, message: str, *, backend: str = "", reason: str = "unavailable", request_id: Id | None = None
+    ) -> None:
         super().__init__(message, data={"backend": backend, "reason": reason}, request_id=request_id)
 
 

@@ -69,7 +69,9 @@ class Call:
     timeout: float | None = None  # seconds; layers may tighten it, the transport enforces it
     context: Context | None = None  # the exchange it belongs to (its deadline is where ``timeout`` came from)
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes) for spans/audit
-    last: Next | None = field(default=None, repr=False, compare=False)  # the step after every layer (Pipeline.run sets it)
+    last: Next | None = field(
+        default=None, repr=False, compare=False
+    )  # the step after every layer (Pipeline.run sets it)
 
     def event(self, name: str, **attributes: Any) -> None:
         self.events.append((name, attributes))
@@ -115,7 +117,9 @@ class ToolHost(Protocol):
     async def visible_tools(self) -> list[dict[str, Any]]:
         """The caller's tools as Standard mode would list them (namespaced, filtered)."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Call one visible tool by its exposed name; returns the ``CallToolResult``.
         Unknown or hidden names raise ``InvalidParams`` exactly as ``tools/call`` would."""
 

@@ -118,8 +118,20 @@ async def serve_admin(
     from hopline.transports.front_door import FrontDoor
 
     door = FrontDoor(limits or DoorLimits(), counters)
-    config = uvicorn.Config(app, host=host, port=port, http=door.protocol(), ws="none", timeout_keep_alive=door.limits.idle_timeout, loop="none",
-                            lifespan="off", access_log=False, log_level="warning", server_header=False, date_header=False)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=door.protocol(),
+        ws="none",
+        timeout_keep_alive=door.limits.idle_timeout,
+        loop="none",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+    )
     server = uvicorn.Server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))
     serving = asyncio.create_task(server._serve())  # _serve: serve() minus the signal capture
@@ -149,8 +161,15 @@ def _fit_fd_limit(limits: DoorLimits) -> DoorLimits:
             pass
     if soft != resource.RLIM_INFINITY and soft < want:
         fit = max(1, soft - FD_RESERVE)
-        log.warning("max_connections %d does not fit the open-file limit %d; serving at most %d connections", limits.max_connections, soft, fit)
-        return dataclasses.replace(limits, max_connections=fit, max_connections_per_source=min(limits.max_connections_per_source, fit))
+        log.warning(
+            "max_connections %d does not fit the open-file limit %d; serving at most %d connections",
+            limits.max_connections,
+            soft,
+            fit,
+        )
+        return dataclasses.replace(
+            limits, max_connections=fit, max_connections_per_source=min(limits.max_connections_per_source, fit)
+        )
     return limits
 
 

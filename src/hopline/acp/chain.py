@@ -78,7 +78,10 @@ class Chain:
             raise ValueError("restart settings: at least 1 attempt, a backoff >= 0 and a rejoin timeout > 0")
         for c in self.components:
             if c.builtin is not None and (c.builtin not in BUILTINS or not c.proxy):
-                raise ValueError(f"component {c.name!r}: the built-in {c.builtin!r} " + ("does not exist" if c.builtin not in BUILTINS else "is a proxy and cannot be the terminal agent"))
+                raise ValueError(
+                    f"component {c.name!r}: the built-in {c.builtin!r} "
+                    + ("does not exist" if c.builtin not in BUILTINS else "is a proxy and cannot be the terminal agent")
+                )
 
     def names(self) -> list[str]:
         return [c.name for c in self.components]
@@ -155,7 +158,14 @@ def build(
             seen[base] = 1
         dialect = per_index.get(i, spec.dialect or (default if is_proxy else None) or own_dialect)
         components.append(replace(spec, name=base, proxy=is_proxy, dialect=dialect))
-    return Chain(tuple(components), mode=mode, on_crash=on_crash, client_dialect=per_index.get(0), restart_attempts=restart_attempts, **settings)
+    return Chain(
+        tuple(components),
+        mode=mode,
+        on_crash=on_crash,
+        client_dialect=per_index.get(0),
+        restart_attempts=restart_attempts,
+        **settings,
+    )
 
 
 def _display_name(argv: tuple[str, ...]) -> str:

@@ -34,10 +34,22 @@ DIALECT_HELP = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="configuration file: the chain and its settings from its `acp:` section, the gateway's backends from `backends`")
-    parser.add_argument("--gateway", action="store_true", help="add hopline's MCP gateway (the --config file's backends) as the first proxy: every ACP session gets its tools")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="configuration file: the chain and its settings from its `acp:` section, the gateway's backends from `backends`",
+    )
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="add hopline's MCP gateway (the --config file's backends) as the first proxy: every ACP session gets its tools",
+    )
     parser.add_argument("--dialect", action="append", default=[], metavar="D|N=D", help=DIALECT_HELP)
-    parser.add_argument("--proxy", action="store_true", help="proxy mode: every command is a proxy; the conductor is itself a proxy in another chain")
+    parser.add_argument(
+        "--proxy",
+        action="store_true",
+        help="proxy mode: every command is a proxy; the conductor is itself a proxy in another chain",
+    )
     parser.add_argument(
         "--on-crash",
         choices=["fail", "bypass", "restart"],
@@ -45,16 +57,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="when a component exits: fail its traffic with an error (default), route around it (proxies only), or restart it "
         "(proxy or agent; sessions come back through session/load when the agent supports it, closed ones do not)",
     )
-    parser.add_argument("--restart-max", type=_positive_int, metavar="N", help="restarts of one component in a row before its traffic fails (default 3)")
-    parser.add_argument("--restart-backoff", type=_seconds, metavar="S", help="seconds before the first restart, doubled for each consecutive one (default 0.1, at most 30)")
+    parser.add_argument(
+        "--restart-max",
+        type=_positive_int,
+        metavar="N",
+        help="restarts of one component in a row before its traffic fails (default 3)",
+    )
+    parser.add_argument(
+        "--restart-backoff",
+        type=_seconds,
+        metavar="S",
+        help="seconds before the first restart, doubled for each consecutive one (default 0.1, at most 30)",
+    )
     parser.add_argument(
         "--mcp-bridge",
         choices=["http", "stdio"],
         help="insert hopline's MCP-over-ACP bridge before the agent: ACP-transport MCP servers reach it as loopback "
         "Streamable HTTP servers (http) or as a stdio command (stdio); it counts as a component in --dialect N=D",
     )
-    parser.add_argument("--trace", metavar="FILE", help="append one JSON line per routed message (from, to, method, id, dialect)")
-    parser.add_argument("components", nargs="*", metavar="COMMAND", help='one shell-quoted command per component, e.g. "python proxy.py" "my-agent --acp"')
+    parser.add_argument(
+        "--trace", metavar="FILE", help="append one JSON line per routed message (from, to, method, id, dialect)"
+    )
+    parser.add_argument(
+        "components",
+        nargs="*",
+        metavar="COMMAND",
+        help='one shell-quoted command per component, e.g. "python proxy.py" "my-agent --acp"',
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -124,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     add_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         return run(args)
     except KeyboardInterrupt:

@@ -194,8 +194,18 @@ class Conductor:
         self._dispatch(self.router.lost(conn, reason))
         if self.router.state[conn] is State.RESTARTING and not self._closing:
             attempt = self.router.restarts[conn]
-            delay = self.chain.backoff(attempt) if self.restart_backoff is None else self.restart_backoff * 2 ** (attempt - 1)
-            log.warning("ACP component %r: restart %d of at most %d in %.2f s", name, attempt, self.chain.restart_attempts, delay)
+            delay = (
+                self.chain.backoff(attempt)
+                if self.restart_backoff is None
+                else self.restart_backoff * 2 ** (attempt - 1)
+            )
+            log.warning(
+                "ACP component %r: restart %d of at most %d in %.2f s",
+                name,
+                attempt,
+                self.chain.restart_attempts,
+                delay,
+            )
             self._own(asyncio.create_task(self._restart(conn, delay), name=f"acp-restart-{conn}"))
 
     async def _restart(self, conn: int, delay: float) -> None:
@@ -213,7 +223,11 @@ class Conductor:
         try:
             await asyncio.wait_for(settled.wait(), self.rejoin_timeout)
         except asyncio.TimeoutError:
-            log.warning("ACP component %r did not take its place again within %g s; stopping it", self.chain.components[conn - 1].name, self.rejoin_timeout)
+            log.warning(
+                "ACP component %r did not take its place again within %g s; stopping it",
+                self.chain.components[conn - 1].name,
+                self.rejoin_timeout,
+            )
             await channel.aclose()  # its reader reports the loss: the next attempt, or the end
         finally:
             self._rejoining.pop(conn, None)

@@ -67,10 +67,18 @@ class Dialect:
 
 
 DIALECTS: dict[str, Dialect] = {
-    "d1": Dialect("d1", "initialize", "_proxy/successor/request", "_proxy/successor/notification", "@thinkwell/conductor 0.5.x, RFD first draft"),
+    "d1": Dialect(
+        "d1",
+        "initialize",
+        "_proxy/successor/request",
+        "_proxy/successor/notification",
+        "@thinkwell/conductor 0.5.x, RFD first draft",
+    ),
     "d2": Dialect("d2", "proxy/initialize", "proxy/successor", "proxy/successor", "RFD text (Draft)"),
     "d3": Dialect("d3", "_proxy/initialize", "_proxy/successor", "_proxy/successor", "sacp v11, conductor <= 0.11"),
-    "d4": Dialect("d4", "_proxy/initialize", "_proxy/successor", "_proxy/successor", "agent-client-protocol-conductor 2.0"),
+    "d4": Dialect(
+        "d4", "_proxy/initialize", "_proxy/successor", "_proxy/successor", "agent-client-protocol-conductor 2.0"
+    ),
     "d5": Dialect("d5", "proxy/initialize", "proxy/successor", "proxy/successor", "newest ACP schema, TS SDK 2.4"),
 }
 

@@ -79,7 +79,13 @@ class Handshakes:
         if not self.is_proxy[t]:
             self.state[t] = step(self.state[t], Event.INITIALIZE)
             new_id = self.hops.open(t, pending)
-            self._emit(t, t - 1, Message({"jsonrpc": JSONRPC, "id": new_id, "method": "initialize", "params": self.init_params[t]}), None, "initialize")
+            self._emit(
+                t,
+                t - 1,
+                Message({"jsonrpc": JSONRPC, "id": new_id, "method": "initialize", "params": self.init_params[t]}),
+                None,
+                "initialize",
+            )
             return out
         self.state[t] = step(self.state[t], Event.OFFER)
         self.probes[t] = [self.dialect[t] or PROBE_ORDER[0]]
@@ -110,9 +116,22 @@ class Handshakes:
                 return self._offer(t, pending)
             if error is not None and self.chain.components[t - 1].dialect is not None:
                 return self._fail(t, pending, None, message)  # configured: its own refusal, unchanged
-            return self._fail(t, pending, InvalidRequest(NOT_A_PROXY, data={"component": self.names[t], "tried": self.refusals[t]}))
+            return self._fail(
+                t, pending, InvalidRequest(NOT_A_PROXY, data={"component": self.names[t], "tried": self.refusals[t]})
+            )
         if error is None and not dialect.accepts(result):
-            return self._fail(t, pending, InvalidRequest(NOT_A_PROXY, data={"component": self.names[t], "dialect": dialect.name, "tried": ["answered without _meta.proxy"]}))
+            return self._fail(
+                t,
+                pending,
+                InvalidRequest(
+                    NOT_A_PROXY,
+                    data={
+                        "component": self.names[t],
+                        "dialect": dialect.name,
+                        "tried": ["answered without _meta.proxy"],
+                    },
+                ),
+            )
         if error is None:
             self._lock(t, Event.ACCEPTED)
             if dialect.marks_initialize:

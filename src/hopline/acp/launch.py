@@ -106,7 +106,9 @@ class Launcher:
 
     def _gateway_component(self, component: Component) -> Channel:
         if self.config is None or not self.config.backends:
-            raise ChannelClosed("the gateway component needs a configuration file with `backends` (hopline acp --config FILE)")
+            raise ChannelClosed(
+                "the gateway component needs a configuration file with `backends` (hopline acp --config FILE)"
+            )
         from hopline.acp.gateway import serve
         from hopline.compose.gateway import Gateway
 

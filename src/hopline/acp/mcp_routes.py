@@ -44,11 +44,32 @@ CONDUCTOR_CODES = (-31001, -31002)  # the conductor's own errors: binding failur
 class Delivery(Tables, Protocol):
     """The router's delivery primitives called here (:class:`hopline.acp.router.Router` has them)."""
 
-    def _deliver(self, t: int, direction: int, conn: Any, msg_id: Any, src: int, method: str, params: Any, plain: Message | None, then: Callable[[Message], Message | None] | None = None, request: bool | None = None) -> None: ...
+    def _deliver(
+        self,
+        t: int,
+        direction: int,
+        conn: Any,
+        msg_id: Any,
+        src: int,
+        method: str,
+        params: Any,
+        plain: Message | None,
+        then: Callable[[Message], Message | None] | None = None,
+        request: bool | None = None,
+    ) -> None: ...
 
     def _reply(self, conn: Any, msg_id: Any, err: HoplineError, src: int) -> list[tuple[int, Message]]: ...
 
-    def _emit(self, conn: int, src: int, message: Message, wrap: Any, method: str | None, to: int | None = None, conductor: bool = False) -> None: ...
+    def _emit(
+        self,
+        conn: int,
+        src: int,
+        message: Message,
+        wrap: Any,
+        method: str | None,
+        to: int | None = None,
+        conductor: bool = False,
+    ) -> None: ...
 
 
 class McpServerUnavailable(HoplineError):
@@ -143,18 +164,33 @@ class McpRoutes:
                     self.upstream[(server.declarer, uid)] = link
                     self._drain(link)
                     return answer.replace(result=mcp_wire.connected(MCP[link.dialect], link.cid, result))
-                answer = error_response(None, PeerError("the MCP-over-ACP provider answered connect without a connection id"))
+                answer = error_response(
+                    None, PeerError("the MCP-over-ACP provider answered connect without a connection id")
+                )
             elif server.declarer == 0 and server.dialect == "d4" and _code(answer) == -32601:
                 server.dialect = "d5"  # a client that speaks only the connectionless binding
                 link.ready = True
                 self._drain(link)
-                return Message({"jsonrpc": JSONRPC, "id": None, "result": mcp_wire.connected(MCP[link.dialect], link.cid, None)})
+                return Message(
+                    {"jsonrpc": JSONRPC, "id": None, "result": mcp_wire.connected(MCP[link.dialect], link.cid, None)}
+                )
             self._forget(link)
             for q_conn, q_id, _ in link.queued:
                 self._emit(q_conn, q_id, "error", answer.body.get("error"), link.consumer)
             return answer
 
-        self.r._deliver(server.declarer, UP, conn if msg_id is not None else None, msg_id, link.consumer, method, params, None, then, True)
+        self.r._deliver(
+            server.declarer,
+            UP,
+            conn if msg_id is not None else None,
+            msg_id,
+            link.consumer,
+            method,
+            params,
+            None,
+            then,
+            True,
+        )
 
     def _send_up(self, link: Link, conn: int, msg_id: Any, op: Op) -> None:
         if not link.ready:
@@ -172,14 +208,20 @@ class McpRoutes:
             self.requests[(server.key, rid)] = link
             then = self._finish(link, rid, unwrap=link.dialect != "d5")
         else:
-            inner_id = (op.request_id if op.request_id is not None else self._mint("")) if d.name == "d1" and msg_id is not None else None
+            inner_id = (
+                (op.request_id if op.request_id is not None else self._mint(""))
+                if d.name == "d1" and msg_id is not None
+                else None
+            )
             method, params = mcp_wire.message(d, link.upstream, op.method, params, inner_id)  # type: ignore[arg-type]
             if link.dialect == "d5" and msg_id is not None:
                 link.active.append(op.request_id)
                 then = self._finish(link, op.request_id, wrap=True)
         self.r._deliver(server.declarer, UP, conn, msg_id, link.consumer, method, params, None, then)
 
-    def _finish(self, link: Link, rid: Any, *, unwrap: bool = False, wrap: bool = False) -> Callable[[Message], Message]:
+    def _finish(
+        self, link: Link, rid: Any, *, unwrap: bool = False, wrap: bool = False
+    ) -> Callable[[Message], Message]:
         def then(answer: Message) -> Message:
             self.requests.pop((link.server.key, rid), None)
             if rid in link.active:
@@ -213,14 +255,27 @@ class McpRoutes:
     def _from_provider(self, conn: int, msg_id: Any, src: int, op: Op) -> bool:
         if op.kind != MESSAGE:
             return False  # connect/disconnect come from the connecting side; not ours to route
-        link = self.requests.get((op.key, op.request_id)) if op.dialect == "d5" else self.upstream.get((src, op.connection))  # type: ignore[arg-type]
+        link = (
+            self.requests.get((op.key, op.request_id))
+            if op.dialect == "d5"
+            else self.upstream.get((src, op.connection))
+        )  # type: ignore[arg-type]
         if link is None:
-            self.r._reply(conn, msg_id, InvalidParams(f"unknown MCP-over-ACP connection {op.connection or op.request_id!r}"), src)
+            self.r._reply(
+                conn, msg_id, InvalidParams(f"unknown MCP-over-ACP connection {op.connection or op.request_id!r}"), src
+            )
             return True
         consumer = MCP[link.dialect]
         if consumer.connectionless:
             if msg_id is not None:
-                self.r._reply(conn, msg_id, InvalidRequest("the consumer speaks connectionless MCP-over-ACP (d5), which carries no provider-to-consumer requests"), src)
+                self.r._reply(
+                    conn,
+                    msg_id,
+                    InvalidRequest(
+                        "the consumer speaks connectionless MCP-over-ACP (d5), which carries no provider-to-consumer requests"
+                    ),
+                    src,
+                )
                 return True
             rid = op.request_id if op.dialect == "d5" else (link.active[-1] if link.active else None)
             if rid is None:
@@ -267,7 +322,9 @@ class McpRoutes:
 
     def _emit(self, conn: Any, msg_id: Any, kind: str, value: Any, src: int) -> None:
         if conn is not None and msg_id is not None:
-            self.r._emit(conn, src, Message({"jsonrpc": JSONRPC, "id": msg_id, kind: value}), None, None, conductor=True)
+            self.r._emit(
+                conn, src, Message({"jsonrpc": JSONRPC, "id": msg_id, kind: value}), None, None, conductor=True
+            )
 
 
 def _code(answer: Message) -> Any:

@@ -72,7 +72,9 @@ class Declarations:
                 key, raw, declared_shape = found
                 server = self.servers.get(key)
                 if server is None or server.declarer == src:
-                    server = self.servers[key] = Server(key, raw, declared_shape, src, self._provider_dialect(src, declared_shape))
+                    server = self.servers[key] = Server(
+                        key, raw, declared_shape, src, self._provider_dialect(src, declared_shape)
+                    )
                 keys.append(key)
                 if shape is not None and shape != declared_shape:
                     entry = mcp_wire.declaration(entry, shape, mcp_wire.shown_id(server.raw, server.shape, shape))

@@ -38,7 +38,9 @@ from typing import Any
 SESSION_META_KEY = "io.hopline/acp-session-id"
 
 SESSION_SETUP = frozenset({"session/new", "session/load", "session/resume", "session/fork"})
-MCP_METHODS = frozenset({"mcp/connect", "mcp/message", "mcp/disconnect", "_mcp/connect", "_mcp/message", "_mcp/disconnect"})
+MCP_METHODS = frozenset(
+    {"mcp/connect", "mcp/message", "mcp/disconnect", "_mcp/connect", "_mcp/message", "_mcp/disconnect"}
+)
 CONNECT, MESSAGE, DISCONNECT = "connect", "message", "disconnect"
 
 
@@ -60,10 +62,16 @@ class McpDialect:
 
 
 MCP: dict[str, McpDialect] = {
-    "d1": McpDialect("d1", "url", "_mcp/connect", "_mcp/message", "_mcp/disconnect", False, "url", "connectionId", True),
+    "d1": McpDialect(
+        "d1", "url", "_mcp/connect", "_mcp/message", "_mcp/disconnect", False, "url", "connectionId", True
+    ),
     "d2": McpDialect("d2", "id", "mcp/connect", "mcp/message", "mcp/disconnect", True, "acpId", "connectionId", False),
-    "d3": McpDialect("d3", "url", "_mcp/connect", "_mcp/message", "_mcp/disconnect", False, "acp_url", "connection_id", False),
-    "d4": McpDialect("d4", "serverId", "mcp/connect", "mcp/message", "mcp/disconnect", True, "serverId", "connectionId", False),
+    "d3": McpDialect(
+        "d3", "url", "_mcp/connect", "_mcp/message", "_mcp/disconnect", False, "acp_url", "connection_id", False
+    ),
+    "d4": McpDialect(
+        "d4", "serverId", "mcp/connect", "mcp/message", "mcp/disconnect", True, "serverId", "connectionId", False
+    ),
     "d5": McpDialect("d5", "serverId", None, "mcp/message", None, False, "serverId", "", False),
 }
 SHAPE_KEY = {"serverId": "serverId", "id": "id"}
@@ -117,7 +125,12 @@ def consumer_shape(result: Any) -> str | None:
     mcp = caps.get("mcpCapabilities") if isinstance(caps, dict) else None
     if isinstance(mcp, dict) and mcp.get("acp") is True:
         return "serverId"
-    for holder in (result.get("capabilities"), result.get("_meta"), caps, caps.get("_meta") if isinstance(caps, dict) else None):
+    for holder in (
+        result.get("capabilities"),
+        result.get("_meta"),
+        caps,
+        caps.get("_meta") if isinstance(caps, dict) else None,
+    ):
         if isinstance(holder, dict) and holder.get("mcp_acp_transport") is True:
             return "url"
     return None
@@ -148,7 +161,9 @@ def parse(method: str, params: Any) -> Op | None:
         for dialect in ("d3", "d1") if underscore else ("d2", "d4"):
             raw = p.get(MCP[dialect].server_param)
             if isinstance(raw, str) and raw:
-                return Op(CONNECT, dialect, key_of(raw), raw, connection=p.get("connectionId") if dialect == "d1" else None)
+                return Op(
+                    CONNECT, dialect, key_of(raw), raw, connection=p.get("connectionId") if dialect == "d1" else None
+                )
         raise ValueError(f"{method} names no server")
     if method.endswith("/disconnect"):
         connection = p.get("connectionId", p.get("connection_id"))
@@ -160,7 +175,14 @@ def parse(method: str, params: Any) -> Op | None:
     if not isinstance(inner, str):
         raise ValueError(f"{method} carries no inner MCP method")
     if "connectionId" in p:
-        return Op(MESSAGE, "d1" if underscore else "d4", connection=p["connectionId"], method=inner, params=p.get("params"), request_id=p.get("id"))
+        return Op(
+            MESSAGE,
+            "d1" if underscore else "d4",
+            connection=p["connectionId"],
+            method=inner,
+            params=p.get("params"),
+            request_id=p.get("id"),
+        )
     raw = p.get("serverId")
     if underscore or not isinstance(raw, str) or "requestId" not in p:
         raise ValueError(f"{method} names neither a connection nor a server and request")
@@ -183,14 +205,20 @@ def connection_of(d: McpDialect, result: Any) -> Any:
 
 def connected(d: McpDialect, connection: Any, upstream: Any) -> dict[str, Any]:
     """The connect answer for a consumer speaking ``d`` (extra fields of the provider's answer kept)."""
-    out = {k: v for k, v in upstream.items() if k not in ("connectionId", "connection_id")} if isinstance(upstream, dict) else {}
+    out = (
+        {k: v for k, v in upstream.items() if k not in ("connectionId", "connection_id")}
+        if isinstance(upstream, dict)
+        else {}
+    )
     out[d.connection_key or "connectionId"] = connection
     return out
 
 
 def message(d: McpDialect, target: Any, method: str, params: Any, request_id: Any = None) -> tuple[str, dict[str, Any]]:
     """An ``mcp/message``: ``target`` is a connection id, or in d5 the server id."""
-    out: dict[str, Any] = {"serverId": target, "requestId": request_id} if d.connectionless else {"connectionId": target}
+    out: dict[str, Any] = (
+        {"serverId": target, "requestId": request_id} if d.connectionless else {"connectionId": target}
+    )
     out["method"] = method
     if params is not None:
         out["params"] = params

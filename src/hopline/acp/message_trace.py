@@ -33,7 +33,15 @@ class TraceWriter:
             kind = "request" if "id" in body else "notification"
         else:
             kind = "error" if "error" in body else "result"
-        record = {"ts": time.time(), "from": src, "to": dst, "kind": kind, "method": method, "id": body.get("id"), "dialect": dialect}
+        record = {
+            "ts": time.time(),
+            "from": src,
+            "to": dst,
+            "kind": kind,
+            "method": method,
+            "id": body.get("id"),
+            "dialect": dialect,
+        }
         self._file.write(orjson.dumps(record) + b"\n")
 
     def flush(self) -> None:

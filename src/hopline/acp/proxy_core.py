@@ -205,7 +205,9 @@ class ProxyCore:
         return then
 
 
-async def feed(inbound: Any, handle: Callable[[Message], None], *, name: str, on_error: Callable[[Message], None] | None = None) -> None:
+async def feed(
+    inbound: Any, handle: Callable[[Message], None], *, name: str, on_error: Callable[[Message], None] | None = None
+) -> None:
     """Hand every message from ``inbound`` to ``handle`` until the channel closes. A bug in
     ``handle`` costs that one message (logged, and ``on_error`` may answer it), never the chain."""
     while True:

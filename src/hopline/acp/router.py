@@ -42,7 +42,15 @@ from hopline.acp.id_tables import FORWARD, PROBE, Hops, Pending
 from hopline.acp.lifecycle import TRAFFIC, Event, State, step
 from hopline.acp.mcp_routes import McpRoutes
 from hopline.acp.sessions import Sessions
-from hopline.jsonrpc import JSONRPC, HoplineError, InvalidParams, InvalidRequest, Message, UnavailableError, error_response
+from hopline.jsonrpc import (
+    JSONRPC,
+    HoplineError,
+    InvalidParams,
+    InvalidRequest,
+    Message,
+    UnavailableError,
+    error_response,
+)
 
 DOWN, UP = 1, -1
 SESSION_END = frozenset({"session/close", "session/delete"})  # a successful answer ends the session
@@ -120,7 +128,9 @@ class Router(Handshakes):
         for p in awaited:
             if p.ends is not None:  # a session/close cut short: the session is gone anyway
                 self.sessions.closed(p.ends)
-            err = UnavailableError(f"{self.why[conn]} while handling {p.method!r}", backend=self.names[conn], reason="exited")
+            err = UnavailableError(
+                f"{self.why[conn]} while handling {p.method!r}", backend=self.names[conn], reason="exited"
+            )
             self._settle(p, error_response(None, err), conn, conductor=True)
         for target, target_id in sent:  # it will never read these answers: stop the work
             if target and self.state[target] in (State.DEAD, State.BYPASSED):
@@ -148,15 +158,31 @@ class Router(Handshakes):
             t += direction
         return t
 
-    def _route(self, conn: int, msg_id: Any, src: int, direction: int, method: str, params: Any, plain: Message | None) -> None:
+    def _route(
+        self, conn: int, msg_id: Any, src: int, direction: int, method: str, params: Any, plain: Message | None
+    ) -> None:
         target = self._next(src, direction)
         if target > self.last:  # the agent has no successor: answer as the chain's end
             if msg_id is not None:
-                self._reply(conn, msg_id, InvalidRequest(f"{self.names[src]!r} is the terminal agent and has no successor"), src)
+                self._reply(
+                    conn, msg_id, InvalidRequest(f"{self.names[src]!r} is the terminal agent and has no successor"), src
+                )
             return
         self._deliver(target, direction, conn, msg_id, src, method, params, plain)
 
-    def _deliver(self, t: int, direction: int, conn: Any, msg_id: Any, src: int, method: str, params: Any, plain: Message | None, then: Then | None = None, request: bool | None = None) -> None:
+    def _deliver(
+        self,
+        t: int,
+        direction: int,
+        conn: Any,
+        msg_id: Any,
+        src: int,
+        method: str,
+        params: Any,
+        plain: Message | None,
+        then: Then | None = None,
+        request: bool | None = None,
+    ) -> None:
         """Send one message to position ``t`` (``request``: with no origin, the conductor's own)."""
         traffic = TRAFFIC[self.state[t]]
         if traffic == "hold-down":
@@ -167,7 +193,12 @@ class Router(Handshakes):
         is_request = msg_id is not None if request is None else request
         if traffic != "deliver":
             if is_request:
-                self._settle(Pending(conn, msg_id, method, then=then), error_response(None, self._refusal(t, method)), src, conductor=True)
+                self._settle(
+                    Pending(conn, msg_id, method, then=then),
+                    error_response(None, self._refusal(t, method)),
+                    src,
+                    conductor=True,
+                )
             return
         setup = ends = None
         if direction == DOWN and method in SESSION_TRACKED:
@@ -188,7 +219,9 @@ class Router(Handshakes):
                 message = plain if plain is not None else _note(method, params)
             self._emit(out_conn, src, message, wrap, method, t)
             return
-        new_id = self.hops.open(out_conn, Pending(conn, msg_id, method, FORWARD, t, src, then=then, setup=setup, ends=ends))
+        new_id = self.hops.open(
+            out_conn, Pending(conn, msg_id, method, FORWARD, t, src, then=then, setup=setup, ends=ends)
+        )
         if wrap is not None:
             message = wrap.wrap(method, params, new_id)
         elif plain is not None:
@@ -228,7 +261,12 @@ class Router(Handshakes):
             self._emit_answer(pending, answer.replace(id=pending.origin_id), src, conductor)
 
     def _emit_answer(self, pending: Pending, answer: Message, src: int, conductor: bool = False) -> None:
-        if pending.origin == 0 and self.upstream_dialect == "d1" and pending.origin_id == self._parent_handshake and "result" in answer.body:
+        if (
+            pending.origin == 0
+            and self.upstream_dialect == "d1"
+            and pending.origin_id == self._parent_handshake
+            and "result" in answer.body
+        ):
             answer = answer.replace(result=dialects.mark_proxy(answer.body["result"]))
         self._emit(pending.origin, src, answer, None, pending.method, pending.source, conductor)  # type: ignore[arg-type]
 
@@ -241,7 +279,12 @@ class Router(Handshakes):
     def _flush(self, t: int) -> None:
         held, self.held[t] = self.held[t], []
         for direction, conn, msg_id, src, method, params, plain, then, request in held:
-            if direction == DOWN and msg_id is not None and self.sessions.lost and (err := self.sessions.refusal(params)) is not None:
+            if (
+                direction == DOWN
+                and msg_id is not None
+                and self.sessions.lost
+                and (err := self.sessions.refusal(params)) is not None
+            ):
                 self._settle(Pending(conn, msg_id, method, then=then), error_response(None, err), src, conductor=True)
                 continue  # it waited for a restart that lost its session
             self._deliver(t, direction, conn, msg_id, src, method, params, plain, then, request)
@@ -256,7 +299,9 @@ class Router(Handshakes):
         if self.state[t] is State.IDLE:
             return InvalidRequest("Invalid request", data="expected `initialize` request")
         if self.state[t] is State.FAILED:
-            return UnavailableError(f"{self.why[t]}; {method!r} cannot be served", backend=self.names[t], reason="not-a-proxy")
+            return UnavailableError(
+                f"{self.why[t]}; {method!r} cannot be served", backend=self.names[t], reason="not-a-proxy"
+            )
         return UnavailableError(f"{self.why[t]}; {method!r} cannot be served", backend=self.names[t], reason="exited")
 
     def _reply(self, conn: Any, msg_id: Any, err: HoplineError, src: int) -> list[Output]:
@@ -264,11 +309,26 @@ class Router(Handshakes):
             self._emit(conn, src, error_response(msg_id, err), None, None, conductor=True)
         return self._out
 
-    def _emit(self, conn: int, src: int, message: Message, wrap: Any, method: str | None, to: int | None = None, conductor: bool = False) -> None:
+    def _emit(
+        self,
+        conn: int,
+        src: int,
+        message: Message,
+        wrap: Any,
+        method: str | None,
+        to: int | None = None,
+        conductor: bool = False,
+    ) -> None:
         self._out.append((conn, message))
         if self.tracer is not None:
             dst = to if to is not None else conn
-            self.tracer("conductor" if conductor else self.names[src], self.names[dst], message, wrap.name if wrap is not None else None, method)
+            self.tracer(
+                "conductor" if conductor else self.names[src],
+                self.names[dst],
+                message,
+                wrap.name if wrap is not None else None,
+                method,
+            )
 
 
 def _note(method: str, params: Any) -> Message:

@@ -62,7 +62,9 @@ class Conductor(Protocol):
 class Sessions:
     def __init__(self, router: Conductor) -> None:
         self.r = router
-        self.setups: dict[str, dict[int, dict[str, Any]]] = {}  # session id → {position: setup params as received there}
+        self.setups: dict[
+            str, dict[int, dict[str, Any]]
+        ] = {}  # session id → {position: setup params as received there}
         self.lost: dict[str, tuple[str, str]] = {}  # session id → (why it cannot be served any more, which component)
         self.replaying: dict[str, int] = {}  # session id → the restarted position reloading it
         self.loading: dict[int, int] = {}  # position → loads not answered yet
@@ -94,7 +96,11 @@ class Sessions:
 
     def muted(self, src: int, method: str, params: Any) -> bool:
         """Is this the replayed history of a session being reloaded, leaving the restarted component?"""
-        return method == "session/update" and isinstance(params, dict) and self.replaying.get(params.get("sessionId")) == src  # type: ignore[arg-type]
+        return (
+            method == "session/update"
+            and isinstance(params, dict)
+            and self.replaying.get(params.get("sessionId")) == src
+        )  # type: ignore[arg-type]
 
     def reload(self, t: int) -> None:
         """Component ``t`` took its place again: give it its sessions back (or lose them)."""
@@ -104,7 +110,10 @@ class Sessions:
         mine = [(sid, setups[t]) for sid, setups in self.setups.items() if t in setups and sid not in self.lost]
         if not (isinstance(caps, dict) and caps.get("loadSession") is True):
             for sid, _ in mine:
-                self.lost[sid] = (f"session {sid!r} was lost when ACP component {r.names[t]!r} restarted (the agent does not support session/load); start a new session", r.names[t])
+                self.lost[sid] = (
+                    f"session {sid!r} was lost when ACP component {r.names[t]!r} restarted (the agent does not support session/load); start a new session",
+                    r.names[t],
+                )
                 self.setups.pop(sid, None)
             return self._done(t)
         self.loading[t] = len(mine)
@@ -126,7 +135,10 @@ class Sessions:
             elif "result" not in answer.body:
                 err = err or {}
                 self.setups.pop(sid, None)
-                self.lost[sid] = (f"session {sid!r} could not be reloaded after ACP component {self.r.names[t]!r} restarted: {err.get('message', err)}", self.r.names[t])
+                self.lost[sid] = (
+                    f"session {sid!r} could not be reloaded after ACP component {self.r.names[t]!r} restarted: {err.get('message', err)}",
+                    self.r.names[t],
+                )
             self.loading[t] = self.loading.get(t, 1) - 1
             if self.loading[t] <= 0 and self.r.state[t] is State.RELOADING:
                 self._done(t)

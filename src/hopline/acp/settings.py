@@ -30,7 +30,18 @@ if TYPE_CHECKING:
     from hopline.config.schema import GatewayConfig
 
 
-NO_OPTIONS = argparse.Namespace(config="the file", gateway=False, dialect=[], proxy=False, on_crash=None, restart_max=None, restart_backoff=None, mcp_bridge=None, trace=None, components=[])
+NO_OPTIONS = argparse.Namespace(
+    config="the file",
+    gateway=False,
+    dialect=[],
+    proxy=False,
+    on_crash=None,
+    restart_max=None,
+    restart_backoff=None,
+    mcp_bridge=None,
+    trace=None,
+    components=[],
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +84,18 @@ def _plan(args: argparse.Namespace, config: GatewayConfig | None) -> Plan:
     if not components and acp is not None:
         components = [_component(c) for c in acp.components]
     elif not components and config is not None:
-        raise ValueError(f"{args.config}: no `acp` section; list the chain there (acp.components) or as commands after --")
+        raise ValueError(
+            f"{args.config}: no `acp` section; list the chain there (acp.components) or as commands after --"
+        )
     if getattr(args, "gateway", False):
         components.insert(0, Component(name="", argv=(), proxy=True, builtin=GATEWAY))
     proxy_mode = args.proxy or (acp is not None and acp.mode == chain_mod.PROXY_MODE)
     bridge = _pick(args.mcp_bridge, acp and acp.mcp_bridge, None)
     if bridge and components and not proxy_mode:
-        components.insert(len(components) - 1, Component(name="", argv=(sys.executable, "-m", "hopline.acp.bridge", "--transport", bridge), proxy=True))
+        components.insert(
+            len(components) - 1,
+            Component(name="", argv=(sys.executable, "-m", "hopline.acp.bridge", "--transport", bridge), proxy=True),
+        )
     dialect_options = list(args.dialect)
     if acp is not None and acp.client_dialect != "auto":
         dialect_options.insert(0, f"0={acp.client_dialect}")
@@ -95,7 +111,9 @@ def _plan(args: argparse.Namespace, config: GatewayConfig | None) -> Plan:
         rejoin_timeout=restart.rejoin_timeout if restart is not None else 10.0,
     )
     if chain.uses(GATEWAY) and config is None:
-        raise ValueError("the gateway component serves the `backends` of a configuration file: give one with --config FILE")
+        raise ValueError(
+            "the gateway component serves the `backends` of a configuration file: give one with --config FILE"
+        )
     if chain.uses(GATEWAY) and not config.backends:  # type: ignore[union-attr]
         raise ValueError(f"{args.config}: the gateway component needs `backends` to serve")
     return Plan(chain, _pick(args.trace, acp and acp.trace, None), config)
@@ -110,7 +128,16 @@ def _load(path: str) -> GatewayConfig:
 def _component(c) -> Component:
     argv = () if c.command is None else (c.command, *c.args)
     dialect = None if c.dialect == "auto" else c.dialect
-    return Component(name=c.name or "", argv=argv, proxy=True, dialect=dialect, env=dict(c.env), cwd=c.cwd, builtin=c.builtin, on_crash=c.on_crash)
+    return Component(
+        name=c.name or "",
+        argv=argv,
+        proxy=True,
+        dialect=dialect,
+        env=dict(c.env),
+        cwd=c.cwd,
+        builtin=c.builtin,
+        on_crash=c.on_crash,
+    )
 
 
 def _pick(cli, file, default):
@@ -127,7 +154,11 @@ def describe(chain: Chain, written: dict[str, str] | None = None) -> list[str]:
         policy += f": at most {chain.restart_attempts} restarts in a row, backoff {chain.restart_backoff:g} s doubling"
     lines = [f"acp chain ({chain.mode} mode, on_crash {policy}):"]
     for n, c in enumerate(chain.components, start=1):
-        role = "proxy, dialect " + (c.dialect or "auto") if c.proxy else "agent" + (f", MCP-over-ACP {c.dialect}" if c.dialect else "")
+        role = (
+            "proxy, dialect " + (c.dialect or "auto")
+            if c.proxy
+            else "agent" + (f", MCP-over-ACP {c.dialect}" if c.dialect else "")
+        )
         if c.on_crash is not None:
             role += f", on_crash {c.on_crash}"
         if c.builtin is not None:

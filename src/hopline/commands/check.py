@@ -76,10 +76,16 @@ def _check_specs(config: GatewayConfig, source: str) -> list[str]:
     lines = ["openapi backends:"]
     for bid, (converted, base_url) in check_specs(config, source).items():
         tools = [op.tool for op in converted.operations]
-        lines.append(f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: {', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}")
+        lines.append(
+            f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: {', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}"
+        )
         lines += [f"    skipped {label}: {why}" for label, why in converted.skipped.items()]
         allowed = config.backends[bid].allow_addresses
-        guard = "allowed link-local/metadata: " + ", ".join(allowed) if allowed else "link-local and cloud-metadata addresses refused"
+        guard = (
+            "allowed link-local/metadata: " + ", ".join(allowed)
+            if allowed
+            else "link-local and cloud-metadata addresses refused"
+        )
         lines.append(f"    {guard}; redirects: same-origin only, at most 3 (spec), none (calls)")
     return lines
 
@@ -98,20 +104,34 @@ def explain(config: GatewayConfig) -> list[str]:
     ]
     if config.mode == "transparent" and config.transparent is not None:
         t = config.transparent
-        what = "bodies are not read" if t.level == 1 else "a Reverse-mode gateway per destination (policy, resilience, tools sections apply)"
-        lines.append(f"awareness level {t.level}: {what}; the destination comes from {'Host' if t.destination == 'host' else t.header}")
+        what = (
+            "bodies are not read"
+            if t.level == 1
+            else "a Reverse-mode gateway per destination (policy, resilience, tools sections apply)"
+        )
+        lines.append(
+            f"awareness level {t.level}: {what}; the destination comes from {'Host' if t.destination == 'host' else t.header}"
+        )
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
-        lines.append(f"policy: {len(t.rules)} header rule(s)" if t.rules else "policy: none (every request to a listed destination is forwarded)")
+        lines.append(
+            f"policy: {len(t.rules)} header rule(s)"
+            if t.rules
+            else "policy: none (every request to a listed destination is forwarded)"
+        )
         lines += _transparent_headers(t)
         return lines
     if config.mode in ("reverse", "sidecar"):
         lines.append(f"names: passed through unchanged ({config.mode} mode)")
     else:
-        lines.append(f"names: {{backend}}{config.routing.delimiter}{{name}}, at most {config.routing.max_name_length} characters")
+        lines.append(
+            f"names: {{backend}}{config.routing.delimiter}{{name}}, at most {config.routing.max_name_length} characters"
+        )
         lines.append(f"collisions: {config.routing.collision} ({COLLISIONS[config.routing.collision]})")
     lines.append("backends:")
     for bid, backend in config.backends.items():
-        lines.append(f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}")
+        lines.append(
+            f"  {bid} ({backend.kind()}{'' if backend.enabled else ', disabled'}): {_target(config, bid, backend)}"
+        )
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
         if backend.command is not None:
             lines.append(f"    environment: {_environment(backend)}")
@@ -132,20 +152,30 @@ def _transparent_headers(t: TransparentConfig) -> list[str]:
 
     reads = relevance(t.rules)
     strict = reads.refused_when_repeated([t.header] if t.destination == "header" else [])
-    lines = ["  repeated headers refused (400): " + ("any (a rule reads http.headers as a whole)" if strict is None else ", ".join(sorted(strict)))]
+    lines = [
+        "  repeated headers refused (400): "
+        + ("any (a rule reads http.headers as a whole)" if strict is None else ", ".join(sorted(strict)))
+    ]
     if reads.method:
-        stance = {"refuse": "refused (403, fail closed)", "allow": "allowed (the rules see mcp_method \"\")",
-                  "read_body": f"read from the body's JSON-RPC envelope (at most {t.max_method_body} bytes)"}[t.unknown_method]
-        lines.append(f"  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is {stance} (unknown_method: {t.unknown_method})")
+        stance = {
+            "refuse": "refused (403, fail closed)",
+            "allow": 'allowed (the rules see mcp_method "")',
+            "read_body": f"read from the body's JSON-RPC envelope (at most {t.max_method_body} bytes)",
+        }[t.unknown_method]
+        lines.append(
+            f"  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is {stance} (unknown_method: {t.unknown_method})"
+        )
     return lines
 
 
 def _limits(config: GatewayConfig) -> str:
     """The front door's bounds (every HTTP listener), as they will apply."""
     lim = config.listen.limits
-    return (f"limits: {lim.max_connections} connections ({lim.max_connections_per_source} per source); idle {lim.idle_timeout:g}s, "
-            f"header {lim.header_timeout:g}s, body {lim.body_timeout:g}s; head at most {lim.max_header_bytes} bytes, {lim.max_headers} fields, "
-            f"target {lim.max_url_bytes} bytes")
+    return (
+        f"limits: {lim.max_connections} connections ({lim.max_connections_per_source} per source); idle {lim.idle_timeout:g}s, "
+        f"header {lim.header_timeout:g}s, body {lim.body_timeout:g}s; head at most {lim.max_header_bytes} bytes, {lim.max_headers} fields, "
+        f"target {lim.max_url_bytes} bytes"
+    )
 
 
 def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
@@ -161,8 +191,10 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
             lines.append(f"    group {name}: {group.mode} for {', '.join(group.backends)}")
     if "code" in tools.all_modes():
         c = tools.code
-        lines.append(f"  code sandbox: up to {c.max_workers} workers, {c.spares} spare, unused ones reaped after {c.idle_timeout:g}s; "
-                     f"queue {c.queue} runs, each waiting up to {c.queue_wait:g}s; a run: {c.timeout:g}s, {c.memory // 2**20} MiB, {c.max_calls} tool calls")
+        lines.append(
+            f"  code sandbox: up to {c.max_workers} workers, {c.spares} spare, unused ones reaped after {c.idle_timeout:g}s; "
+            f"queue {c.queue} runs, each waiting up to {c.queue_wait:g}s; a run: {c.timeout:g}s, {c.memory // 2**20} MiB, {c.max_calls} tool calls"
+        )
     return lines
 
 
@@ -205,8 +237,10 @@ def _children(backend: BackendConfig) -> list[str]:
     cap, prewarm, idle = backend.pool_bounds()
     if backend.share_kind() == "shared":
         return [f"    children: shared (one child serves every client session), at most {cap}"]
-    return [f"    children: isolated (a child per client session), at most {cap}, {prewarm} spare{'s' if prewarm != 1 else ''} after first use, "
-            f"a session idle {idle:g}s is parked and its child reaped"]
+    return [
+        f"    children: isolated (a child per client session), at most {cap}, {prewarm} spare{'s' if prewarm != 1 else ''} after first use, "
+        f"a session idle {idle:g}s is parked and its child reaped"
+    ]
 
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
@@ -215,7 +249,9 @@ def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
         words += [config.as_written("backends", bid, "args", i) or a for i, a in enumerate(backend.args)]
         return shlex.join(words)
     if backend.openapi is not None:
-        spec = config.as_written("backends", bid, "openapi") or (_mask(backend.openapi) if "://" in backend.openapi else backend.openapi)
+        spec = config.as_written("backends", bid, "openapi") or (
+            _mask(backend.openapi) if "://" in backend.openapi else backend.openapi
+        )
         return f"{spec} (OpenAPI)"
     url = config.as_written("backends", bid, "url") or _mask(backend.url or "")
     return url if backend.transport == "auto" else f"{url} ({backend.transport})"

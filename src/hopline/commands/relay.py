@@ -41,54 +41,221 @@ endpoints: /mcp (Streamable HTTP, both eras), /sse + /messages (legacy HTTP+SSE)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.epilog = DESCRIPTION_EPILOG
-    p.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout and relay to the remote URL given as target")
+    p.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve one client on stdin/stdout and relay to the remote URL given as target",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    p.add_argument("--port", type=port_number, default=8000, help="port to listen on; 0 picks a free one (default: 8000)")
-    p.add_argument("--shared", action="store_true", help="share one backend process among all client sessions (ids remapped per client)")
-    p.add_argument("--max-children", type=int, default=8, metavar="N", help="stdio target: child processes at most, spares and shared ones included; "
-                   "a new session beyond it gets an error at once (default: 8)")
-    p.add_argument("--prewarm", type=int, default=1, metavar="N", help="stdio target: spare children kept started ahead (after the first session) "
-                   "so a new session need not wait for one to start; 0: none (default: 1)")
-    p.add_argument("--child-idle-timeout", type=float, default=300.0, metavar="SECONDS", help="stdio target: close a session whose child has had nothing "
-                   "in flight this long (the client gets 404 and re-initializes); 0: never (default: 300)")
-    p.add_argument("--child-reclaim-after", type=float, default=60.0, metavar="SECONDS", help="stdio target, at --max-children: a new session takes the child of "
-                   "the least recently active session idle this long, or idle 1 s after only initializing (a burst's or one-shot client's leftovers); "
-                   "the closed session's client gets 404 and re-initializes (default: 60)")
-    p.add_argument("--stateless-http", action="store_true", help="handshake-era clients get no session (each POST is independent)")
-    p.add_argument("--transport", choices=["auto", "streamable-http", "sse"], default="auto", help="transport of a remote URL target (auto: …/sse means legacy SSE)")
-    p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="header sent to a remote target on every request (repeatable)")
-    p.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE", help="environment variable for a stdio target (repeatable)")
+    p.add_argument(
+        "--port", type=port_number, default=8000, help="port to listen on; 0 picks a free one (default: 8000)"
+    )
+    p.add_argument(
+        "--shared",
+        action="store_true",
+        help="share one backend process among all client sessions (ids remapped per client)",
+    )
+    p.add_argument(
+        "--max-children",
+        type=int,
+        default=8,
+        metavar="N",
+        help="stdio target: child processes at most, spares and shared ones included; "
+        "a new session beyond it gets an error at once (default: 8)",
+    )
+    p.add_argument(
+        "--prewarm",
+        type=int,
+        default=1,
+        metavar="N",
+        help="stdio target: spare children kept started ahead (after the first session) "
+        "so a new session need not wait for one to start; 0: none (default: 1)",
+    )
+    p.add_argument(
+        "--child-idle-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stdio target: close a session whose child has had nothing "
+        "in flight this long (the client gets 404 and re-initializes); 0: never (default: 300)",
+    )
+    p.add_argument(
+        "--child-reclaim-after",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="stdio target, at --max-children: a new session takes the child of "
+        "the least recently active session idle this long, or idle 1 s after only initializing (a burst's or one-shot client's leftovers); "
+        "the closed session's client gets 404 and re-initializes (default: 60)",
+    )
+    p.add_argument(
+        "--stateless-http", action="store_true", help="handshake-era clients get no session (each POST is independent)"
+    )
+    p.add_argument(
+        "--transport",
+        choices=["auto", "streamable-http", "sse"],
+        default="auto",
+        help="transport of a remote URL target (auto: …/sse means legacy SSE)",
+    )
+    p.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="header sent to a remote target on every request (repeatable)",
+    )
+    p.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for a stdio target (repeatable)",
+    )
     p.add_argument("--cwd", help="working directory for a stdio target")
-    p.add_argument("--inherit-env", action="append", default=[], metavar="NAME", help="pass this variable of hopline's environment to a stdio target "
-                   "(a name or glob such as 'AWS_*'; '*' for all; repeatable); by default a child gets only PATH, HOME, USER, locale and the like")
-    p.add_argument("--request-timeout", type=float, default=300.0, metavar="SECONDS", help="answer a request the backend has not answered with a timeout error (default: 300)")
-    p.add_argument("--max-body", type=int, default=4 * 1024 * 1024, metavar="BYTES", help="largest request body accepted; larger gets 413 (default: 4 MiB)")
+    p.add_argument(
+        "--inherit-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this variable of hopline's environment to a stdio target "
+        "(a name or glob such as 'AWS_*'; '*' for all; repeatable); by default a child gets only PATH, HOME, USER, locale and the like",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="answer a request the backend has not answered with a timeout error (default: 300)",
+    )
+    p.add_argument(
+        "--max-body",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest request body accepted; larger gets 413 (default: 4 MiB)",
+    )
     p.add_argument("--max-sessions", type=int, default=1000, help="sessions held at once; more get 503 (default: 1000)")
-    p.add_argument("--max-pending-sessions", type=int, default=16, metavar="N", help="session creations in flight at once; more get 503 (default: 16)")
-    p.add_argument("--handshake-timeout", type=float, default=20.0, metavar="SECONDS", help="longest a session creation may take (default: 20)")
-    p.add_argument("--stream-buffer-messages", type=int, default=1000, metavar="N", help="unread messages per stream before it is cut off (default: 1000)")
-    p.add_argument("--stream-buffer-bytes", type=int, default=8 << 20, metavar="BYTES", help="unread bytes per stream before it is cut off (default: 8 MiB)")
-    p.add_argument("--session-ttl", type=float, default=1800.0, metavar="SECONDS", help="end sessions idle this long (default: 1800)")
+    p.add_argument(
+        "--max-pending-sessions",
+        type=int,
+        default=16,
+        metavar="N",
+        help="session creations in flight at once; more get 503 (default: 16)",
+    )
+    p.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="longest a session creation may take (default: 20)",
+    )
+    p.add_argument(
+        "--stream-buffer-messages",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="unread messages per stream before it is cut off (default: 1000)",
+    )
+    p.add_argument(
+        "--stream-buffer-bytes",
+        type=int,
+        default=8 << 20,
+        metavar="BYTES",
+        help="unread bytes per stream before it is cut off (default: 8 MiB)",
+    )
+    p.add_argument(
+        "--session-ttl",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="end sessions idle this long (default: 1800)",
+    )
     p.add_argument("--mcp-path", default="/mcp", help="path of the Streamable HTTP endpoint (default: /mcp)")
-    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN", help="extra allowed Origin (loopback origins are always allowed)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]", help="extra allowed Host header value (DNS-rebinding protection): a host (any port) or host:port")
-    p.add_argument("--no-host-check", action="store_true", help="disable the Host check that is on by default when bound to loopback")
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="extra allowed Origin (loopback origins are always allowed)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="extra allowed Host header value (DNS-rebinding protection): a host (any port) or host:port",
+    )
+    p.add_argument(
+        "--no-host-check",
+        action="store_true",
+        help="disable the Host check that is on by default when bound to loopback",
+    )
     door = p.add_argument_group("front door (bounds of the HTTP listener)")
     d = DoorLimits()
-    door.add_argument("--max-connections", type=int, default=d.max_connections, metavar="N", help=f"open connections at once; more get 503 (default: {d.max_connections})")
-    door.add_argument("--max-connections-per-source", type=int, default=d.max_connections_per_source, metavar="N",
-                      help=f"open connections at once from one client address (default: {d.max_connections_per_source})")
-    door.add_argument("--idle-timeout", type=float, default=d.idle_timeout, metavar="SECONDS",
-                      help=f"close a connection that begins no request for this long, new or keep-alive (default: {d.idle_timeout:g})")
-    door.add_argument("--header-timeout", type=float, default=d.header_timeout, metavar="SECONDS",
-                      help=f"a request's line and headers must arrive within this (408 after; default: {d.header_timeout:g})")
-    door.add_argument("--body-timeout", type=float, default=d.body_timeout, metavar="SECONDS",
-                      help=f"a request's body must arrive within this after its headers (408 after; default: {d.body_timeout:g})")
-    door.add_argument("--max-header-bytes", type=int, default=d.max_header_bytes, metavar="BYTES",
-                      help=f"largest request head, request line and headers (431 above; default: {d.max_header_bytes})")
-    door.add_argument("--max-headers", type=int, default=d.max_headers, metavar="N", help=f"most header fields in a request (431 above; default: {d.max_headers})")
-    door.add_argument("--max-url-bytes", type=int, default=d.max_url_bytes, metavar="BYTES", help=f"longest request target (414 above; default: {d.max_url_bytes})")
-    p.add_argument("target", nargs="*", metavar="URL | -- CMD ARGS", help="a remote server's URL, or -- and the command of a stdio server")
+    door.add_argument(
+        "--max-connections",
+        type=int,
+        default=d.max_connections,
+        metavar="N",
+        help=f"open connections at once; more get 503 (default: {d.max_connections})",
+    )
+    door.add_argument(
+        "--max-connections-per-source",
+        type=int,
+        default=d.max_connections_per_source,
+        metavar="N",
+        help=f"open connections at once from one client address (default: {d.max_connections_per_source})",
+    )
+    door.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=d.idle_timeout,
+        metavar="SECONDS",
+        help=f"close a connection that begins no request for this long, new or keep-alive (default: {d.idle_timeout:g})",
+    )
+    door.add_argument(
+        "--header-timeout",
+        type=float,
+        default=d.header_timeout,
+        metavar="SECONDS",
+        help=f"a request's line and headers must arrive within this (408 after; default: {d.header_timeout:g})",
+    )
+    door.add_argument(
+        "--body-timeout",
+        type=float,
+        default=d.body_timeout,
+        metavar="SECONDS",
+        help=f"a request's body must arrive within this after its headers (408 after; default: {d.body_timeout:g})",
+    )
+    door.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=d.max_header_bytes,
+        metavar="BYTES",
+        help=f"largest request head, request line and headers (431 above; default: {d.max_header_bytes})",
+    )
+    door.add_argument(
+        "--max-headers",
+        type=int,
+        default=d.max_headers,
+        metavar="N",
+        help=f"most header fields in a request (431 above; default: {d.max_headers})",
+    )
+    door.add_argument(
+        "--max-url-bytes",
+        type=int,
+        default=d.max_url_bytes,
+        metavar="BYTES",
+        help=f"longest request target (414 above; default: {d.max_url_bytes})",
+    )
+    p.add_argument(
+        "target",
+        nargs="*",
+        metavar="URL | -- CMD ARGS",
+        help="a remote server's URL, or -- and the command of a stdio server",
+    )
 
 
 def port_number(text: str) -> int:
@@ -156,7 +323,10 @@ def run(args: argparse.Namespace) -> int:
     args.limits = door_limits(args)
     if target and target[0].startswith(("http://", "https://")):
         if len(target) > 1:
-            print("hopline relay: a URL target takes no arguments (put options before or after it; a command goes after --)", file=sys.stderr)
+            print(
+                "hopline relay: a URL target takes no arguments (put options before or after it; a command goes after --)",
+                file=sys.stderr,
+            )
             return 2
         spec: StdioTarget | RemoteTarget = RemoteTarget(target[0], args.transport, headers, name=public_url(target[0]))
     elif args.stdio:
@@ -170,15 +340,24 @@ def run(args: argparse.Namespace) -> int:
         spec.inherit_env = [*args.inherit_env, *([] if target else ["PYTHONPATH"])]
     if args.stdio:
         return serve_stdio(spec, args)  # type: ignore[arg-type]
-    if isinstance(spec, StdioTarget) and (args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0):
-        log.error("--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0")
+    if isinstance(spec, StdioTarget) and (
+        args.max_children < 1 or args.prewarm < 0 or args.child_idle_timeout < 0 or args.child_reclaim_after < 0
+    ):
+        log.error(
+            "--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0"
+        )
         return 2
     from hopline import runtime
 
     if not SecurityPolicy(bound_host=args.host).loopback:
-        print(f"hopline relay: warning: listening on {args.host} without authentication: anyone who can reach this port can use the target", file=sys.stderr)
+        print(
+            f"hopline relay: warning: listening on {args.host} without authentication: anyone who can reach this port can use the target",
+            file=sys.stderr,
+        )
     try:
-        return serve_http(spec, args, shown=describe(spec), declaration=lambda endpoints: declare(_deployment(spec, endpoints)))
+        return serve_http(
+            spec, args, shown=describe(spec), declaration=lambda endpoints: declare(_deployment(spec, endpoints))
+        )
     except runtime.BindError as exc:
         print(f"hopline relay: {exc}", file=sys.stderr)
         return 1
@@ -186,4 +365,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _deployment(spec: StdioTarget | RemoteTarget, endpoints: dict[str, str]) -> Deployment:
     injected = isinstance(spec, RemoteTarget) and bool(spec.headers)
-    return Deployment(modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints)
+    return Deployment(
+        modes=["relay"], token_propagation="credential-injection" if injected else "none", endpoints=endpoints
+    )

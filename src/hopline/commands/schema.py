@@ -24,16 +24,19 @@ def file_schema() -> dict[str, Any]:
     schema["properties"][SECTION] = {
         "type": "object",
         "description": "Servers in the desktop-client format (Claude Desktop, Cursor, Cline, Windsurf): "
-                       "command/args/env or url/headers per entry; imported as backends.",
+        "command/args/env or url/headers per entry; imported as backends.",
         "additionalProperties": {"type": "object"},
     }
     schema["properties"][VSCODE_SECTION] = {
         "type": "object",
         "description": "Servers in VS Code's .vscode/mcp.json format (type stdio/http/sse); imported as backends. "
-                       "${input:ID} is read from the environment variable HOPLINE_INPUT_<ID>.",
+        "${input:ID} is read from the environment variable HOPLINE_INPUT_<ID>.",
         "additionalProperties": {"type": "object"},
     }
-    schema["properties"]["inputs"] = {"type": "array", "description": "VS Code's input prompts (read, not used: see servers)."}
+    schema["properties"]["inputs"] = {
+        "type": "array",
+        "description": "VS Code's input prompts (read, not used: see servers).",
+    }
     schema["properties"]["hopline"] = {
         "type": "object",
         "description": "In a desktop file: hopline's own top-level settings (routing, listen, …), e.g. routing.startup_timeout.",

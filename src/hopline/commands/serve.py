@@ -25,9 +25,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stdio", action="store_true", help="serve one client on stdin/stdout instead of HTTP")
     p.add_argument("--host", help="override listen.host")
     p.add_argument("--port", type=port_number, help="override listen.port (0 picks a free port)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST[:PORT]", help="extra allowed Host header value (DNS-rebinding protection); adds to listen.allowed_hosts")
-    p.add_argument("--lazy", action="store_true", help="start no backend before a client needs it (no start-up line per backend saying whether it is up)")
-    p.add_argument("--admin-port", type=port_number, metavar="P", help="serve Prometheus /metrics (and /healthz, /readyz) on this port (0 picks a free port); overrides observability.metrics.port")
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="extra allowed Host header value (DNS-rebinding protection); adds to listen.allowed_hosts",
+    )
+    p.add_argument(
+        "--lazy",
+        action="store_true",
+        help="start no backend before a client needs it (no start-up line per backend saying whether it is up)",
+    )
+    p.add_argument(
+        "--admin-port",
+        type=port_number,
+        metavar="P",
+        help="serve Prometheus /metrics (and /healthz, /readyz) on this port (0 picks a free port); overrides observability.metrics.port",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +66,9 @@ def run(args: argparse.Namespace) -> int:
     configure(config.observability.logs.format, requests=config.observability.logs.requests)
     if config.mode == "transparent":  # HTTP only: a transparent intermediary sits on a network path
         if args.stdio:
-            print("hopline serve: transparent mode is HTTP only (stdio has no network path to intercept)", file=sys.stderr)
+            print(
+                "hopline serve: transparent mode is HTTP only (stdio has no network path to intercept)", file=sys.stderr
+            )
             return 1
         from hopline.declaration import declare, for_config
         from hopline.modes import transparent

@@ -58,7 +58,11 @@ def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
         runtime.announce(f"hopline serve: admin endpoint at http://{host}:{port}{path} (Prometheus)")
 
     limits = DoorLimits(**gateway.config.listen.limits.model_dump())  # the same front-door bounds as the MCP listener
-    return asyncio.create_task(runtime.serve_admin(obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits))
+    return asyncio.create_task(
+        runtime.serve_admin(
+            obs.admin_app, host=obs.admin_host, port=obs.admin_port, on_ready=ready, stop=stop, limits=limits
+        )
+    )
 
 
 def _check_admin(config: GatewayConfig) -> None:
@@ -120,7 +124,9 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             deployment.endpoints.update(mcp=base + listen.path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
             deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
             n = len(gateway.registry.connectors)
-            runtime.announce(f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            runtime.announce(
+                f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)"
+            )
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
             if report_backends:  # each backend's state, once known
@@ -146,11 +152,15 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
                 await auth.aclose()
 
         limits = DoorLimits(**listen.limits.model_dump())
-        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown, limits=limits)
+        await runtime.serve_http(
+            app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=shutdown, limits=limits
+        )
         return 0
 
     if not hu.SecurityPolicy(bound_host=config.listen.host).loopback and auth is None:
-        runtime.announce(f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend")
+        runtime.announce(
+            f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend"
+        )
     try:
         _check_admin(config)
         return runtime.run(main())
@@ -183,7 +193,9 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
-        states = asyncio.create_task(report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states")
+        states = asyncio.create_task(
+            report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states"
+        )
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)

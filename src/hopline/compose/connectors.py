@@ -93,7 +93,9 @@ class StdioBackends:
         self.shared = shared
         self.relay = relay
         self.name = name or os.path.basename(target.argv[0])
-        self._spawn = lambda: StdioChild.spawn(target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name)
+        self._spawn = lambda: StdioChild.spawn(
+            target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name
+        )
         # Closing a relayed session is visible to its client (404, re-initialize), so at the
         # cap the relay closes only one idle for ``reclaim_after`` seconds, or sooner one its
         # client has most likely left: FRESH_RECLAIM after a bare handshake (a burst's),
@@ -102,9 +104,16 @@ class StdioBackends:
         # noticing, so it may reclaim any idle one.
         pressure = min(reclaim_after, idle_timeout or float("inf"))
         self.children = ChildPool(
-            self._spawn, name=self.name, max_children=max_children, prewarm=0 if shared else prewarm, wait=wait, idle_timeout=idle_timeout,
-            pressure_idle=pressure if relay else 0.0, fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None,
-            absent_idle=min(ABSENT_RECLAIM, pressure) if relay else None, retry_after=retry_after,
+            self._spawn,
+            name=self.name,
+            max_children=max_children,
+            prewarm=0 if shared else prewarm,
+            wait=wait,
+            idle_timeout=idle_timeout,
+            pressure_idle=pressure if relay else 0.0,
+            fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None,
+            absent_idle=min(ABSENT_RECLAIM, pressure) if relay else None,
+            retry_after=retry_after,
         )
         self._pool = _SharedPerEra(self.children.acquire, self.name)
 
@@ -167,11 +176,17 @@ class RemoteBackends:
         if self.target.is_sse():
             from hopline.transports.sse_client import SseUpstream
 
-            return await SseUpstream.connect(self.target.url, headers=self.target.headers, client=self._client, name=self.target.name)
+            return await SseUpstream.connect(
+                self.target.url, headers=self.target.headers, client=self._client, name=self.target.name
+            )
         from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
         return await StreamableHttpUpstream.connect(
-            self.target.url, headers=self.target.headers, client=self._client, reinitialize_on_404=self.reinitialize_on_404, name=self.target.name
+            self.target.url,
+            headers=self.target.headers,
+            client=self._client,
+            reinitialize_on_404=self.reinitialize_on_404,
+            name=self.target.name,
         )
 
     async def open_session(self, era: Era) -> Channel:

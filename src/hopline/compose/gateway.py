@@ -74,9 +74,16 @@ class Gateway:
         self.observability.track_sessions(lambda: len(self.sessions))
         self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.registry.connectors))
         self._timeouts: dict[str, float | None] = {}
-        self.registry = Registry(timeouts=self._timeouts, credentials=self.propagation, per_caller=self._per_caller, hops=self.observability.hops)
+        self.registry = Registry(
+            timeouts=self._timeouts,
+            credentials=self.propagation,
+            per_caller=self._per_caller,
+            hops=self.observability.hops,
+        )
         self.reload_status: dict[str, Any] = {"count": 0}  # the last hot reload, as /status shows it
-        self.observability.views(lambda: status(self, declaration=self.observability.declaration), lambda: config_view(self))
+        self.observability.views(
+            lambda: status(self, declaration=self.observability.declaration), lambda: config_view(self)
+        )
         self._supervisor: asyncio.Task | None = None
         self._health: asyncio.Task | None = None
         self._configure(config)
@@ -86,16 +93,28 @@ class Gateway:
     def _configure(self, config: GatewayConfig) -> None:
         self.config = self.settings = config
         r = config.routing
-        single = next(b for b, spec in config.backends.items() if spec.enabled) if config.mode in ("reverse", "sidecar") else None
+        single = (
+            next(b for b, spec in config.backends.items() if spec.enabled)
+            if config.mode in ("reverse", "sidecar")
+            else None
+        )
         self.routes = Routes.build(
-            delimiter=r.delimiter, max_name_length=r.max_name_length, uri_scheme=r.uri_scheme, single=single, pass_on=config.mode == "sidecar", cursors=self.cursors
+            delimiter=r.delimiter,
+            max_name_length=r.max_name_length,
+            uri_scheme=r.uri_scheme,
+            single=single,
+            pass_on=config.mode == "sidecar",
+            cursors=self.cursors,
         )
         self._timeouts.clear()
         self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
         self.catalogs.clear()
         self.latest_catalogs.clear()
         self.visible_cache.clear()
-        old, self.pipeline = getattr(self, "pipeline", None), build_pipeline(config, resilience=self.resilience, observability=self.observability)
+        old, self.pipeline = (
+            getattr(self, "pipeline", None),
+            build_pipeline(config, resilience=self.resilience, observability=self.observability),
+        )
         if old is not None and (old.calls or old.tools.modes or old.endpoints):
             self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
@@ -125,12 +144,21 @@ class Gateway:
             # waits up to half the startup timeout for a slot (the rest is the child's own start).
             cap, prewarm, idle = spec.pool_bounds()
             connector: Any = StdioBackends(
-                target, name=backend_id, max_children=cap, prewarm=prewarm, idle_timeout=idle, wait=routing.startup_timeout / 2, relay=False, retry_after=routing.retry_after
+                target,
+                name=backend_id,
+                max_children=cap,
+                prewarm=prewarm,
+                idle_timeout=idle,
+                wait=routing.startup_timeout / 2,
+                relay=False,
+                retry_after=routing.retry_after,
             )
         elif spec.openapi is not None:  # Conversion mode (§5.7): the API's operations as an in-process MCP server
             from hopline.conversion.server import OpenApiBackends
 
-            connector = OpenApiBackends(backend_id, spec, base_dir=self.config.base_dir, timeout=self.registry.timeout_for(backend_id) or 30.0)
+            connector = OpenApiBackends(
+                backend_id, spec, base_dir=self.config.base_dir, timeout=self.registry.timeout_for(backend_id) or 30.0
+            )
         else:
             # A backend that forgets our session (restart, idle expiry: HTTP 404) is
             # re-initialized transparently and the request retried once (test-battery F1).
@@ -139,7 +167,13 @@ class Gateway:
 
     def _target(self, backend_id: str, principal: Principal | None = None) -> RemoteTarget:
         spec = self.config.backends[backend_id]
-        return RemoteTarget(spec.url or "", spec.transport, dict(spec.headers), auth=self.propagation.auth_for(backend_id, principal), name=backend_id)
+        return RemoteTarget(
+            spec.url or "",
+            spec.transport,
+            dict(spec.headers),
+            auth=self.propagation.auth_for(backend_id, principal),
+            name=backend_id,
+        )
 
     def _per_caller(self, backend_id: str, principal: Principal) -> tuple[Any, Any]:
         target = self._target(backend_id, principal)
@@ -160,7 +194,14 @@ class Gateway:
         except Exception as exc:
             self.reload_status = {"count": count, "at": time.time(), "ok": False, "error": type(exc).__name__}
             raise
-        self.reload_status = {"count": count, "at": time.time(), "ok": True, "added": diff.added, "removed": diff.removed, "changed": diff.changed}
+        self.reload_status = {
+            "count": count,
+            "at": time.time(),
+            "ok": True,
+            "added": diff.added,
+            "removed": diff.removed,
+            "changed": diff.changed,
+        }
 
     async def _reload(self, new: GatewayConfig) -> Any:
         diff = diff_backends(self.config, new)
@@ -170,13 +211,17 @@ class Gateway:
             log.warning("reload: resilience/observability settings changed; they take effect after a restart")
         gone = diff.removed + diff.changed
         # What callers see changes with the tool modes and the policy, not only with the backends.
-        surface = new.tools != self.config.tools or new.policy != self.config.policy or new.routing != self.config.routing
+        surface = (
+            new.tools != self.config.tools or new.policy != self.config.policy or new.routing != self.config.routing
+        )
         for backend_id in gone:
             await self._remove_connector(backend_id)
         self._configure(new)
         for backend_id in diff.added + diff.changed:
             self._add_connector(backend_id)
-        log.info("reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-")
+        log.info(
+            "reload: added %s, removed %s, changed %s", diff.added or "-", diff.removed or "-", diff.changed or "-"
+        )
         for session in list(self.sessions):
             await session.reloaded(gone, [b for b in diff.added + diff.changed if b in self.registry.connectors])
         if diff or surface:  # (sessions of the handshake era were told by `reloaded`)

@@ -29,7 +29,17 @@ from hopline.pipeline import BackendGate, CallLayer
 
 
 class Observability:
-    def __init__(self, *, calls: list[CallLayer], hops: Hops | None, spans: Spans, metrics: Metrics | None, admin: AdminApp | None, admin_host: str, admin_port: int | None) -> None:
+    def __init__(
+        self,
+        *,
+        calls: list[CallLayer],
+        hops: Hops | None,
+        spans: Spans,
+        metrics: Metrics | None,
+        admin: AdminApp | None,
+        admin_host: str,
+        admin_port: int | None,
+    ) -> None:
         self.gates: list[BackendGate] = []
         self.calls = calls
         self.hops = hops
@@ -38,7 +48,9 @@ class Observability:
         self.admin_app = admin  # serve on (admin_host, admin_port) when not None
         self.admin_host = admin_host
         self.admin_port = admin_port
-        self.declaration: Callable[[], dict[str, Any]] | None = None  # the conformance declaration, if the command hands it in
+        self.declaration: Callable[[], dict[str, Any]] | None = (
+            None  # the conformance declaration, if the command hands it in
+        )
 
     def __iter__(self) -> Iterator[Any]:
         """``gates, calls = build(config)``."""
@@ -76,7 +88,9 @@ class Observability:
         self.spans.close()
 
     def __repr__(self) -> str:
-        return f"<Observability calls={[type(c).__name__ for c in self.calls]} admin={self.admin_host}:{self.admin_port}>"
+        return (
+            f"<Observability calls={[type(c).__name__ for c in self.calls]} admin={self.admin_host}:{self.admin_port}>"
+        )
 
 
 def build(
@@ -90,7 +104,14 @@ def build(
     o = config.observability
     hops = None
     if o.hops.enabled:
-        hops = Hops(key=o.hops.key or binding.hop_key, name=config.name, mode=config.mode, version=__version__, instance=o.hops.instance, max_depth=o.hops.max_depth)
+        hops = Hops(
+            key=o.hops.key or binding.hop_key,
+            name=config.name,
+            mode=config.mode,
+            version=__version__,
+            instance=o.hops.instance,
+            max_depth=o.hops.max_depth,
+        )
     spans: Spans = NoSpans()
     if o.otel.endpoint is not None or exporter is not None:
         from hopline.observability.otel import OtelSpans  # the SDK only when asked for
@@ -116,4 +137,12 @@ def build(
         calls.append(metrics)
     if o.trace.enabled or hops is not None or not isinstance(spans, NoSpans):
         calls.append(Propagation(hops=hops, spans=spans, trace=o.trace.enabled, generate=o.trace.generate))
-    return Observability(calls=calls, hops=hops, spans=spans, metrics=metrics, admin=admin, admin_host=o.metrics.host, admin_port=o.metrics.port)
+    return Observability(
+        calls=calls,
+        hops=hops,
+        spans=spans,
+        metrics=metrics,
+        admin=admin,
+        admin_host=o.metrics.host,
+        admin_port=o.metrics.port,
+    )

@@ -17,11 +17,18 @@ from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
 from hopline.pipeline import Pipeline
 
-def build_pipeline(config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None) -> Pipeline:
+
+def build_pipeline(
+    config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None
+) -> Pipeline:
     """``resilience`` and ``observability`` are built once per gateway (breaker state and
     metrics outlive a reload); the policy layers are rebuilt with every configuration."""
     surface, policy_calls = policy.build(config)
-    calls = [*(observability.calls if observability is not None else ()), *policy_calls, *(resilience.calls if resilience is not None else ())]
+    calls = [
+        *(observability.calls if observability is not None else ()),
+        *policy_calls,
+        *(resilience.calls if resilience is not None else ()),
+    ]
     gates = list(resilience.gates) if resilience is not None else []
     main, endpoints = toolmodes.plans(config)
     return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints)

@@ -71,9 +71,17 @@ def build(
         try:
             surface.append(
                 ToolPinning(
-                    backends=config.backends, delimiter=config.routing.delimiter, on_change=pin.on_change, on_new=pin.on_new,
-                    allowlist=pin.allowlist, refuse_shadowing=pin.refuse_shadowing, lockfile=pin.lockfile, write=pin.write,
-                    check_interval=pin.check_interval, audit=audit, clock=clock,
+                    backends=config.backends,
+                    delimiter=config.routing.delimiter,
+                    on_change=pin.on_change,
+                    on_new=pin.on_new,
+                    allowlist=pin.allowlist,
+                    refuse_shadowing=pin.refuse_shadowing,
+                    lockfile=pin.lockfile,
+                    write=pin.write,
+                    check_interval=pin.check_interval,
+                    audit=audit,
+                    clock=clock,
                 )
             )
         except ValueError as exc:
@@ -81,7 +89,15 @@ def build(
 
     entries: list[Entry] = []
     if p.dlp is not None:
-        entries.append(Entry(Redactor(compile_patterns(p.dlp.builtin_names(), p.dlp.patterns), arguments=p.dlp.arguments, results=p.dlp.results)))
+        entries.append(
+            Entry(
+                Redactor(
+                    compile_patterns(p.dlp.builtin_names(), p.dlp.patterns),
+                    arguments=p.dlp.arguments,
+                    results=p.dlp.results,
+                )
+            )
+        )
     if surface:
         entries.append(Entry(SurfaceGuard(surface)))
     if p.rate_limits is not None:
@@ -90,21 +106,27 @@ def build(
         where = f"policy.interceptors[{i}]"
         try:
             cls = load_class(spec.class_, spec.entry_point)
-            entries.append(Entry(instantiate(cls, spec.options), name=spec.name or "", mode=spec.mode, fail_open=spec.fail_open))
+            entries.append(
+                Entry(instantiate(cls, spec.options), name=spec.name or "", mode=spec.mode, fail_open=spec.fail_open)
+            )
         except (ValueError, TypeError) as exc:
             raise ConfigError(SOURCE, [(f"{where}.{'class' if spec.class_ else 'entry_point'}", str(exc))]) from None
     calls: list[CallLayer] = [InterceptorChain(entries, audit=audit)] if entries or audit is not None else []
     return surface, calls
 
 
-def _rate_limiter(config: GatewayConfig, *, clock: Callable[[], float], wall_clock: Callable[[], float], redis_client: Any) -> RateLimiter:
+def _rate_limiter(
+    config: GatewayConfig, *, clock: Callable[[], float], wall_clock: Callable[[], float], redis_client: Any
+) -> RateLimiter:
     rl = config.policy.rate_limits
     assert rl is not None
     limits = []
     for i, spec in enumerate(rl.limits):
         unknown = sorted(set(spec.backends or ()) - set(config.backends))
         if unknown:
-            log.warning("rate limit %s names backends that are not configured: %s", spec.name or f"limit{i}", ", ".join(unknown))
+            log.warning(
+                "rate limit %s names backends that are not configured: %s", spec.name or f"limit{i}", ", ".join(unknown)
+            )
         limits.append(
             Limit(
                 name=spec.name or f"limit{i}",
@@ -119,7 +141,14 @@ def _rate_limiter(config: GatewayConfig, *, clock: Callable[[], float], wall_clo
     if rl.store == "memory":
         return RateLimiter(limits, MemoryStore(clock=clock, max_keys=rl.max_keys))
     r = rl.redis or RedisConfig()
-    options = dict(prefix=r.prefix, timeout=r.timeout, on_unavailable=r.on_unavailable, retry_interval=r.retry_interval, clock=wall_clock, monotonic=clock)
+    options = dict(
+        prefix=r.prefix,
+        timeout=r.timeout,
+        on_unavailable=r.on_unavailable,
+        retry_interval=r.retry_interval,
+        clock=wall_clock,
+        monotonic=clock,
+    )
     store = RedisStore(redis_client, **options) if redis_client is not None else RedisStore.from_url(r.url, **options)
     return RateLimiter(limits, store)
 

@@ -106,7 +106,12 @@ def _audit_sink(config: GatewayConfig) -> list[tuple[str, str]]:
         return [] if ok else [("policy.audit.sink", f"cannot be opened: {audit.sink} is not a writable file")]
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        return [("policy.audit.sink", f"cannot be opened: directory {os.path.dirname(audit.sink) or '.'} does not exist or is not writable")]
+        return [
+            (
+                "policy.audit.sink",
+                f"cannot be opened: directory {os.path.dirname(audit.sink) or '.'} does not exist or is not writable",
+            )
+        ]
     return []
 
 
@@ -116,5 +121,10 @@ def _otel(config: GatewayConfig) -> list[tuple[str, str]]:
     try:
         import hopline.observability.otel  # noqa: F401  (the SDK, only when spans are exported)
     except ImportError as exc:
-        return [("observability.otel.endpoint", f"exporting spans needs the otel extra (pip install 'hopline[otel]'): {exc}")]
+        return [
+            (
+                "observability.otel.endpoint",
+                f"exporting spans needs the otel extra (pip install 'hopline[otel]'): {exc}",
+            )
+        ]
     return []

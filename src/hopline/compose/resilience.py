@@ -25,7 +25,15 @@ from hopline.pipeline import BackendGate, CallLayer
 
 
 class Resilience:
-    def __init__(self, *, breakers: Breakers | None, retry: Retry | None, timeouts: Timeouts, fan_out: FanOut, classifier: Classifier) -> None:
+    def __init__(
+        self,
+        *,
+        breakers: Breakers | None,
+        retry: Retry | None,
+        timeouts: Timeouts,
+        fan_out: FanOut,
+        classifier: Classifier,
+    ) -> None:
         self.breakers = breakers
         self.retry = retry
         self.timeouts = timeouts
@@ -72,7 +80,9 @@ def build(
     retry = None
     if r.retry.enabled and r.retry.max_attempts > 1:
         t = r.retry
-        policy = RetryPolicy(t.max_attempts, t.trust_annotations, t.on_timeout, {b: frozenset(names) for b, names in t.tools.items()})
+        policy = RetryPolicy(
+            t.max_attempts, t.trust_annotations, t.on_timeout, {b: frozenset(names) for b, names in t.tools.items()}
+        )
         retry = Retry(
             policy,
             classifier,
@@ -87,4 +97,10 @@ def build(
         methods=r.timeouts.methods,
         tools=r.timeouts.tools,
     )
-    return Resilience(breakers=breakers, retry=retry, timeouts=timeouts, fan_out=FanOut(FailMode(r.partial_failure)), classifier=classifier)
+    return Resilience(
+        breakers=breakers,
+        retry=retry,
+        timeouts=timeouts,
+        fan_out=FanOut(FailMode(r.partial_failure)),
+        classifier=classifier,
+    )

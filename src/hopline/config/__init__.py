@@ -17,9 +17,16 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "GatewayConfig": "schema", "BackendConfig": "schema", "RoutingConfig": "schema", "ListenConfig": "schema",
-    "ConfigError": "errors", "load_config": "load", "parse_config": "load",
-    "ConfigWatcher": "watch", "BackendDiff": "watch", "diff_backends": "watch",
+    "GatewayConfig": "schema",
+    "BackendConfig": "schema",
+    "RoutingConfig": "schema",
+    "ListenConfig": "schema",
+    "ConfigError": "errors",
+    "load_config": "load",
+    "parse_config": "load",
+    "ConfigWatcher": "watch",
+    "BackendDiff": "watch",
+    "diff_backends": "watch",
 }
 __all__ = sorted(_EXPORTS)
 

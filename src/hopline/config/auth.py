@@ -43,13 +43,17 @@ from pydantic import Field, field_validator, model_validator
 from hopline.config.section import Loc, Section, raise_problems
 from hopline.layers.policy.resource import DEFAULT_PORTS, canonical_resource
 
-Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"]
+Algorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256", "HS384", "HS512"
+]
 ASYMMETRIC: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}  # RFC 7518 §3.2: at least the hash size
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 # Headers hopline owns toward a backend or that are hop-by-hop (header_codec.NOT_FORWARDED).
-_RESERVED_HEADERS = frozenset("host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split())
+_RESERVED_HEADERS = frozenset(
+    "host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split()
+)
 
 
 def _endpoint(url: str) -> str:
@@ -70,21 +74,35 @@ class StaticKey(Section):
     """One verification key, its algorithm pinned: tokens naming another ``alg`` are refused."""
 
     alg: Algorithm = Field(description="The only algorithm this key verifies (never taken from a token).")
-    kid: str | None = Field(None, min_length=1, max_length=256, description="Key id; tokens naming another kid never use this key.")
+    kid: str | None = Field(
+        None, min_length=1, max_length=256, description="Key id; tokens naming another kid never use this key."
+    )
     pem: str | None = Field(None, description="PEM public key (RSA, EC or Ed25519), e.g. ${JWT_PUBLIC_KEY}.")
     pem_file: str | None = Field(None, min_length=1, description="Path of a PEM public key.")
     jwk: dict[str, Any] | None = Field(None, description="A public JWK (kty RSA, EC or OKP).")
     jwk_file: str | None = Field(None, min_length=1, description="Path of a JSON file holding one public JWK.")
-    secret: str | None = Field(None, description="HMAC secret for HS256/384/512 (use ${VAR}); at least as long as the hash.")
+    secret: str | None = Field(
+        None, description="HMAC secret for HS256/384/512 (use ${VAR}); at least as long as the hash."
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> StaticKey:
         sources = [k for k in ("pem", "pem_file", "jwk", "jwk_file", "secret") if getattr(self, k) is not None]
         problems: list[tuple[Loc, str]] = []
         if len(sources) != 1:
-            problems.append(((), f"set exactly one of pem, pem_file, jwk, jwk_file or secret; {'none' if not sources else ', '.join(sources)} set"))
+            problems.append(
+                (
+                    (),
+                    f"set exactly one of pem, pem_file, jwk, jwk_file or secret; {'none' if not sources else ', '.join(sources)} set",
+                )
+            )
         elif self.alg.startswith("HS") != (sources[0] == "secret"):
-            problems.append(((sources[0],), "HS256/384/512 keys are secrets (`secret`); public keys (pem/jwk) need an asymmetric alg"))
+            problems.append(
+                (
+                    (sources[0],),
+                    "HS256/384/512 keys are secrets (`secret`); public keys (pem/jwk) need an asymmetric alg",
+                )
+            )
         elif self.secret is not None and len(self.secret.encode()) < HMAC_MIN_BYTES[self.alg]:
             problems.append((("secret",), f"an {self.alg} secret must be at least {HMAC_MIN_BYTES[self.alg]} bytes"))
         raise_problems(problems)
@@ -94,13 +112,30 @@ class StaticKey(Section):
 class IssuerConfig(Section):
     """One trusted authorization server: its exact ``iss`` and where its keys come from."""
 
-    issuer: str = Field(min_length=1, description="Exact `iss` value (no normalisation: a trailing slash is another issuer).")
-    jwks_url: str | None = Field(None, description="JWKS URL (https; http only on loopback). Keys are fetched, cached and refreshed.")
-    algorithms: list[Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]] = Field(
-        default_factory=lambda: list(ASYMMETRIC), min_length=1, description="Algorithms a JWKS key may be pinned to (a key's own `alg`, else derived from kty/crv).")
-    keys: list[StaticKey] = Field(default_factory=list, description="Static keys for this issuer (besides or instead of jwks_url).")
-    jwks_max_age: float = Field(300.0, gt=0, description="Seconds before fetched keys are refreshed (removed keys stop being accepted).")
-    jwks_min_interval: float = Field(30.0, ge=0, description="Least seconds between two JWKS fetches; an unknown kid within it is refused without a fetch.")
+    issuer: str = Field(
+        min_length=1, description="Exact `iss` value (no normalisation: a trailing slash is another issuer)."
+    )
+    jwks_url: str | None = Field(
+        None, description="JWKS URL (https; http only on loopback). Keys are fetched, cached and refreshed."
+    )
+    algorithms: list[
+        Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+    ] = Field(
+        default_factory=lambda: list(ASYMMETRIC),
+        min_length=1,
+        description="Algorithms a JWKS key may be pinned to (a key's own `alg`, else derived from kty/crv).",
+    )
+    keys: list[StaticKey] = Field(
+        default_factory=list, description="Static keys for this issuer (besides or instead of jwks_url)."
+    )
+    jwks_max_age: float = Field(
+        300.0, gt=0, description="Seconds before fetched keys are refreshed (removed keys stop being accepted)."
+    )
+    jwks_min_interval: float = Field(
+        30.0,
+        ge=0,
+        description="Least seconds between two JWKS fetches; an unknown kid within it is refused without a fetch.",
+    )
 
     @field_validator("jwks_url")
     @classmethod
@@ -127,7 +162,11 @@ class IssuerConfig(Section):
 class ApiKey(Section):
     """A named key for simple deployments; the name becomes the caller's subject."""
 
-    name: str = Field(min_length=1, max_length=128, description="Subject of callers presenting this key (shown in audit records; never the key).")
+    name: str = Field(
+        min_length=1,
+        max_length=128,
+        description="Subject of callers presenting this key (shown in audit records; never the key).",
+    )
     key: str = Field(min_length=16, description="The key itself (use ${VAR}); at least 16 characters.")
     scopes: list[str] = Field(default_factory=list, description="Scopes granted to this key.")
 
@@ -139,18 +178,30 @@ class BackendAuth(Section):
     """How the gateway authenticates to one HTTP backend (draft §9.1). The client's own
     token never travels unless ``mode: passthrough``."""
 
-    mode: PropagationMode = Field(description="inject: a static secret; client_credentials: the gateway's own OAuth token; exchange: RFC 8693 token exchange for this backend's audience; passthrough: the client's token (transparent gateways only); none.")
+    mode: PropagationMode = Field(
+        description="inject: a static secret; client_credentials: the gateway's own OAuth token; exchange: RFC 8693 token exchange for this backend's audience; passthrough: the client's token (transparent gateways only); none."
+    )
     header: str = Field("authorization", description="Header that carries the credential.")
-    scheme: str | None = Field("Bearer", description="Prefix of the header value (`Bearer`); null sends the bare credential.")
+    scheme: str | None = Field(
+        "Bearer", description="Prefix of the header value (`Bearer`); null sends the bare credential."
+    )
     secret: str | None = Field(None, description="inject: the credential (use ${VAR}).")
-    token_endpoint: str | None = Field(None, description="client_credentials / exchange: the authorization server's token endpoint.")
+    token_endpoint: str | None = Field(
+        None, description="client_credentials / exchange: the authorization server's token endpoint."
+    )
     client_id: str | None = Field(None, min_length=1, description="The gateway's client id at the token endpoint.")
     client_secret: str | None = Field(None, description="The gateway's client secret (use ${VAR}).")
     client_auth: Literal["basic", "post"] = Field("basic", description="client_secret_basic or client_secret_post.")
     scope: str | None = Field(None, description="`scope` asked for.")
-    resource: str | None = Field(None, description="RFC 8707 `resource` asked for; default: the backend's URL, canonicalised.")
-    audience: str | None = Field(None, description="exchange: RFC 8693 `audience`, if the authorization server wants one.")
-    requested_token_type: str = Field("urn:ietf:params:oauth:token-type:access_token", description="exchange: RFC 8693 requested_token_type.")
+    resource: str | None = Field(
+        None, description="RFC 8707 `resource` asked for; default: the backend's URL, canonicalised."
+    )
+    audience: str | None = Field(
+        None, description="exchange: RFC 8693 `audience`, if the authorization server wants one."
+    )
+    requested_token_type: str = Field(
+        "urn:ietf:params:oauth:token-type:access_token", description="exchange: RFC 8693 requested_token_type."
+    )
     timeout: float = Field(10.0, gt=0, description="Seconds a token request may take.")
 
     @field_validator("token_endpoint")
@@ -197,20 +248,42 @@ class BackendAuth(Section):
 class AuthConfig(Section):
     """Client authentication (OAuth 2.1 resource server, API keys) and per-backend token propagation."""
 
-    resource: str = Field(description="This gateway's canonical resource URI (RFC 8707): the audience every token must carry, and the `resource` of its protected resource metadata.")
+    resource: str = Field(
+        description="This gateway's canonical resource URI (RFC 8707): the audience every token must carry, and the `resource` of its protected resource metadata."
+    )
     resource_name: str | None = Field(None, description="Human-readable name in the protected resource metadata.")
-    authorization_servers: list[str] = Field(default_factory=list, description="Published in the protected resource metadata; default: the issuers.")
-    scopes_supported: list[str] = Field(default_factory=list, description="Published in the protected resource metadata.")
-    required_scopes: list[str] = Field(default_factory=list, description="Scopes every request needs; a token without them gets 403 insufficient_scope.")
-    issuers: list[IssuerConfig] = Field(default_factory=list, description="Trusted token issuers; a token's key is looked up in its own issuer's keys only.")
+    authorization_servers: list[str] = Field(
+        default_factory=list, description="Published in the protected resource metadata; default: the issuers."
+    )
+    scopes_supported: list[str] = Field(
+        default_factory=list, description="Published in the protected resource metadata."
+    )
+    required_scopes: list[str] = Field(
+        default_factory=list,
+        description="Scopes every request needs; a token without them gets 403 insufficient_scope.",
+    )
+    issuers: list[IssuerConfig] = Field(
+        default_factory=list,
+        description="Trusted token issuers; a token's key is looked up in its own issuer's keys only.",
+    )
     leeway: float = Field(30.0, ge=0, le=300, description="Seconds of clock skew allowed on exp, nbf and iat.")
     require_exp: bool = Field(True, description="Refuse tokens without `exp`.")
-    token_types: list[str] = Field(default_factory=lambda: ["at+jwt", "application/at+jwt", "jwt"], description="Accepted JWT `typ` values (case-insensitive; a token without typ is accepted).")
-    max_token_bytes: int = Field(16384, ge=256, le=65536, description="Longest accepted Authorization header value; longer gets 431.")
-    cache_size: int = Field(4096, ge=0, description="Verified tokens kept (each until it expires); 0 verifies every request.")
+    token_types: list[str] = Field(
+        default_factory=lambda: ["at+jwt", "application/at+jwt", "jwt"],
+        description="Accepted JWT `typ` values (case-insensitive; a token without typ is accepted).",
+    )
+    max_token_bytes: int = Field(
+        16384, ge=256, le=65536, description="Longest accepted Authorization header value; longer gets 431."
+    )
+    cache_size: int = Field(
+        4096, ge=0, description="Verified tokens kept (each until it expires); 0 verifies every request."
+    )
     api_keys: list[ApiKey] = Field(default_factory=list, description="Named static keys, sent in `api_key_header`.")
     api_key_header: str = Field("x-api-key", description="Header that carries an API key.")
-    backends: dict[str, BackendAuth] = Field(default_factory=dict, description="Token propagation per backend id (absent: the backend's own `headers`, nothing else).")
+    backends: dict[str, BackendAuth] = Field(
+        default_factory=dict,
+        description="Token propagation per backend id (absent: the backend's own `headers`, nothing else).",
+    )
 
     @field_validator("resource")
     @classmethod
@@ -261,5 +334,10 @@ class AuthConfig(Section):
                 known = ", ".join(sorted(backends)) or "none"
                 problems.append((("auth", "backends", backend_id), f"no backend has this id (backends: {known})"))
             elif getattr(backend, "url", None) is None and spec.mode != "none":
-                problems.append((("auth", "backends", backend_id), "token propagation applies to `url` backends only; give a stdio backend its secrets in `env`"))
+                problems.append(
+                    (
+                        ("auth", "backends", backend_id),
+                        "token propagation applies to `url` backends only; give a stdio backend its secrets in `env`",
+                    )
+                )
         return problems

@@ -35,11 +35,19 @@ SECTION = "mcpServers"
 VSCODE_SECTION = "servers"
 SECTIONS = (SECTION, VSCODE_SECTION)
 REFUSED = {"envFile": "hopline does not read env files; put the variables under `env`"}
-TRANSPORTS = {"stdio": None, "sse": "sse", "http": "streamable-http", "streamable-http": "streamable-http", "streamableHttp": "streamable-http"}
+TRANSPORTS = {
+    "stdio": None,
+    "sse": "sse",
+    "http": "streamable-http",
+    "streamable-http": "streamable-http",
+    "streamableHttp": "streamable-http",
+}
 TYPE_KEYS = ("type", "transportType")
 URL_KEYS = ("serverUrl", "httpUrl")
 # Settings that desktop clients keep per server for their own UI; they mean nothing here.
-IGNORED = frozenset({"autoApprove", "alwaysAllow", "disabledTools", "trust", "gallery", "version", "icon", "networkTimeout", "dev"})
+IGNORED = frozenset(
+    {"autoApprove", "alwaysAllow", "disabledTools", "trust", "gallery", "version", "icon", "networkTimeout", "dev"}
+)
 
 
 @dataclass
@@ -60,8 +68,9 @@ class Imported:
     hoisted: set[str] = field(default_factory=set)  # top-level keys that came from the `hopline` key
 
 
-def import_servers(servers: Any, *, delimiter: str, taken: set[str], max_length: int = MAX_ID_LENGTH,
-                   section: str = SECTION) -> Imported:
+def import_servers(
+    servers: Any, *, delimiter: str, taken: set[str], max_length: int = MAX_ID_LENGTH, section: str = SECTION
+) -> Imported:
     out = Imported()
     if not isinstance(servers, dict):
         out.problems.append(((section,), "must be a mapping of server name to server entry"))
@@ -121,15 +130,26 @@ def _convert(entry: dict[str, Any], loc: Loc, out: Imported) -> tuple[dict[str, 
         else:
             _put(backend, origin, key, value, key, loc, problems)
     if ignored:
-        out.notes.append(f"{format_path(loc)}: ignored {', '.join(ignored)} (desktop-client settings hopline does not use)")
+        out.notes.append(
+            f"{format_path(loc)}: ignored {', '.join(ignored)} (desktop-client settings hopline does not use)"
+        )
     out.problems += problems
     return None if problems else (backend, origin)
 
 
-def _put(backend: dict[str, Any], origin: Origin, field_name: str, value: Any, key: str, loc: Loc,
-         problems: list[tuple[Loc, str]]) -> None:
+def _put(
+    backend: dict[str, Any],
+    origin: Origin,
+    field_name: str,
+    value: Any,
+    key: str,
+    loc: Loc,
+    problems: list[tuple[Loc, str]],
+) -> None:
     if field_name in backend:
-        problems.append(((*loc, key), f"sets `{field_name}` again (already set by `{origin.keys.get(field_name, field_name)}`)"))
+        problems.append(
+            ((*loc, key), f"sets `{field_name}` again (already set by `{origin.keys.get(field_name, field_name)}`)")
+        )
         return
     backend[field_name] = value
     if key != field_name:

@@ -24,7 +24,10 @@ EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "search": (("numpy", "snowballstemmer"), ("numpy",)),  # snowballstemmer is optional (a light stemmer otherwise)
     "code": (("pydantic-monty", "numpy", "snowballstemmer"), ("pydantic_monty", "numpy")),
     "redis": (("redis",), ("redis.asyncio",)),
-    "otel": (("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"), ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter")),
+    "otel": (
+        ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"),
+        ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
+    ),
     "auth": (("pyjwt",), ("jwt", "cryptography")),
     "cel": (("common-expression-language",), ("cel",)),
 }
@@ -52,9 +55,15 @@ def needed(config: GatewayConfig) -> list[tuple[Loc, str, str]]:
     """``(key path, what needs it, extra)`` for each configured feature that needs an extra."""
     out: list[tuple[Loc, str, str]] = []
     tools = config.tools
-    endpoints: list[tuple[Loc, object]] = [(("tools",), tools), *((("tools", "endpoints", p), e) for p, e in tools.endpoints.items())]
+    endpoints: list[tuple[Loc, object]] = [
+        (("tools",), tools),
+        *((("tools", "endpoints", p), e) for p, e in tools.endpoints.items()),
+    ]
     for loc, endpoint in endpoints:
-        spots = [((*loc, "mode"), endpoint.mode), *(((*loc, "groups", g, "mode"), group.mode) for g, group in endpoint.groups.items())]  # type: ignore[attr-defined]
+        spots = [
+            ((*loc, "mode"), endpoint.mode),
+            *(((*loc, "groups", g, "mode"), group.mode) for g, group in endpoint.groups.items()),
+        ]  # type: ignore[attr-defined]
         out += [(spot, f"{mode} needs", mode) for spot, mode in spots if mode in ("search", "code")]
     policy = config.policy
     if policy.rules:

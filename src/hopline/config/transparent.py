@@ -40,11 +40,17 @@ class TransparentConfig(Section):
         "destination, dual-handshaken, with this file's policy, resilience, observability and tool modes).",
     )
     destination: Literal["host", "header"] = Field(
-        "host", description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` (set by the interception layer)."
+        "host",
+        description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` (set by the interception layer).",
     )
-    header: str = Field("x-original-destination", min_length=1, description="With `destination: header`: the header holding the original host[:port].")
+    header: str = Field(
+        "x-original-destination",
+        min_length=1,
+        description="With `destination: header`: the header holding the original host[:port].",
+    )
     destinations: dict[str, str] = Field(
-        min_length=1, description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or https) to forward to."
+        min_length=1,
+        description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or https) to forward to.",
     )
     paths: list[str] = Field(
         default_factory=lambda: ["/mcp"],
@@ -60,13 +66,21 @@ class TransparentConfig(Section):
         "refuse",
         description="With rules that read `mcp_method`, a request whose method no trustworthy header gives (one that does not claim "
         "MCP-Protocol-Version 2026-07-28: the handshake era) is refused (403, fail closed), or its method is read from the JSON-RPC "
-        "envelope of its body (`read_body`: at most `max_method_body` bytes, then forwarded byte for byte), or `allow`: the rules see \"\".",
+        'envelope of its body (`read_body`: at most `max_method_body` bytes, then forwarded byte for byte), or `allow`: the rules see "".',
     )
-    max_method_body: int = Field(1024 * 1024, gt=0, description="With `unknown_method: read_body`: the largest body read for its method, in bytes (403 above).")
+    max_method_body: int = Field(
+        1024 * 1024,
+        gt=0,
+        description="With `unknown_method: read_body`: the largest body read for its method, in bytes (403 above).",
+    )
     tls: Literal["plaintext", "terminated"] = Field(
-        "plaintext", description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared)."
+        "plaintext",
+        description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared).",
     )
-    trusted_network: bool = Field(False, description="Allow forwarding in plaintext what arrived over TLS (tls: terminated, http:// destinations).")
+    trusted_network: bool = Field(
+        False,
+        description="Allow forwarding in plaintext what arrived over TLS (tls: terminated, http:// destinations).",
+    )
     max_body: int = Field(4 * 1024 * 1024, gt=0, description="Largest request body forwarded, in bytes (413 above).")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to connect to a destination (502 after).")
 
@@ -76,8 +90,16 @@ class TransparentConfig(Section):
         problems: list[tuple[Loc, str]] = []
         for name, url in destinations.items():
             parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") or parts.query or parts.username:
-                problems.append(((name,), "must be a base URL: http(s)://host[:port], without path, query or credentials"))
+            if (
+                parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or parts.path not in ("", "/")
+                or parts.query
+                or parts.username
+            ):
+                problems.append(
+                    ((name,), "must be a base URL: http(s)://host[:port], without path, query or credentials")
+                )
             if not name or any(c in name for c in "/ @?#"):
                 problems.append(((name,), "a destination is a host or host:port, as in the Host header"))
         raise_problems(problems)
@@ -86,7 +108,11 @@ class TransparentConfig(Section):
     @field_validator("paths")
     @classmethod
     def _paths(cls, paths: list[str]) -> list[str]:
-        problems = [((i,), "a path starts with '/' and has no query") for i, p in enumerate(paths) if not p.startswith("/") or "?" in p or "#" in p]
+        problems = [
+            ((i,), "a path starts with '/' and has no query")
+            for i, p in enumerate(paths)
+            if not p.startswith("/") or "?" in p or "#" in p
+        ]
         raise_problems(problems)
         return [p.rstrip("/") or "/" for p in paths]
 

@@ -53,7 +53,9 @@ def diff_backends(old: GatewayConfig, new: GatewayConfig) -> BackendDiff:
 class ConfigWatcher:
     """Polls one configuration file; ``current`` is the last valid configuration seen."""
 
-    def __init__(self, path: str | os.PathLike[str], *, interval: float = 1.0, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, interval: float = 1.0, env: Mapping[str, str] | None = None
+    ) -> None:
         self.path = Path(path)
         self.interval = interval
         self.current: GatewayConfig | None = None

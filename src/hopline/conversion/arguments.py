@@ -27,7 +27,15 @@ import orjson
 from hopline.conversion.operations import Operation, Param
 
 MAX_DEPTH = 32
-_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array", dict: "an object", type(None): "null"}
+_NAMES = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+    type(None): "null",
+}
 
 
 @dataclass
@@ -66,7 +74,9 @@ def _is(value: Any, kind: str) -> bool:
     if kind == "string":
         return isinstance(value, str)
     if kind == "integer":
-        return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+        return (isinstance(value, int) and not isinstance(value, bool)) or (
+            isinstance(value, float) and value.is_integer()
+        )
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "boolean":
@@ -134,7 +144,9 @@ def build(operation: Operation, arguments: dict[str, Any]) -> Request:
         elif param.location == "header":
             request.headers[param.name] = _text(value) if param.as_json else _joined(value, ",", param.explode)
         else:
-            cookies.append(f"{param.name}={quote(_text(value) if param.as_json else _joined(value, ',', False), safe='')}")
+            cookies.append(
+                f"{param.name}={quote(_text(value) if param.as_json else _joined(value, ',', False), safe='')}"
+            )
     if cookies:
         request.headers["Cookie"] = "; ".join(cookies)
     body = operation.body
@@ -179,10 +191,16 @@ def _path_value(param: Param, value: Any) -> str:
         return quote(_text(value), safe="")
     if isinstance(value, (list, dict)):
         items = value.items() if isinstance(value, dict) else None
-        parts = [quote(_scalar(v), safe="") for v in value] if items is None else [
-            f"{quote(str(k), safe='')}={quote(_scalar(v), safe='')}" if param.explode else f"{quote(str(k), safe='')},{quote(_scalar(v), safe='')}"
-            for k, v in items
-        ]
+        parts = (
+            [quote(_scalar(v), safe="") for v in value]
+            if items is None
+            else [
+                f"{quote(str(k), safe='')}={quote(_scalar(v), safe='')}"
+                if param.explode
+                else f"{quote(str(k), safe='')},{quote(_scalar(v), safe='')}"
+                for k, v in items
+            ]
+        )
         encoded = ",".join(parts)
     else:
         encoded = quote(_scalar(value), safe="")

@@ -42,7 +42,9 @@ def resolve_path(location: str, base_dir: str | None) -> Path:
     return path
 
 
-def read_source(location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()) -> bytes:
+def read_source(
+    location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()
+) -> bytes:
     """The document's bytes, from a file or (synchronously) from a URL: guarded, same-origin
     redirects only (:func:`hopline.conversion.netguard.fetch_spec`); ``allowed``: the
     backend's ``allow_addresses`` networks."""
@@ -89,7 +91,9 @@ def parse_document(raw: bytes, where: str = "the spec") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"{where} is not an OpenAPI document (expected a mapping at the top)")
     if "swagger" in data:
-        raise SpecError(f"{where} is Swagger {data.get('swagger')}; only OpenAPI 3.0 and 3.1 are supported (convert it first)")
+        raise SpecError(
+            f"{where} is Swagger {data.get('swagger')}; only OpenAPI 3.0 and 3.1 are supported (convert it first)"
+        )
     version = data.get("openapi")
     if isinstance(version, float):  # `openapi: 3.1` unquoted is a YAML number
         version = str(version)
@@ -100,7 +104,9 @@ def parse_document(raw: bytes, where: str = "the spec") -> dict[str, Any]:
     return data
 
 
-def load_document(location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()) -> dict[str, Any]:
+def load_document(
+    location: str, base_dir: str | None = None, *, timeout: float = 30.0, allowed: tuple[Any, ...] = ()
+) -> dict[str, Any]:
     where = "the spec" if is_url(location) else f"the spec file {location}"
     return parse_document(read_source(location, base_dir, timeout=timeout, allowed=allowed), where)
 

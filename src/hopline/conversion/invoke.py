@@ -78,16 +78,37 @@ class Api:
             headers["Content-Type"] = operation.body.media_type if operation.body else "application/json"
         try:
             async with self.client.stream(
-                request.method, self.base_url + request.path, params=request.query or None, headers=headers,
-                content=content, data=request.form, timeout=self.timeout,
+                request.method,
+                self.base_url + request.path,
+                params=request.query or None,
+                headers=headers,
+                content=content,
+                data=request.form,
+                timeout=self.timeout,
             ) as response:
                 body = await _read_capped(response)
                 if body is None:
-                    return error(f"{operation.describe()}: the API's answer is larger than {MAX_RESPONSE // 1024} KiB; not read")
-                return answer(operation, response.status_code, response.reason_phrase, response.headers.get("content-type", ""), body)
+                    return error(
+                        f"{operation.describe()}: the API's answer is larger than {MAX_RESPONSE // 1024} KiB; not read"
+                    )
+                return answer(
+                    operation,
+                    response.status_code,
+                    response.reason_phrase,
+                    response.headers.get("content-type", ""),
+                    body,
+                )
         except httpx.TimeoutException as exc:
-            log.warning("backend %s: %s timed out after %ss (%s)", self.backend, operation.describe(), self.timeout, type(exc).__name__)
-            return error(f"backend {self.backend}: the API did not answer {operation.describe()} within {self.timeout:g} s ({type(exc).__name__})")
+            log.warning(
+                "backend %s: %s timed out after %ss (%s)",
+                self.backend,
+                operation.describe(),
+                self.timeout,
+                type(exc).__name__,
+            )
+            return error(
+                f"backend {self.backend}: the API did not answer {operation.describe()} within {self.timeout:g} s ({type(exc).__name__})"
+            )
         except httpx.HTTPError as exc:
             log.warning("backend %s: %s failed: %s", self.backend, operation.describe(), exc)
             return error(f"backend {self.backend}: the API could not be reached ({type(exc).__name__})")
@@ -112,7 +133,11 @@ def _is_json(content_type: str) -> bool:
 
 def _is_text(content_type: str) -> bool:
     base = content_type.split(";", 1)[0].strip().lower()
-    return base.startswith("text/") or base.endswith(("+xml", "/xml", "/yaml", "/x-yaml", "/javascript", "/csv")) or base == "application/x-www-form-urlencoded"
+    return (
+        base.startswith("text/")
+        or base.endswith(("+xml", "/xml", "/yaml", "/x-yaml", "/javascript", "/csv"))
+        or base == "application/x-www-form-urlencoded"
+    )
 
 
 def answer(operation: Operation, status: int, reason: str, content_type: str, body: bytes) -> dict[str, Any]:
@@ -120,7 +145,9 @@ def answer(operation: Operation, status: int, reason: str, content_type: str, bo
     if not 200 <= status < 300:
         shown = body[:MAX_ERROR_TEXT].decode("utf-8", "replace")
         more = f" ... ({len(body)} bytes in all)" if len(body) > MAX_ERROR_TEXT else ""
-        return error(f"{operation.describe()} failed: HTTP {status} {reason}".rstrip() + (f"\n{shown}{more}" if shown else ""))
+        return error(
+            f"{operation.describe()} failed: HTTP {status} {reason}".rstrip() + (f"\n{shown}{more}" if shown else "")
+        )
     if not body:
         return _text(f"HTTP {status} (no content)")
     if _is_json(content_type) or not content_type:
@@ -128,9 +155,14 @@ def answer(operation: Operation, status: int, reason: str, content_type: str, bo
             value = orjson.loads(body)
         except orjson.JSONDecodeError:
             if content_type:
-                return error(f"{operation.describe()}: the API answered HTTP {status} with a body that is not valid JSON: {body[:200].decode('utf-8', 'replace')}")
+                return error(
+                    f"{operation.describe()}: the API answered HTTP {status} with a body that is not valid JSON: {body[:200].decode('utf-8', 'replace')}"
+                )
         else:
-            return {"content": [{"type": "text", "text": orjson.dumps(value).decode()}], "structuredContent": value if isinstance(value, dict) else {"result": value}}
+            return {
+                "content": [{"type": "text", "text": orjson.dumps(value).decode()}],
+                "structuredContent": value if isinstance(value, dict) else {"result": value},
+            }
     base = content_type.split(";", 1)[0].strip().lower()
     if base.startswith("image/"):
         return {"content": [{"type": "image", "data": base64.b64encode(body).decode(), "mimeType": base}]}

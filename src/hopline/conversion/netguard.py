@@ -82,7 +82,9 @@ def _addresses(infos: list[Any]) -> list[str]:
 def _check(host: str, addresses: list[str], allowed: tuple[Network, ...], forbidden: tuple[Network, ...]) -> None:
     bad = next((a for a in addresses if refused(a, allowed, forbidden)), None)
     if bad is not None:
-        raise httpcore.ConnectError(f"{host} resolves to {bad}, a link-local or cloud-metadata address (not in allow_addresses)")
+        raise httpcore.ConnectError(
+            f"{host} resolves to {bad}, a link-local or cloud-metadata address (not in allow_addresses)"
+        )
 
 
 def origin(url: str) -> str:
@@ -104,7 +106,9 @@ def check_url(url: str, allowed: tuple[Network, ...], what: str, key: str) -> No
     try:
         _check(host, addresses, allowed, FORBIDDEN)
     except httpcore.ConnectError as exc:
-        raise SpecError(f"{what} is refused: {exc}; list the network in `allow_addresses` if this is really meant", key=key) from None
+        raise SpecError(
+            f"{what} is refused: {exc}; list the network in `allow_addresses` if this is really meant", key=key
+        ) from None
 
 
 def check_credentials(base_url: str, configured: str | None, location: str, headers: dict[str, str]) -> None:
@@ -126,7 +130,14 @@ class _SyncGuard(httpcore.NetworkBackend):
     def __init__(self, allowed: tuple[Network, ...], forbidden: tuple[Network, ...]) -> None:
         self.allowed, self.forbidden, self.inner = allowed, forbidden, httpcore.SyncBackend()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None) -> Any:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> Any:
         try:
             addresses = _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
         except OSError as exc:
@@ -153,7 +164,14 @@ class _AsyncGuard(httpcore.AsyncNetworkBackend):
     def __init__(self, allowed: tuple[Network, ...], forbidden: tuple[Network, ...]) -> None:
         self.allowed, self.forbidden, self.inner = allowed, forbidden, httpcore.AnyIOBackend()
 
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None, socket_options: Any = None) -> Any:
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> Any:
         try:
             async with asyncio.timeout(timeout):
                 infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -179,17 +197,23 @@ class _AsyncGuard(httpcore.AsyncNetworkBackend):
 
 
 def _guarded(transport: Any, guard: Any) -> Any:
-    transport._pool._network_backend = guard  # httpx builds the pool; its connections take the backend from it when they open
+    transport._pool._network_backend = (
+        guard  # httpx builds the pool; its connections take the backend from it when they open
+    )
     return transport
 
 
-def async_client(allowed: tuple[Network, ...], *, timeout: float, forbidden: tuple[Network, ...] = FORBIDDEN) -> httpx.AsyncClient:
+def async_client(
+    allowed: tuple[Network, ...], *, timeout: float, forbidden: tuple[Network, ...] = FORBIDDEN
+) -> httpx.AsyncClient:
     """The API calls' client: guarded, no redirects, no environment settings."""
     transport = _guarded(httpx.AsyncHTTPTransport(trust_env=False), _AsyncGuard(allowed, forbidden))
     return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False, timeout=timeout)
 
 
-def fetch_spec(url: str, allowed: tuple[Network, ...], *, timeout: float, read: Any, forbidden: tuple[Network, ...] = FORBIDDEN) -> bytes:
+def fetch_spec(
+    url: str, allowed: tuple[Network, ...], *, timeout: float, read: Any, forbidden: tuple[Network, ...] = FORBIDDEN
+) -> bytes:
     """GET the spec (guarded); same-origin redirects only, at most :data:`MAX_REDIRECTS`.
     ``read`` takes the response's byte iterator and returns the (capped) bytes."""
     transport = _guarded(httpx.HTTPTransport(trust_env=False), _SyncGuard(allowed, forbidden))
@@ -199,8 +223,10 @@ def fetch_spec(url: str, allowed: tuple[Network, ...], *, timeout: float, read: 
                 if response.is_redirect:
                     target = urljoin(url, response.headers["location"])
                     if origin(target) != origin(url):
-                        raise SpecError(f"the spec URL redirects to another origin ({origin(target)}); cross-origin redirects are not followed: "
-                                        "point `openapi` at the document itself")
+                        raise SpecError(
+                            f"the spec URL redirects to another origin ({origin(target)}); cross-origin redirects are not followed: "
+                            "point `openapi` at the document itself"
+                        )
                     url = target
                     continue
                 if response.status_code >= 300:

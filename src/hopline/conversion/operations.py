@@ -127,7 +127,9 @@ def convert(document: dict[str, Any], allow: list[str] | None = None) -> Convert
                 operation = _operation(resolver, str(path), method, item, op, op_id, taken)
             except SpecError as exc:
                 if wanted is not None:
-                    raise SpecError(f"operation {op_id!r} ({label}) cannot be converted: {exc}", key="operations") from None
+                    raise SpecError(
+                        f"operation {op_id!r} ({label}) cannot be converted: {exc}", key="operations"
+                    ) from None
                 out.skipped[label] = str(exc)
                 continue
             taken.add(operation.tool)
@@ -136,9 +138,14 @@ def convert(document: dict[str, Any], allow: list[str] | None = None) -> Convert
         unknown = [name for name in allow or [] if name not in found]
         if unknown:
             known = ", ".join(sorted(found)[:20]) + (", ..." if len(found) > 20 else "") or "none"
-            raise SpecError(f"`operations` names operationIds the spec does not have: {', '.join(unknown)} (the spec's: {known})", key="operations")
+            raise SpecError(
+                f"`operations` names operationIds the spec does not have: {', '.join(unknown)} (the spec's: {known})",
+                key="operations",
+            )
     if not out.operations:
-        raise SpecError("the spec has no operations to convert" + (f" ({len(out.skipped)} skipped)" if out.skipped else ""))
+        raise SpecError(
+            "the spec has no operations to convert" + (f" ({len(out.skipped)} skipped)" if out.skipped else "")
+        )
     return out
 
 
@@ -157,7 +164,9 @@ def _slug(text: str) -> str:
     return _RUNS.sub("_", _OUTSIDE.sub("_", text)).strip("_")[:MAX_NAME]
 
 
-def _operation(resolver: Resolver, path: str, method: str, item: dict, op: dict, op_id: str | None, taken: set[str]) -> Operation:
+def _operation(
+    resolver: Resolver, path: str, method: str, item: dict, op: dict, op_id: str | None, taken: set[str]
+) -> Operation:
     raw_params = _merged_params(resolver, item.get("parameters"), op.get("parameters"))
     counts: dict[str, int] = {}
     for p in raw_params:
@@ -177,11 +186,15 @@ def _operation(resolver: Resolver, path: str, method: str, item: dict, op: dict,
         style = p.get("style") or ("simple" if location in ("path", "header") else "form")
         explode = p.get("explode") if isinstance(p.get("explode"), bool) else style == "form"
         params.append(Param(arg, p["name"], location, str(style), explode, as_json))
-    undeclared = [n for n in _PLACEHOLDER.findall(path) if not any(p.location == "path" and p.name == n for p in params)]
+    undeclared = [
+        n for n in _PLACEHOLDER.findall(path) if not any(p.location == "path" and p.name == n for p in params)
+    ]
     if undeclared:
         raise SpecError(f"path parameter {{{undeclared[0]}}} is not declared")
     body = _body(resolver, op.get("requestBody"), props, required)
-    description = "\n\n".join(s.strip() for s in (op.get("summary"), op.get("description")) if isinstance(s, str) and s.strip())
+    description = "\n\n".join(
+        s.strip() for s in (op.get("summary"), op.get("description")) if isinstance(s, str) and s.strip()
+    )
     description = description or f"{method.upper()} {path}"
     if op.get("deprecated") is True:
         description = "(deprecated) " + description
@@ -211,7 +224,11 @@ def _merged_params(resolver: Resolver, shared: Any, own: Any) -> list[dict[str, 
     for group in (shared, own):
         for raw in group if isinstance(group, list) else []:
             p = resolver.follow(raw)
-            if not isinstance(p, dict) or not isinstance(p.get("name"), str) or p.get("in") not in ("path", "query", "header", "cookie"):
+            if (
+                not isinstance(p, dict)
+                or not isinstance(p.get("name"), str)
+                or p.get("in") not in ("path", "query", "header", "cookie")
+            ):
                 raise SpecError("a parameter needs a `name` and an `in` of path, query, header or cookie")
             if p["in"] == "header" and p["name"].lower() in _IGNORED_HEADERS:
                 continue
@@ -241,7 +258,9 @@ def _body(resolver: Resolver, raw: Any, props: dict[str, Any], required: list[st
     content = request.get("content") if isinstance(request, dict) else None
     if not isinstance(content, dict) or not content:
         return None
-    media_type = next((m for m in content if _is_json(m)), None) or next((m for m in content if m.lower().startswith("application/x-www-form-urlencoded")), None)
+    media_type = next((m for m in content if _is_json(m)), None) or next(
+        (m for m in content if m.lower().startswith("application/x-www-form-urlencoded")), None
+    )
     body_required = isinstance(request, dict) and request.get("required") is True
     if media_type is None:
         if body_required:

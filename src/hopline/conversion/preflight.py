@@ -63,7 +63,9 @@ def check_specs(config: Any, source: str = "<config>") -> dict[str, tuple[Conver
         except SpecError as exc:
             problems.append((format_path(("backends", backend_id, exc.key)), str(exc)))
         except RecursionError:
-            problems.append((format_path(("backends", backend_id, "openapi")), "the spec is nested too deeply to convert"))
+            problems.append(
+                (format_path(("backends", backend_id, "openapi")), "the spec is nested too deeply to convert")
+            )
     if problems:
         raise ConfigError(source, problems)
     return out

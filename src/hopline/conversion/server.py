@@ -107,9 +107,12 @@ def catalog_for(converted: Converted, api: Api) -> Catalog:
 
         return run
 
-    return Catalog().add(*(
-        Tool(op.tool, op.description, op.input_schema, runner(op), annotations=op.annotations) for op in converted.operations
-    ))
+    return Catalog().add(
+        *(
+            Tool(op.tool, op.description, op.input_schema, runner(op), annotations=op.annotations)
+            for op in converted.operations
+        )
+    )
 
 
 def protocol_for(catalog: Catalog, backend_id: str, document: dict[str, Any]) -> DemoProtocol:
@@ -117,11 +120,21 @@ def protocol_for(catalog: Catalog, backend_id: str, document: dict[str, Any]) ->
     info = document.get("info") if isinstance(document.get("info"), dict) else {}
     title = str(info.get("title") or backend_id)
     about = info.get("description")
-    instructions = f"{title}: {about}"[:2000] if isinstance(about, str) and about.strip() else f"Tools converted from the OpenAPI description of {title}."
-    server_info = {"name": f"hopline-openapi/{backend_id}", "title": title, "version": str(info.get("version") or __version__)}
+    instructions = (
+        f"{title}: {about}"[:2000]
+        if isinstance(about, str) and about.strip()
+        else f"Tools converted from the OpenAPI description of {title}."
+    )
+    server_info = {
+        "name": f"hopline-openapi/{backend_id}",
+        "title": title,
+        "version": str(info.get("version") or __version__),
+    }
     protocol = DemoProtocol(catalog, server_info=server_info, instructions=instructions)
     protocol.capabilities = {"tools": {"listChanged": False}}
-    protocol.methods = {era: {m: h for m, h in table.items() if m in _TOOL_METHODS} for era, table in protocol.methods.items()}
+    protocol.methods = {
+        era: {m: h for m, h in table.items() if m in _TOOL_METHODS} for era, table in protocol.methods.items()
+    }
     return protocol
 
 
@@ -155,13 +168,20 @@ class OpenApiBackends:
                     converted = convert(document, self.spec.operations)
                     base_url = await asyncio.to_thread(api_base, document, self.spec, allowed)
                 except SpecError as exc:
-                    raise UnavailableError(f"backend {self.backend_id}: {exc}", backend=self.backend_id, reason="openapi_spec") from None
+                    raise UnavailableError(
+                        f"backend {self.backend_id}: {exc}", backend=self.backend_id, reason="openapi_spec"
+                    ) from None
                 for label, why in converted.skipped.items():
                     log.warning("backend %s: operation %s skipped: %s", self.backend_id, label, why)
                 self._client = async_client(allowed, timeout=self.timeout)  # guarded addresses, no redirects
                 api = Api(self.backend_id, base_url, dict(self.spec.headers), self.timeout, self._client)
                 self._ready = (catalog_for(converted, api), document)
-                log.info("backend %s: %d operations from %s", self.backend_id, len(converted.operations), "the spec URL" if is_url(location) else location)
+                log.info(
+                    "backend %s: %d operations from %s",
+                    self.backend_id,
+                    len(converted.operations),
+                    "the spec URL" if is_url(location) else location,
+                )
         return self._ready
 
     async def open_session(self, era: Era) -> ProtocolChannel:

@@ -17,6 +17,15 @@ from hopline.demo.protocol import DemoProtocol
 from hopline.demo.server import StdioServer, open_stdio, serve_stdio
 
 __all__ = [
-    "DEMO", "Catalog", "DemoProtocol", "Prompt", "Request", "Resource",
-    "StdioServer", "Tool", "ToolError", "open_stdio", "serve_stdio",
+    "DEMO",
+    "Catalog",
+    "DemoProtocol",
+    "Prompt",
+    "Request",
+    "Resource",
+    "StdioServer",
+    "Tool",
+    "ToolError",
+    "open_stdio",
+    "serve_stdio",
 ]

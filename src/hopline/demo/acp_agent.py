@@ -34,7 +34,7 @@ from typing import Any
 from hopline.demo.server import LineOutbox, open_stdio
 
 NAME = "hopline-demo-agent"
-HINT = "commands: `tools` lists the MCP tools of this session, `call TOOL {\"arg\": ...}` calls one"
+HINT = 'commands: `tools` lists the MCP tools of this session, `call TOOL {"arg": ...}` calls one'
 CALL_WAIT = 60.0  # seconds for one MCP request (a backend's first start may be slow)
 
 
@@ -53,8 +53,18 @@ class DemoAgent:
             if future is not None and not future.done():
                 future.set_result(msg)
         elif method == "initialize":
-            self.reply(msg_id, {"protocolVersion": 1, "agentInfo": {"name": NAME, "version": "1"}, "authMethods": [],
-                                "agentCapabilities": {"loadSession": False, "mcpCapabilities": {"acp": True, "http": False, "sse": False}}})
+            self.reply(
+                msg_id,
+                {
+                    "protocolVersion": 1,
+                    "agentInfo": {"name": NAME, "version": "1"},
+                    "authMethods": [],
+                    "agentCapabilities": {
+                        "loadSession": False,
+                        "mcpCapabilities": {"acp": True, "http": False, "sse": False},
+                    },
+                },
+            )
         elif method == "session/new":
             sid = f"demo-{len(self.sessions) + 1}"
             servers = params.get("mcpServers")
@@ -69,7 +79,13 @@ class DemoAgent:
         elif method == "session/cancel" or msg_id is None:
             pass  # notifications: nothing to stop, every prompt ends at once
         else:
-            self.out.send({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": "Method not found", "data": {"method": method}}})
+            self.out.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": msg_id,
+                    "error": {"code": -32601, "message": "Method not found", "data": {"method": method}},
+                }
+            )
 
     def reply(self, msg_id: Any, result: dict[str, Any]) -> None:
         self.out.send({"jsonrpc": "2.0", "id": msg_id, "result": result})
@@ -101,7 +117,11 @@ class DemoAgent:
                 continue
             outcome = await self.mcp(server["serverId"], "tools/list", {})
             tools = [t.get("name") for t in outcome.get("result", {}).get("tools", [])]
-            lines.append(f"{name}: {', '.join(tools) or '(no tools)'}" if "result" in outcome else f"{name}: {outcome['error'].get('message')}")
+            lines.append(
+                f"{name}: {', '.join(tools) or '(no tools)'}"
+                if "result" in outcome
+                else f"{name}: {outcome['error'].get('message')}"
+            )
         return "\n".join(lines) or "no MCP servers in this session"
 
     async def call(self, sid: str, tool: str, raw: str) -> None:
@@ -110,11 +130,20 @@ class DemoAgent:
         except ValueError:
             arguments = None
         if not tool or not isinstance(arguments, dict):
-            self.say(sid, "usage: call TOOL {\"arg\": value}  (arguments as a JSON object)")
+            self.say(sid, 'usage: call TOOL {"arg": value}  (arguments as a JSON object)')
             return
         call_id = f"call-{next(self.ids)}"
-        self.update(sid, {"sessionUpdate": "tool_call", "toolCallId": call_id, "title": tool, "kind": "other",
-                          "status": "in_progress", "rawInput": arguments})
+        self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call",
+                "toolCallId": call_id,
+                "title": tool,
+                "kind": "other",
+                "status": "in_progress",
+                "rawInput": arguments,
+            },
+        )
         text, ok = f"no MCP server of this session has a tool {tool!r}", False
         for server in (s for s in self.sessions[sid] if s.get("type") == "acp"):
             listed = await self.mcp(server["serverId"], "tools/list", {})
@@ -129,15 +158,29 @@ class DemoAgent:
                 ok = not result.get("isError")
             break
         content = [{"type": "content", "content": {"type": "text", "text": text}}]
-        self.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "completed" if ok else "failed", "content": content})
+        self.update(
+            sid,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": call_id,
+                "status": "completed" if ok else "failed",
+                "content": content,
+            },
+        )
         self.say(sid, f"{tool}: {text}")
 
     async def mcp(self, server_id: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """One MCP request over ACP; its inner outcome, ``{"result"}`` or ``{"error"}``."""
         rid = next(self.ids)
         future = self.waiting[rid] = asyncio.get_running_loop().create_future()
-        self.out.send({"jsonrpc": "2.0", "id": rid, "method": "mcp/message",
-                       "params": {"serverId": server_id, "requestId": f"mcp-{rid}", "method": method, "params": params}})
+        self.out.send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "mcp/message",
+                "params": {"serverId": server_id, "requestId": f"mcp-{rid}", "method": method, "params": params},
+            }
+        )
         try:
             answer = await asyncio.wait_for(future, CALL_WAIT)
         except asyncio.TimeoutError:
@@ -146,7 +189,11 @@ class DemoAgent:
         if "error" in answer:
             return {"error": answer["error"]}
         outcome = answer.get("result")
-        return outcome if isinstance(outcome, dict) and ("result" in outcome or "error" in outcome) else {"error": {"message": "malformed answer"}}
+        return (
+            outcome
+            if isinstance(outcome, dict) and ("result" in outcome or "error" in outcome)
+            else {"error": {"message": "malformed answer"}}
+        )
 
 
 async def serve() -> int:

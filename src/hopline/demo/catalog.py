@@ -185,7 +185,9 @@ DEMO = Catalog().add(
         },
         _countdown,
     ),
-    Tool("whoami", "Report the protocol era, version and client identity this request arrived with.", _NO_ARGS, _whoami),
+    Tool(
+        "whoami", "Report the protocol era, version and client identity this request arrived with.", _NO_ARGS, _whoami
+    ),
     Resource("demo://readme", "readme", README, "text/markdown", "What this demo server is and how to leave it."),
     Prompt(
         "greet",

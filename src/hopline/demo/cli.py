@@ -14,12 +14,26 @@ from hopline.demo.server import DEFAULT_MAX_FRAME, serve_stdio
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--ttl-ms", type=int, default=60_000, metavar="MS",
-                        help="ttlMs on cacheable 2026-07-28 results (default: 60000)")
-    parser.add_argument("--cache-scope", choices=["public", "private"], default="public",
-                        help="cacheScope on cacheable 2026-07-28 results (default: public)")
-    parser.add_argument("--max-frame", type=int, default=DEFAULT_MAX_FRAME, metavar="BYTES",
-                        help="longest accepted input line (default: 16 MiB)")
+    parser.add_argument(
+        "--ttl-ms",
+        type=int,
+        default=60_000,
+        metavar="MS",
+        help="ttlMs on cacheable 2026-07-28 results (default: 60000)",
+    )
+    parser.add_argument(
+        "--cache-scope",
+        choices=["public", "private"],
+        default="public",
+        help="cacheScope on cacheable 2026-07-28 results (default: public)",
+    )
+    parser.add_argument(
+        "--max-frame",
+        type=int,
+        default=DEFAULT_MAX_FRAME,
+        metavar="BYTES",
+        help="longest accepted input line (default: 16 MiB)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -56,7 +56,9 @@ class Dispatcher:
                 self.outbox.send(exc.to_response(msg.id).body)
                 return
             if isinstance(outcome, Request):
-                self.inflight[outcome.id] = asyncio.create_task(self._run(outcome), name=f"{self.name}-request-{outcome.id}")
+                self.inflight[outcome.id] = asyncio.create_task(
+                    self._run(outcome), name=f"{self.name}-request-{outcome.id}"
+                )
             else:
                 self.outbox.send(result(msg.id, outcome).body)
 
@@ -72,7 +74,12 @@ class Dispatcher:
         request_id = params.get("requestId")
         task = self.inflight.get(request_id) if isinstance(request_id, (str, int)) else None
         if task is not None:
-            log.info("%s: request %r cancelled by the client (%s)", self.name, request_id, params.get("reason", "no reason given"))
+            log.info(
+                "%s: request %r cancelled by the client (%s)",
+                self.name,
+                request_id,
+                params.get("reason", "no reason given"),
+            )
             task.cancel()
 
     async def _run(self, req: Request) -> None:

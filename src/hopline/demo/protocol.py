@@ -50,7 +50,9 @@ log = logging.getLogger("hopline.demo")
 
 SERVER_INFO = {"name": "hopline-demo", "title": "hopline demo server", "version": __version__}
 INSTRUCTIONS = "hopline's built-in demo server. Try the tools echo, add, countdown and whoami; read demo://readme."
-CACHEABLE = frozenset({"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"})
+CACHEABLE = frozenset(
+    {"server/discover", "tools/list", "resources/list", "resources/templates/list", "prompts/list", "resources/read"}
+)
 _CAPABILITIES = {
     "tools": {"listChanged": False},
     "resources": {"subscribe": False, "listChanged": False},
@@ -114,21 +116,36 @@ class DemoProtocol:
                 return self._initialize(params)
             if method == "logging/setLevel":
                 return self._set_level(params)
-            req = Request(body["id"], method, params, Era.HANDSHAKE, self.version, outbox,
-                          self.client_info, self.client_capabilities, self.log_threshold, meta)
+            req = Request(
+                body["id"],
+                method,
+                params,
+                Era.HANDSHAKE,
+                self.version,
+                outbox,
+                self.client_info,
+                self.client_capabilities,
+                self.log_threshold,
+                meta,
+            )
         else:
             if method == "initialize":
                 requested = params.get("protocolVersion")
                 raise UnsupportedProtocolVersion(
                     "connection is serving the 2026-07-28 protocol; the initialize handshake is not accepted",
-                    data={"supported": list(MODERN_VERSIONS), **({"requested": requested} if isinstance(requested, str) else {})},
+                    data={
+                        "supported": list(MODERN_VERSIONS),
+                        **({"requested": requested} if isinstance(requested, str) else {}),
+                    },
                 )
             req = self._modern_request(body, params, meta, outbox)
         if method not in self.methods[req.era]:
             raise MethodNotFound(f"Method not found: {method}")
         return req
 
-    def _modern_request(self, body: dict[str, Any], params: dict[str, Any], meta: dict[str, Any], outbox: Outbox) -> Request:
+    def _modern_request(
+        self, body: dict[str, Any], params: dict[str, Any], meta: dict[str, Any], outbox: Outbox
+    ) -> Request:
         if not isinstance(params.get("_meta"), dict):
             raise InvalidParams(
                 f"params._meta must be an object carrying the required {META_PROTOCOL_VERSION!r} "
@@ -142,11 +159,22 @@ class DemoProtocol:
             raise InvalidParams("the envelope's protocolVersion must be a string and clientCapabilities an object")
         if version not in MODERN_VERSIONS:
             raise UnsupportedProtocolVersion(
-                f"unsupported protocol version {version!r}", data={"supported": list(MODERN_VERSIONS), "requested": version}
+                f"unsupported protocol version {version!r}",
+                data={"supported": list(MODERN_VERSIONS), "requested": version},
             )
         level = meta.get("io.modelcontextprotocol/logLevel")
-        return Request(body["id"], body["method"], params, Era.MODERN, version, outbox,
-                       info if isinstance(info, dict) else None, caps, level if level in LOG_LEVELS else None, meta)
+        return Request(
+            body["id"],
+            body["method"],
+            params,
+            Era.MODERN,
+            version,
+            outbox,
+            info if isinstance(info, dict) else None,
+            caps,
+            level if level in LOG_LEVELS else None,
+            meta,
+        )
 
     def _initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         requested = params.get("protocolVersion")
@@ -157,8 +185,12 @@ class DemoProtocol:
         self.client_info = info if isinstance(info, dict) else None
         self.client_capabilities = caps if isinstance(caps, dict) else None
         log.info("initialize: client %s asked for %s, agreed %s", self.client_info, requested, self.version)
-        return {"protocolVersion": self.version, "capabilities": self.capabilities,
-                "serverInfo": self.server_info, "instructions": self.instructions}
+        return {
+            "protocolVersion": self.version,
+            "capabilities": self.capabilities,
+            "serverInfo": self.server_info,
+            "instructions": self.instructions,
+        }
 
     def _set_level(self, params: dict[str, Any]) -> dict[str, Any]:
         level = params.get("level")
@@ -188,7 +220,11 @@ class DemoProtocol:
         return {}
 
     async def _discover(self, req: Request) -> dict[str, Any]:
-        return {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities, "instructions": self.instructions}
+        return {
+            "supportedVersions": list(MODERN_VERSIONS),
+            "capabilities": self.capabilities,
+            "instructions": self.instructions,
+        }
 
     async def _tools_list(self, req: Request) -> dict[str, Any]:
         _no_cursor(req)

@@ -85,7 +85,9 @@ def _pump_file(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) ->
 
 
 class StdioServer:
-    def __init__(self, protocol: DemoProtocol, reader: asyncio.StreamReader, outbox: LineOutbox, *, drain: float = 1.0) -> None:
+    def __init__(
+        self, protocol: DemoProtocol, reader: asyncio.StreamReader, outbox: LineOutbox, *, drain: float = 1.0
+    ) -> None:
         self.protocol, self.reader, self.outbox = protocol, reader, outbox
         self.drain = drain
         self.dispatcher = Dispatcher(protocol, outbox)
@@ -159,7 +161,9 @@ class StdioServer:
         self.dispatcher.dispatch(msg)
 
 
-async def serve_stdio(protocol: DemoProtocol | None = None, *, drain: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME) -> int:
+async def serve_stdio(
+    protocol: DemoProtocol | None = None, *, drain: float = 1.0, max_frame: int = DEFAULT_MAX_FRAME
+) -> int:
     """Serve ``protocol`` (the demo catalog by default) on our own stdin/stdout until EOF."""
     reader, outbox = await open_stdio(max_frame)
     return await StdioServer(protocol or DemoProtocol(), reader, outbox, drain=drain).run()

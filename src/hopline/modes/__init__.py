@@ -6,4 +6,6 @@ from __future__ import annotations
 from hopline.composition import Composition
 from hopline.modes import conversion, federation, forward, relay, reverse, sidecar, transparent
 
-COMPOSITIONS: dict[str, Composition] = {m.COMPOSITION.mode: m.COMPOSITION for m in (relay, forward, reverse, transparent, sidecar, federation, conversion)}
+COMPOSITIONS: dict[str, Composition] = {
+    m.COMPOSITION.mode: m.COMPOSITION for m in (relay, forward, reverse, transparent, sidecar, federation, conversion)
+}

@@ -45,7 +45,11 @@ def summary(doc: Any) -> dict[str, Any]:
 
     if isinstance(doc, Unread):
         return {"declared": False, "reason": doc.reason}
-    if not isinstance(doc, dict) or not isinstance(doc.get("intermediary"), dict) or not isinstance(doc.get("tier"), int):
+    if (
+        not isinstance(doc, dict)
+        or not isinstance(doc.get("intermediary"), dict)
+        or not isinstance(doc.get("tier"), int)
+    ):
         return {"declared": False, "reason": "its declaration is not an agent-tool-proxy declaration"}
     who = doc["intermediary"]
     return {

@@ -32,11 +32,26 @@ COMPOSITION = Composition(
     mode="relay",
     section="§5.1",
     handshake="single-handshake passthrough (MUST NOT dual-handshake)",
-    layers=(layer(1, "transports.streamable_http_server", "transports.sse_server", "transports.stdio", "transports.child_pool", "compose.connectors"),),
+    layers=(
+        layer(
+            1,
+            "transports.streamable_http_server",
+            "transports.sse_server",
+            "transports.stdio",
+            "transports.child_pool",
+            "compose.connectors",
+        ),
+    ),
 )
 
 
-def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, shown: str, declaration: Callable[[dict[str, str]], Any]) -> int:
+def serve_http(
+    spec: StdioTarget | RemoteTarget,
+    args: argparse.Namespace,
+    *,
+    shown: str,
+    declaration: Callable[[dict[str, str]], Any],
+) -> int:
     """The HTTP listeners in front of ``spec``; ``shown``: the target as the startup line
     names it; ``declaration(endpoints)``: the conformance declaration it serves."""
     from hopline import runtime
@@ -51,7 +66,12 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, sh
     async def main() -> int:
         if isinstance(spec, StdioTarget):
             backends: StdioBackends | RemoteBackends = StdioBackends(
-                spec, shared=args.shared, max_children=args.max_children, prewarm=args.prewarm, idle_timeout=args.child_idle_timeout or None, reclaim_after=args.child_reclaim_after,
+                spec,
+                shared=args.shared,
+                max_children=args.max_children,
+                prewarm=args.prewarm,
+                idle_timeout=args.child_idle_timeout or None,
+                reclaim_after=args.child_reclaim_after,
             )
         else:
             backends = RemoteBackends(spec, shared=args.shared)
@@ -59,24 +79,39 @@ def serve_http(spec: StdioTarget | RemoteTarget, args: argparse.Namespace, *, sh
             max_sessions=args.max_sessions, idle_ttl=args.session_ttl, max_pending=args.max_pending_sessions, handshake_timeout=args.handshake_timeout,
             stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),
         )  # fmt: skip
-        options = ListenerOptions(max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http)
+        options = ListenerOptions(
+            max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http
+        )
         endpoints: dict[str, str] = {}
-        security = hu.SecurityPolicy(bound_host=args.host, allowed_origins=frozenset(args.allow_origin),
-                                     allowed_hosts=frozenset(h.lower() for h in args.allow_host), check_host=not args.no_host_check)
-        app = HoplineApp(StreamableHttpListener(backends, sessions, options), sse=SseListener(backends, sessions.sibling(), max_body=args.max_body),
-                         security=security, declaration=lambda: declaration(endpoints), mcp_path=args.mcp_path)
+        security = hu.SecurityPolicy(
+            bound_host=args.host,
+            allowed_origins=frozenset(args.allow_origin),
+            allowed_hosts=frozenset(h.lower() for h in args.allow_host),
+            check_host=not args.no_host_check,
+        )
+        app = HoplineApp(
+            StreamableHttpListener(backends, sessions, options),
+            sse=SseListener(backends, sessions.sibling(), max_body=args.max_body),
+            security=security,
+            declaration=lambda: declaration(endpoints),
+            mcp_path=args.mcp_path,
+        )
 
         def ready(host: str, port: int) -> None:
             base = f"http://{host}:{port}"
             endpoints.update(mcp=base + args.mcp_path, sse=base + "/sse", declaration=base + DECLARATION_PATH)
-            runtime.announce(f"hopline relay: serving {shown} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)")
+            runtime.announce(
+                f"hopline relay: serving {shown} at {base}{args.mcp_path} (Streamable HTTP) and {base}/sse (legacy SSE)"
+            )
 
         async def shutdown() -> None:
             await sessions.close_all()
             await app.sse.sessions.close_all() if app.sse else None
             await backends.aclose()
 
-        await runtime.serve_http(app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown, limits=args.limits)
+        await runtime.serve_http(
+            app, host=args.host, port=args.port, on_ready=ready, on_shutdown=shutdown, limits=args.limits
+        )
         return 0
 
     return runtime.run(main())

@@ -59,19 +59,32 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
             from hopline.compose.listen import session_table
 
             aware = compose.endpoints(config, Gateway, session_table)
-        app = TransparentProxy(compose.settings(t), compose.Rules(t), declaration=declaration, aware=aware, wait=config.listen.request_timeout)
+        app = TransparentProxy(
+            compose.settings(t),
+            compose.Rules(t),
+            declaration=declaration,
+            aware=aware,
+            wait=config.listen.request_timeout,
+        )
         listen = config.listen
         if t.tls == "plaintext" and not _loopback(listen.host):
-            log.warning("transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)", listen.host)
+            log.warning(
+                "transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)",
+                listen.host,
+            )
 
         def ready(host: str, port: int) -> None:
             endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
-            runtime.announce(f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)")
+            runtime.announce(
+                f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)"
+            )
 
         from hopline.transports.door_limits import DoorLimits
 
         limits = DoorLimits(**listen.limits.model_dump())
-        await runtime.serve_http(app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose, limits=limits)
+        await runtime.serve_http(
+            app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose, limits=limits
+        )
         return 0
 
     return runtime.run(main())

@@ -42,7 +42,14 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class AdminApp:
-    def __init__(self, registry: CollectorRegistry, *, path: str = "/metrics", bound_host: str = "127.0.0.1", ready: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        path: str = "/metrics",
+        bound_host: str = "127.0.0.1",
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
         self.registry = registry
         self.path = path
         self.check_host = bound_host in LOOPBACK or bound_host.startswith("127.")
@@ -85,7 +92,13 @@ class AdminApp:
                     nonce = secrets.token_urlsafe(16)
                     page = render(data, self.config() if self.config is not None else None, nonce=nonce).encode()
                     csp = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-                    return await _answer(send, 200, page, b"text/html; charset=utf-8", extra=[*SAFE, (b"content-security-policy", csp.encode())])
+                    return await _answer(
+                        send,
+                        200,
+                        page,
+                        b"text/html; charset=utf-8",
+                        extra=[*SAFE, (b"content-security-policy", csp.encode())],
+                    )
         except Exception:
             log.exception("admin view %s failed", path)
             return await _answer(send, 500, b"internal error\n")
@@ -94,7 +107,12 @@ class AdminApp:
 
 
 ICON = b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6" fill="#1b6ef3"/></svg>'
-SAFE = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
+SAFE = [
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
 
 
 def _origin_ok(scope: Scope) -> bool:
@@ -131,7 +149,13 @@ def _host(scope: Scope) -> str:
     return ""
 
 
-async def _answer(send: Send, status: int, body: bytes, ctype: bytes = b"text/plain; charset=utf-8", extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _answer(
+    send: Send,
+    status: int,
+    body: bytes,
+    ctype: bytes = b"text/plain; charset=utf-8",
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
     headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *(extra or [])]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -82,18 +82,27 @@ def _backend_rows(status: dict[str, Any]) -> str:
     rows = []
     for b in status["backends"]:
         ch = b.get("children")
-        children = f"{ch['leased']} leased, {ch['spare']} spare / {ch['max']}" + (f" (pids {', '.join(map(str, ch['pids']))})" if ch["pids"] else "") if ch else ""
+        children = (
+            f"{ch['leased']} leased, {ch['spare']} spare / {ch['max']}"
+            + (f" (pids {', '.join(map(str, ch['pids']))})" if ch["pids"] else "")
+            if ch
+            else ""
+        )
         s = b["sessions"]
         calls = b.get("calls")
         err = b.get("last_error")
         call_err = b.get("last_call_error")
-        error = f"{_when(err['at'])} {err['message']}" if err else (f"{_when(call_err['at'])} {call_err['method']}: {call_err['kind']}" if call_err else "")
+        error = (
+            f"{_when(err['at'])} {err['message']}"
+            if err
+            else (f"{_when(call_err['at'])} {call_err['method']}: {call_err['kind']}" if call_err else "")
+        )
         counts = f"{calls['calls']} / {calls['errors']}" if calls else ""
         p50 = f"{calls['p50_ms']} ms" if calls and calls["p50_ms"] is not None else ""
         eras = " (" + ", ".join(s["eras"]) + ")" if s["eras"] else ""
         rows.append(
             f'<tr data-backend="{_e(b["id"])}" data-state="{_e(b["state"])}"><td>{_e(b["id"])}</td><td><span class="state {_e(b["state"])}">{_e(b["state"])}</span></td>'
-            f'<td>{_e(b["kind"])} {_e(b["target"])}</td><td>{_e(children)}</td><td>{_e(s["open"])}{_e(eras)}</td>'
+            f"<td>{_e(b['kind'])} {_e(b['target'])}</td><td>{_e(children)}</td><td>{_e(s['open'])}{_e(eras)}</td>"
             f'<td>{_e(b["tool_count"])}</td><td>{_e(counts)}</td><td>{_e(p50)}</td><td class="err">{_e(error)}</td></tr>'
         )
     return "".join(rows)
@@ -101,25 +110,54 @@ def _backend_rows(status: dict[str, Any]) -> str:
 
 def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str) -> str:
     hs = status["sessions"]["handshake"]
-    sessions = f"<li>handshake era: {_e(hs['open'])} open</li>" + "".join(f"<li>{_e(p)}: {_e(n)}</li>" for p, n in hs["by_principal"].items())
+    sessions = f"<li>handshake era: {_e(hs['open'])} open</li>" + "".join(
+        f"<li>{_e(p)}: {_e(n)}</li>" for p, n in hs["by_principal"].items()
+    )
     sessions += f'<li class="muted">{_e(status["sessions"]["modern"]["note"])}</li>'
-    shared = "".join(f"<li>{_e(s['backend'])} ({_e(s['era'])}){'' if s['open'] else ' closed'}</li>" for s in status["sessions"]["shared_backend_sessions"]) or "<li class=muted>none</li>"
-    tools = "".join(f"<tr><td>{_e(b['id'])}</td><td>{_e(', '.join(map(_tool, b['tools'])) or '—')}</td></tr>" for b in status["backends"])
+    shared = (
+        "".join(
+            f"<li>{_e(s['backend'])} ({_e(s['era'])}){'' if s['open'] else ' closed'}</li>"
+            for s in status["sessions"]["shared_backend_sessions"]
+        )
+        or "<li class=muted>none</li>"
+    )
+    tools = "".join(
+        f"<tr><td>{_e(b['id'])}</td><td>{_e(', '.join(map(_tool, b['tools'])) or '—')}</td></tr>"
+        for b in status["backends"]
+    )
     modes = status["tool_modes"]
     modes_text = f"main endpoint: {modes['main']}" + "".join(f"; {p}: {m}" for p, m in modes["endpoints"].items())
     requests = "".join(
-        f'<tr{" class=err" if q["kind"] != "ok" else ""}>' + "".join(f"<td>{_e(x)}</td>" for x in (_when(q["at"]), q["backend"], q["method"], q["tool"] or "", q["kind"], "" if q["code"] is None else q["code"], f"{q['ms']} ms", q["subject"] or "")) + "</tr>"
+        f"<tr{' class=err' if q['kind'] != 'ok' else ''}>"
+        + "".join(
+            f"<td>{_e(x)}</td>"
+            for x in (
+                _when(q["at"]),
+                q["backend"],
+                q["method"],
+                q["tool"] or "",
+                q["kind"],
+                "" if q["code"] is None else q["code"],
+                f"{q['ms']} ms",
+                q["subject"] or "",
+            )
+        )
+        + "</tr>"
         for q in status["requests"][:30]
     )
     reload = status.get("reload") or {}
-    reload_text = "no reload yet" if not reload.get("count") else f"{reload['count']} reloads; last at {_when(reload.get('at'))}: {'ok' if reload.get('ok') else 'failed: ' + str(reload.get('error'))}"
+    reload_text = (
+        "no reload yet"
+        if not reload.get("count")
+        else f"{reload['count']} reloads; last at {_when(reload.get('at'))}: {'ok' if reload.get('ok') else 'failed: ' + str(reload.get('error'))}"
+    )
     declaration = json.dumps(status.get("declaration"), indent=2, sort_keys=True)
     config_text = json.dumps(config, indent=2, sort_keys=False) if config is not None else "(not available)"
     script = SCRIPT.replace("REFRESH_MS", str(REFRESH * 1000))
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>hopline admin: {_e(status['name'])}</title><style>{CSS}</style></head>
-<body><header><h1>hopline · {_e(status['name'])}</h1><span>{_e(status['mode'])} mode</span><span id="updated">{'ready' if status['ready'] else 'degraded'}</span>
+<title>hopline admin: {_e(status["name"])}</title><style>{CSS}</style></head>
+<body><header><h1>hopline · {_e(status["name"])}</h1><span>{_e(status["mode"])} mode</span><span id="updated">{"ready" if status["ready"] else "degraded"}</span>
 <nav><a href="#backends">backends</a><a href="#sessions">sessions</a><a href="#tools">tools</a><a href="#requests">requests</a><a href="#declaration">declaration</a><a href="#config">config</a><a href="/status">/status</a><a href="/config">/config</a></nav></header>
 <main>
 <section id="backends"><h2>Backends</h2><table><thead><tr><th>backend</th><th>state</th><th>target</th><th>children</th><th>sessions</th><th>tools</th><th>calls / errors</th><th>p50</th><th>last error</th></tr></thead>

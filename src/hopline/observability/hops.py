@@ -39,7 +39,10 @@ class LoopDetected(InvalidRequest):
 
 class TooManyHops(InvalidRequest):
     def __init__(self, depth: int, limit: int) -> None:
-        super().__init__(f"request has passed through {depth} intermediaries; at most {limit} are allowed with this one", data={"reason": "max_hops", "limit": limit})
+        super().__init__(
+            f"request has passed through {depth} intermediaries; at most {limit} are allowed with this one",
+            data={"reason": "max_hops", "limit": limit},
+        )
 
 
 def new_instance_id() -> str:
@@ -51,7 +54,17 @@ class Hops:
 
     __slots__ = ("key", "name", "mode", "version", "instance", "max_depth", "_clock", "_second", "_stamp")
 
-    def __init__(self, *, key: str, name: str, mode: str, version: str, instance: str | None = None, max_depth: int = 16, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        key: str,
+        name: str,
+        mode: str,
+        version: str,
+        instance: str | None = None,
+        max_depth: int = 16,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.key = key
         self.name = name
         self.mode = mode
@@ -70,7 +83,13 @@ class Hops:
         return f"{self._stamp}.{ms:03d}Z"
 
     def entry(self) -> dict[str, Any]:
-        return {"name": self.name, "mode": self.mode, "version": self.version, "timestamp": self.timestamp(), "instance": self.instance}
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "version": self.version,
+            "timestamp": self.timestamp(),
+            "instance": self.instance,
+        }
 
     def incoming(self, meta: dict[str, Any]) -> list[Any]:
         """The sequence this request arrived with, after the loop and depth checks."""

@@ -14,7 +14,18 @@ import asyncio
 
 from hopline.jsonrpc import BackendTimeout, HoplineError, Message, PeerError, UnavailableError
 
-KINDS = ("ok", "tool_error", "error", "unavailable", "timeout", "peer", "circuit_open", "rejected", "cancelled", "internal")
+KINDS = (
+    "ok",
+    "tool_error",
+    "error",
+    "unavailable",
+    "timeout",
+    "peer",
+    "circuit_open",
+    "rejected",
+    "cancelled",
+    "internal",
+)
 _BY_CODE = {-31001: "unavailable", -31002: "timeout", -31003: "peer"}
 
 

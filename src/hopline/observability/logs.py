@@ -92,7 +92,9 @@ def _record(name: str, fields: dict[str, Any]) -> logging.LogRecord:
     bench/profile_call.py --log-level info). A record factory someone installed (OpenTelemetry's
     logging instrumentation does) is honoured: then every record is made through it."""
     if logging.getLogRecordFactory() is not logging.LogRecord:
-        return logging.getLogger(name).makeRecord(name, logging.INFO, __file__, 0, "request", (), None, extra={FIELD: fields})
+        return logging.getLogger(name).makeRecord(
+            name, logging.INFO, __file__, 0, "request", (), None, extra={FIELD: fields}
+        )
     template = _TEMPLATES.get(name)
     if template is None:
         template = _TEMPLATES[name] = vars(logging.LogRecord(name, logging.INFO, __file__, 0, "request", (), None))
@@ -196,7 +198,9 @@ def _iso(created: float) -> str:
 FORMATTERS: dict[str, Callable[[], logging.Formatter]] = {"json": JsonFormatter, "console": ConsoleFormatter}
 
 
-def configure(fmt: Literal["json", "console"] = "console", *, requests: bool = True, root: logging.Logger | None = None) -> None:
+def configure(
+    fmt: Literal["json", "console"] = "console", *, requests: bool = True, root: logging.Logger | None = None
+) -> None:
     """Use ``fmt`` on every handler of the root logger; switch request lines on or off.
 
     Also stops ``logging`` from looking up thread and process names for every record:

@@ -55,23 +55,65 @@ BREAKER_STATES = ["closed", "half_open", "open"]
 class Metrics:
     """The metric families, and the call layer that feeds them."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("hopline_requests", "Requests routed to a backend (and server→client requests from it).", ["backend", "method", "tool"], registry=r)
-        self.errors = Counter("hopline_request_errors", "Requests that did not end in a plain result, by kind.", ["backend", "method", "tool", "kind"], registry=r)
-        self.latency = Histogram("hopline_request_duration_seconds", "Time from routing to answer.", ["backend", "method"], buckets=BUCKETS, registry=r)
-        self.retries = Counter("hopline_retries", "Retries made (attempts after the first).", ["backend", "method"], registry=r)
-        self.budget_exhausted = Counter("hopline_retry_budget_exhausted", "Retries refused because the backend's retry budget was spent.", ["backend"], registry=r)
-        self.breaker_state = Enum("hopline_breaker_state", "Circuit breaker state per backend.", ["backend"], states=BREAKER_STATES, registry=r)
-        self.breaker_transitions = Counter("hopline_breaker_transitions", "Circuit breaker transitions, by the state entered.", ["backend", "state"], registry=r)
+        self.requests = Counter(
+            "hopline_requests",
+            "Requests routed to a backend (and server→client requests from it).",
+            ["backend", "method", "tool"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "hopline_request_errors",
+            "Requests that did not end in a plain result, by kind.",
+            ["backend", "method", "tool", "kind"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "hopline_request_duration_seconds",
+            "Time from routing to answer.",
+            ["backend", "method"],
+            buckets=BUCKETS,
+            registry=r,
+        )
+        self.retries = Counter(
+            "hopline_retries", "Retries made (attempts after the first).", ["backend", "method"], registry=r
+        )
+        self.budget_exhausted = Counter(
+            "hopline_retry_budget_exhausted",
+            "Retries refused because the backend's retry budget was spent.",
+            ["backend"],
+            registry=r,
+        )
+        self.breaker_state = Enum(
+            "hopline_breaker_state",
+            "Circuit breaker state per backend.",
+            ["backend"],
+            states=BREAKER_STATES,
+            registry=r,
+        )
+        self.breaker_transitions = Counter(
+            "hopline_breaker_transitions",
+            "Circuit breaker transitions, by the state entered.",
+            ["backend", "state"],
+            registry=r,
+        )
         self.sessions = Gauge("hopline_sessions_open", "Open client sessions.", registry=r)
-        self.list_fetches = Counter("hopline_list_fetches", "Backend list fetches made for fan-out lists, by outcome kind.", ["backend", "method", "kind"], registry=r)
+        self.list_fetches = Counter(
+            "hopline_list_fetches",
+            "Backend list fetches made for fan-out lists, by outcome kind.",
+            ["backend", "method", "kind"],
+            registry=r,
+        )
         self.shared_events = Counter(
             "hopline_shared_session_events",
             "What a shared backend session could not route to one client (request_refused, log_dropped, notification_dropped), "
             "capability_fallback, session_lost.",
-            ["backend", "event"], registry=r,
+            ["backend", "event"],
+            registry=r,
         )
         self._clock = clock
         self._children: dict[tuple, Any] = {}
@@ -116,7 +158,11 @@ class Metrics:
         if series is None:  # first time for this (backend, method, target): resolve the labels once
             method = call.method if call.method in METHODS else "other"
             tool = self._tool(call)
-            series = (self._child(self.requests, backend, method, tool), self._child(self.latency, backend, method), (backend, method, tool))
+            series = (
+                self._child(self.requests, backend, method, tool),
+                self._child(self.latency, backend, method),
+                (backend, method, tool),
+            )
             if len(self._series) < 100_000:  # bounded like the labels themselves (targets may be URIs)
                 self._series[key] = series
         requests, latency, labels = series
@@ -126,7 +172,15 @@ class Metrics:
         if kind != "ok":
             self._child(self.errors, *labels, kind).inc()
         if self.recent is not None:
-            self.recent.add(backend, labels[1], labels[2], kind, error_code(answer, error) if kind != "ok" else None, seconds, call.principal.subject)
+            self.recent.add(
+                backend,
+                labels[1],
+                labels[2],
+                kind,
+                error_code(answer, error) if kind != "ok" else None,
+                seconds,
+                call.principal.subject,
+            )
         if call.events:
             for name, _attributes in call.events:
                 if name == "retry":
@@ -176,14 +230,30 @@ class _ListenerCounters:
 
     def collect(self) -> Iterable[Any]:
         c = self.counts()
-        yield GaugeMetricFamily("hopline_session_creations_pending", "Session creations in flight (handshakes not yet answered).", value=c["pending"])
-        refused = CounterMetricFamily("hopline_session_creations_refused", "Session creations refused with 503, by the limit reached.", labels=["limit"])
+        yield GaugeMetricFamily(
+            "hopline_session_creations_pending",
+            "Session creations in flight (handshakes not yet answered).",
+            value=c["pending"],
+        )
+        refused = CounterMetricFamily(
+            "hopline_session_creations_refused",
+            "Session creations refused with 503, by the limit reached.",
+            labels=["limit"],
+        )
         refused.add_metric(["max_pending_sessions"], c["shed_busy"])
         refused.add_metric(["max_sessions"], c["shed_full"])
         yield refused
-        failed = CounterMetricFamily("hopline_session_creations_failed", "Session creations that ended without a session.", labels=["why"])
+        failed = CounterMetricFamily(
+            "hopline_session_creations_failed", "Session creations that ended without a session.", labels=["why"]
+        )
         failed.add_metric(["timeout"], c["handshake_timeouts"])
         failed.add_metric(["client_left"], c["abandoned"])
         yield failed
-        yield CounterMetricFamily("hopline_stream_overflows", "Response streams cut off because their client did not read them.", value=c["overflows"])
-        yield CounterMetricFamily("hopline_buffer_drops", "Backlog and resumability-log entries dropped at their bound.", value=c["dropped"])
+        yield CounterMetricFamily(
+            "hopline_stream_overflows",
+            "Response streams cut off because their client did not read them.",
+            value=c["overflows"],
+        )
+        yield CounterMetricFamily(
+            "hopline_buffer_drops", "Backlog and resumability-log entries dropped at their bound.", value=c["dropped"]
+        )

@@ -55,7 +55,11 @@ class OtelSpans:
         attributes = {"service.name": service_name, "service.version": __version__}
         if instance:
             attributes["service.instance.id"] = instance
-        self.provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(sample_ratio)), resource=Resource.create(attributes), shutdown_on_exit=False)
+        self.provider = TracerProvider(
+            sampler=ParentBased(TraceIdRatioBased(sample_ratio)),
+            resource=Resource.create(attributes),
+            shutdown_on_exit=False,
+        )
         self.provider.add_span_processor(processor)
         self.tracer = self.provider.get_tracer(NAME, __version__)
 
@@ -64,16 +68,31 @@ class OtelSpans:
 
         context = None
         if parent is not None:
-            remote = api.SpanContext(int(parent.trace_id, 16), int(parent.span_id, 16), is_remote=True, trace_flags=api.TraceFlags(parent.flags))
+            remote = api.SpanContext(
+                int(parent.trace_id, 16),
+                int(parent.span_id, 16),
+                is_remote=True,
+                trace_flags=api.TraceFlags(parent.flags),
+            )
             context = api.set_span_in_context(api.NonRecordingSpan(remote))
         named = call.method in NAMED
-        attributes: dict[str, Any] = {"rpc.system": "jsonrpc", "rpc.method": call.method, "mcp.method.name": call.method, "hopline.backend": call.backend}
+        attributes: dict[str, Any] = {
+            "rpc.system": "jsonrpc",
+            "rpc.method": call.method,
+            "mcp.method.name": call.method,
+            "hopline.backend": call.backend,
+        }
         server_name = f"{call.method} {call.exposed}" if named and call.exposed else call.method
         server = self.tracer.start_span(server_name, context=context, kind=api.SpanKind.SERVER, attributes=attributes)
         if named and call.target:
-            attributes = {**attributes, "gen_ai.tool.name" if call.method == "tools/call" else "mcp.prompt.name": call.target}
+            attributes = {
+                **attributes,
+                "gen_ai.tool.name" if call.method == "tools/call" else "mcp.prompt.name": call.target,
+            }
         client_name = f"{call.method} {call.target}" if named and call.target else call.method
-        client = self.tracer.start_span(client_name, context=api.set_span_in_context(server), kind=api.SpanKind.CLIENT, attributes=attributes)
+        client = self.tracer.start_span(
+            client_name, context=api.set_span_in_context(server), kind=api.SpanKind.CLIENT, attributes=attributes
+        )
         sc = client.get_span_context()
         return _OtelSpan(server, client, SpanContext(f"{sc.trace_id:032x}", f"{sc.span_id:016x}", int(sc.trace_flags)))
 

@@ -38,7 +38,16 @@ class Recent:
         self._backends: dict[str, _Backend] = {}
         self.requests: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUESTS)
 
-    def add(self, backend: str, method: str, tool: str | None, kind: str, code: int | None, seconds: float, subject: str | None) -> None:
+    def add(
+        self,
+        backend: str,
+        method: str,
+        tool: str | None,
+        kind: str,
+        code: int | None,
+        seconds: float,
+        subject: str | None,
+    ) -> None:
         b = self._backends.get(backend)
         if b is None:
             if len(self._backends) >= 10_000:  # backend ids are the operator's; bounded all the same
@@ -52,7 +61,9 @@ class Recent:
         else:
             b.errors += 1
             b.last_error = {"at": now, "method": method, "kind": kind, "code": code}
-        self.requests.append((now, backend, method, tool, kind, code, seconds, subject))  # a tuple: made into a dict when read
+        self.requests.append(
+            (now, backend, method, tool, kind, code, seconds, subject)
+        )  # a tuple: made into a dict when read
 
     def backend(self, backend: str) -> dict[str, Any]:
         """``calls``, ``errors``, ``p50_ms`` (None before a call), ``last_error``, ``last_ok``."""
@@ -64,8 +75,19 @@ class Recent:
 
     def recent_requests(self) -> list[dict[str, Any]]:
         """The last requests, newest first."""
-        return [{"at": at, "backend": backend, "method": method, "tool": tool or None, "kind": kind, "code": code, "ms": round(seconds * 1000, 3), "subject": subject}
-                for at, backend, method, tool, kind, code, seconds, subject in reversed(self.requests)]
+        return [
+            {
+                "at": at,
+                "backend": backend,
+                "method": method,
+                "tool": tool or None,
+                "kind": kind,
+                "code": code,
+                "ms": round(seconds * 1000, 3),
+                "subject": subject,
+            }
+            for at, backend, method, tool, kind, code, seconds, subject in reversed(self.requests)
+        ]
 
     def __repr__(self) -> str:
         return f"<Recent backends={len(self._backends)} requests={len(self.requests)}>"

@@ -26,7 +26,22 @@ from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 WHOLE = frozenset({"headers", "env"})  # every value below these keys is a secret
-SECRET_NAMES = frozenset({"secret", "key", "token", "password", "passwd", "pem", "jwk", "authorization", "cookie", "credential", "credentials", "apikey"})
+SECRET_NAMES = frozenset(
+    {
+        "secret",
+        "key",
+        "token",
+        "password",
+        "passwd",
+        "pem",
+        "jwk",
+        "authorization",
+        "cookie",
+        "credential",
+        "credentials",
+        "apikey",
+    }
+)
 SECRET_SUFFIXES = ("_secret", "_token", "_password", "_key", "_credentials", "-secret", "-token", "-password", "-key")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 _FLAG = re.compile(r"^(-{1,2}[A-Za-z0-9_-]+)(=)(.*)$", re.S)
@@ -39,7 +54,9 @@ def secret_name(name: str) -> bool:
 
 
 def _flag_secret(flag: str) -> bool:
-    return secret_name(flag.lstrip("-").replace("-", "_")) or any(w in flag.lower() for w in ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key"))
+    return secret_name(flag.lstrip("-").replace("-", "_")) or any(
+        w in flag.lower() for w in ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key")
+    )
 
 
 def redact(data: Any) -> tuple[Any, set[str]]:
@@ -142,7 +159,15 @@ def url_scrub(text: str, found: set[str] | None = None) -> str:
             return raw
         if found is not None:
             found.update(_url_parts(raw))
-        return urlunsplit((u.scheme, f"{REDACTED}@{host}" if at else host, u.path, REDACTED if u.query else "", REDACTED if u.fragment else ""))
+        return urlunsplit(
+            (
+                u.scheme,
+                f"{REDACTED}@{host}" if at else host,
+                u.path,
+                REDACTED if u.query else "",
+                REDACTED if u.fragment else "",
+            )
+        )
 
     return _URL.sub(one, text)
 

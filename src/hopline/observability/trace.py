@@ -59,7 +59,11 @@ class SpanContext:
         return SpanContext(self.trace_id, new_span_id(), self.flags)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SpanContext) and (self.trace_id, self.span_id, self.flags) == (other.trace_id, other.span_id, other.flags)
+        return isinstance(other, SpanContext) and (self.trace_id, self.span_id, self.flags) == (
+            other.trace_id,
+            other.span_id,
+            other.flags,
+        )
 
     def __hash__(self) -> int:
         return hash((self.trace_id, self.span_id, self.flags))

@@ -28,7 +28,9 @@ META = "_meta"
 class Propagation:
     __slots__ = ("hops", "spans", "trace", "generate")
 
-    def __init__(self, *, hops: Hops | None = None, spans: Spans | None = None, trace: bool = True, generate: bool = True) -> None:
+    def __init__(
+        self, *, hops: Hops | None = None, spans: Spans | None = None, trace: bool = True, generate: bool = True
+    ) -> None:
         self.hops = hops
         self.spans: Spans = spans or NoSpans()
         self.trace = trace
@@ -49,7 +51,12 @@ class Propagation:
             out[self.hops.key] = path  # type: ignore[union-attr]
         call.params = {**params, META: out}
         ctx = span.context
-        call.event("trace", trace_id=ctx.trace_id, span_id=ctx.span_id, parent_id=parent.span_id if parent is not None else None)
+        call.event(
+            "trace",
+            trace_id=ctx.trace_id,
+            span_id=ctx.span_id,
+            parent_id=parent.span_id if parent is not None else None,
+        )
         try:
             answer = await next(call)
         except BaseException as exc:

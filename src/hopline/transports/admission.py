@@ -60,7 +60,16 @@ class Admission:
     """Slots for session creations in flight, shared by one listener's session tables,
     and the counters of what the listener refused or cut off."""
 
-    __slots__ = ("max_pending", "pending", "shed_busy", "shed_full", "handshake_timeouts", "abandoned", "overflows", "dropped")
+    __slots__ = (
+        "max_pending",
+        "pending",
+        "shed_busy",
+        "shed_full",
+        "handshake_timeouts",
+        "abandoned",
+        "overflows",
+        "dropped",
+    )
 
     def __init__(self, max_pending: int = 16) -> None:
         self.max_pending = max_pending

@@ -81,7 +81,14 @@ class HoplineApp:
         else:
             await hu.send_bytes(send, 404, b"Not Found", b"text/plain")
 
-    async def _guarded(self, handler: Callable[..., Awaitable[None]], scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
+    async def _guarded(
+        self,
+        handler: Callable[..., Awaitable[None]],
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+    ) -> None:
         """Run an MCP endpoint's handler for an authenticated caller (None: no auth configured)."""
         principal: Principal | None = None
         if self.auth is not None:

@@ -30,8 +30,11 @@ class AtCapacity(UnavailableError):
     http_status = 503
 
     def __init__(self, name: str, cap: int, retry_after: float) -> None:
-        super().__init__(f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; retry in {retry_after:g} s",
-                         backend=name, reason="at_capacity")
+        super().__init__(
+            f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; retry in {retry_after:g} s",
+            backend=name,
+            reason="at_capacity",
+        )
         self.data["retry_after"] = retry_after
         self.retry_after = retry_after
         self.http_headers = {"retry-after": str(max(1, math.ceil(retry_after)))}
@@ -47,7 +50,18 @@ class Lease:
     this child's session (one that holds none and is idle has most likely left).
     """
 
-    __slots__ = ("child", "pool", "reclaim", "listening", "last_active", "requests", "_pending_out", "_pending_in", "_released", "_closing")
+    __slots__ = (
+        "child",
+        "pool",
+        "reclaim",
+        "listening",
+        "last_active",
+        "requests",
+        "_pending_out",
+        "_pending_in",
+        "_released",
+        "_closing",
+    )
 
     def __init__(self, child: Any, pool: Pool) -> None:
         self.child = child

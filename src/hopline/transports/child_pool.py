@@ -114,8 +114,13 @@ class ChildPool:
 
     def stats(self) -> dict[str, int]:
         self._prune()
-        return {"leased": sum(1 for lease in self._leased if lease.alive()), "spare": len(self._spares), "starting": self._starting,
-                "waiting": len(self._waiters), "max": self.max_children}
+        return {
+            "leased": sum(1 for lease in self._leased if lease.alive()),
+            "spare": len(self._spares),
+            "starting": self._starting,
+            "waiting": len(self._waiters),
+            "max": self.max_children,
+        }
 
     def pids(self) -> list[int]:
         """The process ids of the leased children that are alive (the admin page shows them)."""
@@ -225,7 +230,11 @@ class ChildPool:
                 else:
                     self._handed[t] = self._lease(child)
             elif spare and not self._closed and not t.cancelled():
-                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(t.exception(), "reason", t.exception()))
+                log.warning(
+                    "backend %s: could not start a spare child: %s",
+                    self.name,
+                    getattr(t.exception(), "reason", t.exception()),
+                )
             self._abandoned.discard(t)
             self._starting -= 1
             self._warming -= spare
@@ -301,8 +310,11 @@ class ChildPool:
         """Seconds until some idle lease becomes reclaimable under pressure (None: none will
         by waiting alone; busy leases are not counted, their answers wake nobody)."""
         now = time.monotonic()
-        waits = [self._threshold(lease) - idle for lease in self._leased
-                 if lease.reclaim is not None and lease.alive() and (idle := lease.idle_for(now)) is not None]
+        waits = [
+            self._threshold(lease) - idle
+            for lease in self._leased
+            if lease.reclaim is not None and lease.alive() and (idle := lease.idle_for(now)) is not None
+        ]
         waits = [w for w in waits if w > 0]  # one already past it was asked and kept its child
         return min(waits) if waits else None
 
@@ -312,7 +324,13 @@ class ChildPool:
         bare handshake) whose owner gives it up."""
         now = time.monotonic()
         candidates = sorted(
-            (lease for lease in self._leased if lease.reclaim is not None and lease.alive() and (lease.idle_for(now) or -1.0) >= self._threshold(lease)),
+            (
+                lease
+                for lease in self._leased
+                if lease.reclaim is not None
+                and lease.alive()
+                and (lease.idle_for(now) or -1.0) >= self._threshold(lease)
+            ),
             key=lambda lease: lease.last_active,
         )
         for lease in candidates:
@@ -341,10 +359,20 @@ class ChildPool:
         while not self._closed:
             await asyncio.sleep(period)
             now = time.monotonic()
-            for lease in [lease for lease in self._leased if lease.reclaim is not None and (lease.idle_for(now) or -1.0) >= self.idle_timeout]:
+            for lease in [
+                lease
+                for lease in self._leased
+                if lease.reclaim is not None and (lease.idle_for(now) or -1.0) >= self.idle_timeout
+            ]:
                 reclaim = lease.reclaim
                 with contextlib.suppress(Exception):
-                    if reclaim is not None and lease.alive() and (lease.idle_for() or -1.0) >= self.idle_timeout and await reclaim() and not lease._released:
+                    if (
+                        reclaim is not None
+                        and lease.alive()
+                        and (lease.idle_for() or -1.0) >= self.idle_timeout
+                        and await reclaim()
+                        and not lease._released
+                    ):
                         await lease.aclose()
 
     def _background(self, work: Awaitable[Any]) -> None:
@@ -364,6 +392,8 @@ class ChildPool:
         spares, self._spares = list(self._spares), collections.deque()
         for lease in leases:
             lease._released = True
-        await asyncio.gather(*(c.aclose() for c in [*(lease.child for lease in leases), *spares]), return_exceptions=True)
+        await asyncio.gather(
+            *(c.aclose() for c in [*(lease.child for lease in leases), *spares]), return_exceptions=True
+        )
         while self._tasks:  # spawns in flight close what they bring (the pool is closed)
             await asyncio.gather(*list(self._tasks), return_exceptions=True)

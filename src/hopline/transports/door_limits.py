@@ -26,8 +26,18 @@ class DoorLimits:
 class DoorCounters:
     """What the front door did, per reason (cheap attributes; ``open`` is the current count)."""
 
-    __slots__ = ("open", "accepted", "over_total", "over_source", "idle_reaped", "header_timeout", "body_timeout",
-                 "header_too_large", "too_many_headers", "url_too_long")
+    __slots__ = (
+        "open",
+        "accepted",
+        "over_total",
+        "over_source",
+        "idle_reaped",
+        "header_timeout",
+        "body_timeout",
+        "header_too_large",
+        "too_many_headers",
+        "url_too_long",
+    )
 
     def __init__(self) -> None:
         for name in self.__slots__:

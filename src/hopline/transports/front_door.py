@@ -111,8 +111,16 @@ class _Refused(Exception):
 
 
 def _answer(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
-    return (b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: " + str(len(body)).encode()
-            + b"\r\nconnection: close\r\n" + extra + b"\r\n" + body)
+    return (
+        b"HTTP/1.1 "
+        + status
+        + b"\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\nconnection: close\r\n"
+        + extra
+        + b"\r\n"
+        + body
+    )
 
 
 BUSY_503 = _answer(b"503 Service Unavailable", b"too many connections\n", b"retry-after: " + RETRY_AFTER + b"\r\n")
@@ -169,7 +177,13 @@ class OneWrite:
         default headers or an access log, an odd status or a header it would refuse.
         Measured with bench/profile_call.py: two ``send`` coroutines, their header checks, and
         the held head's flush callback (~30 Python calls) per response fewer."""
-        if cycle.response_started or cycle.disconnected or cycle.flow.write_paused or cycle.default_headers or cycle.access_log:
+        if (
+            cycle.response_started
+            or cycle.disconnected
+            or cycle.flow.write_paused
+            or cycle.default_headers
+            or cycle.access_log
+        ):
             return False
         line = STATUS_LINE.get(status)
         if line is None or cycle.scope["method"] == "HEAD" or status in (204, 304):
@@ -368,7 +382,9 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._arm(self._limits.body_timeout)
         super().on_headers_complete()
         cycle = self.cycle
-        if cycle is not None and cycle.transport is self.transport:  # a new request's cycle (not an upgrade's early return)
+        if (
+            cycle is not None and cycle.transport is self.transport
+        ):  # a new request's cycle (not an upgrade's early return)
             cycle.transport = OneWrite(self.transport, self.loop)
 
     def on_message_complete(self) -> None:

@@ -102,8 +102,11 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._fail(httpx.ReadError(f"connection closed by the server{f': {exc}' if exc else ''}") if self.response is None or self.response.status_code
-                   else httpx.RemoteProtocolError("server disconnected without sending a response"))
+        self._fail(
+            httpx.ReadError(f"connection closed by the server{f': {exc}' if exc else ''}")
+            if self.response is None or self.response.status_code
+            else httpx.RemoteProtocolError("server disconnected without sending a response")
+        )
 
     # -- httptools callbacks -------------------------------------------------------------------
     def on_status(self, status: bytes) -> None:
@@ -119,7 +122,9 @@ class _Connection(asyncio.Protocol):
             if len(_NAMES) < MAX_NAMES:
                 _NAMES[name] = key
         text = value.decode("latin-1")
-        headers = self.response.headers  # a dict subclass that overrides only get(): item access is dict's own, no Python call
+        headers = (
+            self.response.headers
+        )  # a dict subclass that overrides only get(): item access is dict's own, no Python call
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
     def on_headers_complete(self) -> None:
@@ -240,14 +245,29 @@ class LeanClient:
 
     # -- the httpx-like surface -------------------------------------------------------------------
     def stream(
-        self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | list[tuple[str, str]] | None = None, timeout: Any = None, host: str | None = None
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
+        timeout: Any = None,
+        host: str | None = None,
     ) -> _Stream:
         """``async with client.stream(...) as response``. ``headers`` may be a list of pairs
         (repeats kept); ``host`` replaces the Host the URL gives (a transparent proxy keeps
         the one its client sent)."""
         return _Stream(self, method, url, content, headers or {}, self._timeout if timeout is None else timeout, host)
 
-    async def request(self, method: str, url: str, *, content: bytes | None = None, headers: dict[str, str] | None = None, timeout: Any = None) -> Response:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: Any = None,
+    ) -> Response:
         async with self.stream(method, url, content=content, headers=headers, timeout=timeout) as response:
             await response.aread()
         return response
@@ -272,7 +292,15 @@ class LeanClient:
         self._busy.clear()
 
     # -- internals --------------------------------------------------------------------------------
-    async def _send(self, method: str, url: str, content: bytes | None, headers: dict[str, str] | list[tuple[str, str]], timeout: Any, host_header: str | None = None) -> tuple[_Connection, Response]:
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: dict[str, str] | list[tuple[str, str]],
+        timeout: Any,
+        host_header: str | None = None,
+    ) -> tuple[_Connection, Response]:
         if self._auth is None:
             return await self._send_once(method, url, content, headers, timeout, host_header)
         flow = self._auth.async_auth_flow(httpx.Request(method, url, headers=dict(headers)))
@@ -283,7 +311,9 @@ class LeanClient:
                 return conn, response
             await response.aread()  # a 401 body is small; the flow may want to see it
             try:
-                request = await flow.asend(httpx.Response(401, headers=response.raw_headers, content=response.content, request=request))
+                request = await flow.asend(
+                    httpx.Response(401, headers=response.raw_headers, content=response.content, request=request)
+                )
             except StopAsyncIteration:
                 response.replay()  # the caller reads the 401 as if untouched
                 return conn, response
@@ -292,7 +322,15 @@ class LeanClient:
         finally:
             await flow.aclose()
 
-    async def _send_once(self, method: str, url: str, content: bytes | None, headers: dict[str, str] | list[tuple[str, str]], timeout: Any, host_header: str | None) -> tuple[_Connection, Response]:
+    async def _send_once(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: dict[str, str] | list[tuple[str, str]],
+        timeout: Any,
+        host_header: str | None,
+    ) -> tuple[_Connection, Response]:
         if self._closed:
             raise httpx.ConnectError("client closed")
         target = self._targets.get(url)
@@ -354,7 +392,9 @@ class LeanClient:
             self._ssl = ssl.create_default_context()
         try:
             async with asyncio.timeout(connect_s):
-                _, conn = await loop.create_connection(_Connection, origin[1], origin[2], ssl=self._ssl if secure else None)
+                _, conn = await loop.create_connection(
+                    _Connection, origin[1], origin[2], ssl=self._ssl if secure else None
+                )
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connecting to {origin[1]}:{origin[2]} timed out") from None
         except OSError as exc:
@@ -378,8 +418,10 @@ class LeanClient:
         conn.close()
 
 
-
 def _plain(request: httpx.Request) -> list[tuple[str, str]]:
     """A flow's request headers, less those this client writes itself."""
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw if k.lower() not in (b"host", b"content-length")]
-
+    return [
+        (k.decode("latin-1"), v.decode("latin-1"))
+        for k, v in request.headers.raw
+        if k.lower() not in (b"host", b"content-length")
+    ]

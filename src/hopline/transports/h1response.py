@@ -37,7 +37,21 @@ class Headers(dict):
 
 
 class Response:
-    __slots__ = ("_buffered", "_chunks", "_conn", "_done", "_error", "_timeout", "_until", "_waiter", "content", "headers", "raw_headers", "reason_phrase", "status_code")
+    __slots__ = (
+        "_buffered",
+        "_chunks",
+        "_conn",
+        "_done",
+        "_error",
+        "_timeout",
+        "_until",
+        "_waiter",
+        "content",
+        "headers",
+        "raw_headers",
+        "reason_phrase",
+        "status_code",
+    )
 
     def __init__(self, conn: Feed, timeout: float | None) -> None:
         self.status_code = 0

@@ -187,7 +187,10 @@ class ClientSession:
             self.cut_tokens = collections.deque(maxlen=CUT_TOKENS)
         self.cut_tokens.extend(t for t, rid in self.progress.items() if rid == sink.request_id)
         self.finish_post(sink)
-        return notification("notifications/cancelled", {"requestId": sink.request_id, "reason": "the client did not read its response stream"})
+        return notification(
+            "notifications/cancelled",
+            {"requestId": sink.request_id, "reason": "the client did not read its response stream"},
+        )
 
     def replay(self, last_event_id: str) -> tuple[list[tuple[str, bytes]], Sink | None] | None:
         """Events after ``last_event_id`` and the sink to continue with, or None if unknown."""
@@ -331,7 +334,12 @@ class SessionTable:
         admission = self.admission
         if self.is_full():
             admission.shed_full += 1
-            raise Overloaded(f"too many sessions (at most {self.max_sessions}); retry later", retry_after=5, limit="max_sessions", request_id=request_id)
+            raise Overloaded(
+                f"too many sessions (at most {self.max_sessions}); retry later",
+                retry_after=5,
+                limit="max_sessions",
+                request_id=request_id,
+            )
         if admission.pending >= admission.max_pending:
             admission.shed_busy += 1
             message = f"too many sessions being created at once (at most {admission.max_pending}); retry shortly"
@@ -348,7 +356,9 @@ class SessionTable:
             return None
         return session
 
-    async def create(self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None) -> ClientSession:
+    async def create(
+        self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None
+    ) -> ClientSession:
         """A new session on a new backend channel; ChannelClosed if that does not open
         within ``handshake_timeout`` seconds."""
         try:
@@ -358,7 +368,15 @@ class SessionTable:
             self.admission.handshake_timeouts += 1
             raise ChannelClosed(f"the backend did not start within {self.handshake_timeout:g} s") from None
         sid = secrets.token_hex(16)
-        session = ClientSession(sid, backend, on_close=self._forget, stream_all=stream_all, owner=owner, limits=self.stream_limits, counters=self.admission)
+        session = ClientSession(
+            sid,
+            backend,
+            on_close=self._forget,
+            stream_all=stream_all,
+            owner=owner,
+            limits=self.stream_limits,
+            counters=self.admission,
+        )
         self.sessions[session.id] = session
         session.start()
         self._ensure_sweeper()
@@ -376,7 +394,9 @@ class SessionTable:
         while self.sessions:
             await asyncio.sleep(period)
             cutoff = time.monotonic() - self.idle_ttl
-            for session in [s for s in self.sessions.values() if s.last_active < cutoff and not s.posts and s.get_sink is None]:
+            for session in [
+                s for s in self.sessions.values() if s.last_active < cutoff and not s.posts and s.get_sink is None
+            ]:
                 await session.close("idle timeout")
 
     async def close_all(self, reason: str = "gateway shutting down") -> None:

@@ -28,7 +28,16 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 LOOPBACK_BINDS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 HOSTS_KEPT = 64  # Host header values whose verdict a SecurityPolicy keeps
-SINGLETON_HEADERS = (b"origin", b"host", b"mcp-session-id", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"content-length", b"authorization")
+SINGLETON_HEADERS = (
+    b"origin",
+    b"host",
+    b"mcp-session-id",
+    b"mcp-protocol-version",
+    b"mcp-method",
+    b"mcp-name",
+    b"content-length",
+    b"authorization",
+)
 
 
 class Headers(dict):
@@ -172,7 +181,9 @@ def header_list(extra: dict[str, str] | None = None, content_type: bytes | None 
     return out
 
 
-async def send_bytes(send: Send, status: int, body: bytes, content_type: bytes | None, headers: dict[str, str] | None = None) -> None:
+async def send_bytes(
+    send: Send, status: int, body: bytes, content_type: bytes | None, headers: dict[str, str] | None = None
+) -> None:
     hs = header_list(headers, content_type)
     # hopline's front door writes a whole response at once (front_door.OneWrite.whole), reached
     # from uvicorn's request cycle, whose method ``send`` is; other servers get the two events.
@@ -189,7 +200,13 @@ async def send_json(send: Send, status: int, body: bytes, headers: dict[str, str
     await send_bytes(send, status, body, b"application/json", headers)
 
 
-async def send_error(send: Send, error: HoplineError, msg_id: Id | None = None, headers: dict[str, str] | None = None, status: int | None = None) -> None:
+async def send_error(
+    send: Send,
+    error: HoplineError,
+    msg_id: Id | None = None,
+    headers: dict[str, str] | None = None,
+    status: int | None = None,
+) -> None:
     """The error as a JSON-RPC error body, with its status and any headers it carries (``Retry-After``)."""
     body = error_response(msg_id if msg_id is not None else error.request_id, error).encode()
     own = getattr(error, "http_headers", None)

@@ -8,6 +8,7 @@ import contextlib
 
 from hopline.layers.transport.channel import Channel, ChannelClosed
 
+
 async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: float = 10.0) -> str:
     """Join a client (its receiving and sending halves) to a backend until one side ends.
 
@@ -45,7 +46,10 @@ async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: 
     done, _ = await asyncio.wait((up_task, down_task), return_when=asyncio.FIRST_COMPLETED)
     if up_task in done and not down_task.done() and outstanding:
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.wait((down_task, asyncio.ensure_future(drained.wait())), return_when=asyncio.FIRST_COMPLETED), drain)
+            await asyncio.wait_for(
+                asyncio.wait((down_task, asyncio.ensure_future(drained.wait())), return_when=asyncio.FIRST_COMPLETED),
+                drain,
+            )
     for task in (up_task, down_task):
         task.cancel()
     reason = next(iter(done)).result()

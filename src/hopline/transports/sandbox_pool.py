@@ -172,7 +172,13 @@ class SandboxPool:
         return len(self._idle) + len(self._busy) + self._starting + self._retiring
 
     def stats(self) -> dict[str, int]:
-        return {"idle": len(self._idle), "busy": len(self._busy), "starting": self._starting, "retiring": self._retiring, "waiting": len(self._waiters)}
+        return {
+            "idle": len(self._idle),
+            "busy": len(self._busy),
+            "starting": self._starting,
+            "retiring": self._retiring,
+            "waiting": len(self._waiters),
+        }
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Any]:
@@ -237,7 +243,9 @@ class SandboxPool:
                 return await waiter
         except TimeoutError:
             self._give_up(waiter)
-            raise PoolError(f"no worker became free within {self.queue_wait:g} s (all {self.max_workers} are running)", busy=True) from None
+            raise PoolError(
+                f"no worker became free within {self.queue_wait:g} s (all {self.max_workers} are running)", busy=True
+            ) from None
         except BaseException:
             self._give_up(waiter)
             raise
@@ -292,7 +300,11 @@ class SandboxPool:
         import pydantic_monty as monty  # only paid for when Code mode runs code
 
         pool = monty.AsyncMonty(
-            binary_path=self.binary_path, min_processes=1, max_processes=1, max_checkouts_per_worker=1, request_timeout=self.request_timeout
+            binary_path=self.binary_path,
+            min_processes=1,
+            max_processes=1,
+            max_checkouts_per_worker=1,
+            request_timeout=self.request_timeout,
         )
         await pool.__aenter__()
         try:

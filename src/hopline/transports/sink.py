@@ -33,7 +33,18 @@ class Sink:
     writer blocked in ``send`` on a client that does not read is woken by expiring it.
     """
 
-    __slots__ = ("inbox", "stream_no", "seq", "request_id", "attached", "generation", "limits", "size", "overflowed", "guard")
+    __slots__ = (
+        "inbox",
+        "stream_no",
+        "seq",
+        "request_id",
+        "attached",
+        "generation",
+        "limits",
+        "size",
+        "overflowed",
+        "guard",
+    )
 
     def __init__(self, stream_no: int, request_id: Id | None = None, limits: StreamLimits = StreamLimits()) -> None:
         self.inbox: Inbox[Message] = Inbox()

@@ -27,14 +27,21 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from hopline.header_codec import clean_headers
-from hopline.jsonrpc import Message, PeerError, ProtocolError, UnavailableError, malformed_answer, parse, recover_answer_id
+from hopline.jsonrpc import (
+    Message,
+    PeerError,
+    ProtocolError,
+    UnavailableError,
+    malformed_answer,
+    parse,
+    recover_answer_id,
+)
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
 from hopline.transports.sse import SSEParser
 from hopline.transports.http_util import public_url
 
 log = logging.getLogger("hopline.sse_upstream")
-
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -88,7 +95,9 @@ class SseUpstream(Inbound):
         headers = {**self._base, "content-type": "application/json"}
         error = None
         try:
-            resp = await self._client.post(self.endpoint, content=message.encode(), headers=headers, timeout=self._timeout)
+            resp = await self._client.post(
+                self.endpoint, content=message.encode(), headers=headers, timeout=self._timeout
+            )
             if not 200 <= resp.status_code < 300:
                 text = f"{self.name}: backend answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
                 if resp.status_code >= 500 or resp.status_code == 404:  # 404: the server dropped our session
@@ -150,8 +159,12 @@ class SseUpstream(Inbound):
                             except ProtocolError as exc:
                                 # A broken answer whose id can be read: that request fails now (-31003).
                                 msg_id = recover_answer_id(frame)
-                                self.dropped("%s: %s an SSE event that is not JSON-RPC: %s", self.name,
-                                             "dropped" if msg_id is None else f"answered id {msg_id!r} with an error for", exc.message)
+                                self.dropped(
+                                    "%s: %s an SSE event that is not JSON-RPC: %s",
+                                    self.name,
+                                    "dropped" if msg_id is None else f"answered id {msg_id!r} with an error for",
+                                    exc.message,
+                                )
                                 if msg_id is None:
                                     continue
                                 message = malformed_answer(self.name, msg_id)
@@ -171,7 +184,8 @@ class SseUpstream(Inbound):
             data = data.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
         endpoint = urljoin(self.url, data.strip())
         if _origin(endpoint) != _origin(self.url):
-            raise ChannelClosed(f"refused endpoint {public_url(endpoint)!r}: not the origin of {public_url(self.url)!r}")
+            raise ChannelClosed(
+                f"refused endpoint {public_url(endpoint)!r}: not the origin of {public_url(self.url)!r}"
+            )
         if not ready.done():
             ready.set_result(endpoint)
-

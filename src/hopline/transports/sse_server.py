@@ -37,16 +37,33 @@ CUT_GRACE = 1.0  # seconds a cut-off stream's end may take to leave
 
 
 class SseListener:
-    def __init__(self, backends: Backends, sessions: SessionTable, *, messages_path: str = "/messages", max_body: int = hu.DEFAULT_MAX_BODY, keepalive: float = 15.0) -> None:
+    def __init__(
+        self,
+        backends: Backends,
+        sessions: SessionTable,
+        *,
+        messages_path: str = "/messages",
+        max_body: int = hu.DEFAULT_MAX_BODY,
+        keepalive: float = 15.0,
+    ) -> None:
         self.backends = backends
         self.sessions = sessions
         self.messages_path = messages_path
         self.max_body = max_body
         self.keepalive = keepalive
 
-    async def stream(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
+    async def stream(
+        self,
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+        principal: Principal | None = None,
+    ) -> None:
         if scope["method"] != "GET":
-            await hu.send_error(send, HoplineError("use GET to open the SSE stream"), status=405, headers={"allow": "GET"})
+            await hu.send_error(
+                send, HoplineError("use GET to open the SSE stream"), status=405, headers={"allow": "GET"}
+            )
             return
         accept = headers.get(b"accept")
         if accept is not None and "text/event-stream" not in accept and "*/*" not in accept:
@@ -55,12 +72,16 @@ class SseListener:
         try:
             with self.sessions.admit():
                 owner = None if principal is None else principal.key
-                session = await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True, owner=owner)
+                session = await self.sessions.create(
+                    lambda: self.backends.open_session(Era.HANDSHAKE), stream_all=True, owner=owner
+                )
         except HoplineError as exc:  # Overloaded: 503 with Retry-After
             await hu.send_error(send, exc)
             return
         except ChannelClosed as exc:
-            await hu.send_error(send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502)
+            await hu.send_error(
+                send, UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed"), status=502
+            )
             return
         sink = session.open_get()
         root = scope.get("root_path", "")
@@ -84,7 +105,9 @@ class SseListener:
                         if is_end(message):
                             await send({"type": "http.response.body", "body": b"", "more_body": False})
                             break
-                        await send({"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True})
+                        await send(
+                            {"type": "http.response.body", "body": encode_event(message.encode()), "more_body": True}
+                        )
                 finally:
                     sink.guard = None
         except (StreamOverflow, TimeoutError):
@@ -97,10 +120,19 @@ class SseListener:
             watcher.cancel()
             await session.close("SSE stream closed")
 
-    async def post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
+    async def post(
+        self,
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+        principal: Principal | None = None,
+    ) -> None:
         try:
             if scope["method"] != "POST":
-                await hu.send_error(send, HoplineError("use POST to send a message"), status=405, headers={"allow": "POST"})
+                await hu.send_error(
+                    send, HoplineError("use POST to send a message"), status=405, headers={"allow": "POST"}
+                )
                 return
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             session_id = (query.get("session_id") or query.get("sessionId") or [None])[0]

@@ -108,7 +108,12 @@ class StreamChannel:
                 self.garbage_frames += 1
                 answer = self._broken_answer(line[:end]) if self.recover_answers else None
                 if answer is not None:  # no preview: an answer's content is the client's, not the log's
-                    self._garbage.warn("%s: answered id %r with an error: its response is not JSON-RPC (%s)", self.name, answer.id, exc.message)
+                    self._garbage.warn(
+                        "%s: answered id %r with an error: its response is not JSON-RPC (%s)",
+                        self.name,
+                        answer.id,
+                        exc.message,
+                    )
                     return answer
                 preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
                 self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
@@ -141,15 +146,46 @@ class StreamChannel:
 # paths). Deliberately not: proxies (*_PROXY may carry user:password), npm_config_* and UV_* (may
 # carry registry tokens), PYTHONPATH / NODE_PATH. ``inherit_env`` opts in to more.
 SAFE_ENV: tuple[str, ...] = (
-    ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
-     "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE")
+    (
+        "APPDATA",
+        "HOMEDRIVE",
+        "HOMEPATH",
+        "LOCALAPPDATA",
+        "PATH",
+        "PATHEXT",
+        "PROCESSOR_ARCHITECTURE",
+        "SYSTEMDRIVE",
+        "SYSTEMROOT",
+        "TEMP",
+        "TMP",
+        "USERNAME",
+        "USERPROFILE",
+    )
     if sys.platform == "win32"
-    else ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
-          "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
+    else (
+        "HOME",
+        "LOGNAME",
+        "PATH",
+        "SHELL",
+        "TERM",
+        "USER",
+        "LANG",
+        "LANGUAGE",
+        "LC_*",
+        "TZ",
+        "TMPDIR",
+        "XDG_CACHE_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "XDG_STATE_HOME",
+        "XDG_RUNTIME_DIR",
+    )
 ) + ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE")
 
 
-def child_environment(env: Mapping[str, str] | None, inherit: bool | Sequence[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def child_environment(
+    env: Mapping[str, str] | None, inherit: bool | Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The environment a stdio child starts with (DESIGN §7: children get a clean environment).
 
     :data:`SAFE_ENV` taken from ``environ`` (default ``os.environ``; a value starting with ``()``,
@@ -314,7 +350,9 @@ def _is_file(fd: int) -> bool:
     return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
-async def open_own_stdio_halves(max_frame: int = DEFAULT_MAX_FRAME) -> tuple[StreamChannel, StreamChannel, asyncio.Task | None]:
+async def open_own_stdio_halves(
+    max_frame: int = DEFAULT_MAX_FRAME,
+) -> tuple[StreamChannel, StreamChannel, asyncio.Task | None]:
     """hopline's own stdin and stdout as two half channels (receiving, sending, feeder task).
 
     Separate halves, because output must go on after stdin ends (``printf … | hopline …``

@@ -42,7 +42,17 @@ import httpx
 
 from hopline.transports.h1client import lean_or_httpx
 from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
-from hopline.jsonrpc import BackendTimeout, HoplineError, Id, Message, PeerError, ProtocolError, UnavailableError, malformed_answer, malformed_answer_error
+from hopline.jsonrpc import (
+    BackendTimeout,
+    HoplineError,
+    Id,
+    Message,
+    PeerError,
+    ProtocolError,
+    UnavailableError,
+    malformed_answer,
+    malformed_answer_error,
+)
 from hopline.jsonrpc import parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
@@ -55,6 +65,7 @@ log = logging.getLogger("hopline.http_upstream")
 
 ANSWERED_GRACE = 1.0  # seconds an SSE response is read on after our answer came on it
 MAX_MODERN_HEADS = 256  # 2026-07-28 header sets kept per upstream, by (version, method, name)
+
 
 class _Flight:  # one request waiting for its response
     __slots__ = ("message", "modern", "task")
@@ -74,7 +85,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
     ) -> None:  # fmt: skip
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"not an http(s) URL: {public_url(url)!r}")
-        self.url, self.name = url, name or public_url(url)  # never the URL's userinfo or query: names reach errors and logs
+        self.url, self.name = (
+            url,
+            name or public_url(url),
+        )  # never the URL's userinfo or query: names reach errors and logs
         self._own_client = client is None
         self._client = client if client is not None else lean_or_httpx(url)
         self._timeout = httpx.Timeout(timeout, read=read_timeout)  # streams may idle for long
@@ -143,7 +157,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- requests -----------------------------------------------------------------------
     def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)  # the loop's own: asyncio.create_task is two Python calls more
+        task = asyncio.get_running_loop().create_task(
+            coro
+        )  # the loop's own: asyncio.create_task is two Python calls more
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -162,9 +178,13 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                     if attempt or not await self._session_gone(generation):
                         return
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to retry
-            await self._fail(flight, UnavailableError(self._unreachable(exc), backend=self.name, reason="connect_failed"))
+            await self._fail(
+                flight, UnavailableError(self._unreachable(exc), backend=self.name, reason="connect_failed")
+            )
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
-            await self._fail(flight, BackendTimeout(f"{self.name}: backend timed out ({type(exc).__name__})", backend=self.name))
+            await self._fail(
+                flight, BackendTimeout(f"{self.name}: backend timed out ({type(exc).__name__})", backend=self.name)
+            )
         except httpx.HTTPError as exc:
             text = self._unreachable(exc)
             await self._fail(flight, UnavailableError(text, backend=self.name, reason="unreachable"))
@@ -183,7 +203,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         msg = flight.message
         headers = self._modern_headers(msg.body) if flight.modern else self._handshake_headers(msg.body)
         last_id = retry = None
-        async with self._client.stream("POST", self.url, content=msg.encode(), headers=headers, timeout=self._timeout) as resp:
+        async with self._client.stream(
+            "POST", self.url, content=msg.encode(), headers=headers, timeout=self._timeout
+        ) as resp:
             status, ctype = resp.status_code, _ctype(resp)
             if status == 404 and "mcp-session-id" in headers:
                 raise _SessionGone
@@ -195,11 +217,18 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 try:
                     answer = parse(await resp.aread())
                 except ProtocolError as exc:  # the body is this request's answer, however broken
-                    self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg.id, exc.message)
+                    self.dropped(
+                        "%s: answered id %r with an error: its response is not JSON-RPC: %s",
+                        self.name,
+                        msg.id,
+                        exc.message,
+                    )
                     return await self._fail(flight, malformed_answer_error(self.name))
                 await self._deliver(answer)  # a body for another id falls through to the end
             elif not ctype.startswith("text/event-stream") or status == 202:
-                return await self._fail(flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}"))
+                return await self._fail(
+                    flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}")
+                )
             else:
                 try:
                     last_id, retry = await self._pump(resp, flight)
@@ -218,7 +247,12 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                         break
                     new_id, new_retry = await self._pump(resp, flight)
                     last_id, retry = new_id or last_id, new_retry if new_retry is not None else retry
-        await self._fail(flight, UnavailableError(f"{self.name}: the exchange ended without a response", backend=self.name, reason="disconnected"))
+        await self._fail(
+            flight,
+            UnavailableError(
+                f"{self.name}: the exchange ended without a response", backend=self.name, reason="disconnected"
+            ),
+        )
 
     async def _pump(self, resp: httpx.Response, flight: _Flight | None) -> tuple[str | None, int | None]:
         """Deliver the messages of one SSE response; returns its last event id and retry.
@@ -237,7 +271,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                     await self._events(resp, flight, parser, state, deadline.reschedule)
         return parser.last_event_id, state[0]
 
-    async def _events(self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any) -> None:
+    async def _events(
+        self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any
+    ) -> None:
         loop = asyncio.get_running_loop()
         async for chunk in resp.aiter_bytes():
             for event in parser.feed(chunk):
@@ -262,7 +298,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         malformed JSON), if its id can be read safely; else None (the event is dropped)."""
         msg_id = recover_answer_id(frame)
         if msg_id is not None and msg_id in self._flights:
-            self.dropped("%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg_id, exc.message)
+            self.dropped(
+                "%s: answered id %r with an error: its response is not JSON-RPC: %s", self.name, msg_id, exc.message
+            )
             return malformed_answer(self.name, msg_id)
         self.dropped("%s: dropped an SSE event that is not JSON-RPC: %s", self.name, exc.message)
         return None

@@ -43,7 +43,14 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-from hopline.binding import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS, NAME_HEADER_PARAM, Era, era_of_version
+from hopline.binding import (
+    HANDSHAKE_VERSIONS,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSIONS,
+    NAME_HEADER_PARAM,
+    Era,
+    era_of_version,
+)
 from hopline.context import Principal
 from hopline.header_codec import decode_header_value
 from hopline.jsonrpc import (
@@ -89,7 +96,14 @@ class StreamableHttpListener(ResponseWriter):
         self.sessions = sessions
         self.options = options or ListenerOptions()
 
-    async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None = None) -> None:
+    async def __call__(
+        self,
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+        principal: Principal | None = None,
+    ) -> None:
         method = scope["method"]
         era = Era.HANDSHAKE
         try:
@@ -117,7 +131,15 @@ class StreamableHttpListener(ResponseWriter):
             pass
 
     # -- POST --------------------------------------------------------------------
-    async def _post(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, headers: hu.Headers, era: Era, principal: Principal | None) -> None:
+    async def _post(
+        self,
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+        era: Era,
+        principal: Principal | None,
+    ) -> None:
         ctype = headers.get(b"content-type", "") or ""
         if not ctype.lower().startswith("application/json"):
             raise ProtocolError("Content-Type must be application/json", data=None)
@@ -135,7 +157,9 @@ class StreamableHttpListener(ResponseWriter):
         else:
             await self._handshake(receive, send, headers, message, principal)
 
-    async def _handshake(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None) -> None:
+    async def _handshake(
+        self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None
+    ) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
             with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
@@ -159,11 +183,15 @@ class StreamableHttpListener(ResponseWriter):
             await session.send(message)
         except ChannelClosed as exc:
             session.finish_post(sink)
-            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
+            raise UnavailableError(
+                f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
+            ) from None
         extra = {SESSION_HEADER: session.id}
         await self._respond(receive, send, sink, message, extra, session=session, sink=sink)
 
-    async def _initialize(self, receive: hu.Receive, send: hu.Send, message: Message, principal: Principal | None, slot: Slot) -> None:
+    async def _initialize(
+        self, receive: hu.Receive, send: hu.Send, message: Message, principal: Principal | None, slot: Slot
+    ) -> None:
         """Create a session and answer its ``initialize`` within the handshake deadline.
         If the client leaves first, or the answer is not a result, the session is closed."""
         loop = asyncio.get_running_loop()
@@ -180,9 +208,19 @@ class StreamableHttpListener(ResponseWriter):
             try:
                 await session.send(message)
             except ChannelClosed as exc:
-                raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+                raise UnavailableError(
+                    f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id
+                ) from None
             answer = await self._respond(
-                receive, send, sink, message, {SESSION_HEADER: session.id}, session=session, sink=sink, timeout=deadline - loop.time(), watcher=watcher
+                receive,
+                send,
+                sink,
+                message,
+                {SESSION_HEADER: session.id},
+                session=session,
+                sink=sink,
+                timeout=deadline - loop.time(),
+                watcher=watcher,
             )
         finally:
             watcher.cancel()
@@ -193,9 +231,13 @@ class StreamableHttpListener(ResponseWriter):
                     counters.abandoned += 1
                 elif answer.body.get("error", {}).get("code") == BackendTimeout.code:
                     counters.handshake_timeouts += 1
-                await session.close("initialize did not succeed" if answer is not None else "the client left during initialize")
+                await session.close(
+                    "initialize did not succeed" if answer is not None else "the client left during initialize"
+                )
 
-    async def _create(self, watcher: asyncio.Future, principal: Principal | None, message: Message) -> ClientSession | None:
+    async def _create(
+        self, watcher: asyncio.Future, principal: Principal | None, message: Message
+    ) -> ClientSession | None:
         """A new session, or None if the client left (``watcher`` done) while it was made."""
         loop = asyncio.get_running_loop()
 
@@ -207,11 +249,15 @@ class StreamableHttpListener(ResponseWriter):
             async with asyncio.timeout(None) as guard:
                 watcher.add_done_callback(left)
                 try:
-                    return await self.sessions.create(lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal))
+                    return await self.sessions.create(
+                        lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal)
+                    )
                 finally:
                     watcher.remove_done_callback(left)
         except ChannelClosed as exc:
-            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+            raise UnavailableError(
+                f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id
+            ) from None
         except HoplineError as exc:  # e.g. a backend at its child cap (503): answered to this request's id
             if exc.request_id is None:
                 exc.request_id = message.id
@@ -238,7 +284,9 @@ class StreamableHttpListener(ResponseWriter):
         try:
             channel = await self.backends.open_exchange(era)
         except ChannelClosed as exc:
-            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id) from None
+            raise UnavailableError(
+                f"backend unavailable: {exc.reason}", reason="start_failed", request_id=message.id
+            ) from None
         try:
             await channel.send(message)
             if message.is_request():
@@ -246,7 +294,9 @@ class StreamableHttpListener(ResponseWriter):
             else:
                 await hu.send_empty(send, 202)
         except ChannelClosed as exc:
-            raise UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id) from None
+            raise UnavailableError(
+                f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
+            ) from None
         finally:
             await channel.aclose()
 

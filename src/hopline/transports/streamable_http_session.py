@@ -85,7 +85,9 @@ class SessionStreams:
         self._flights.clear()
         await self._cancel_tasks()
         for flight in flights:
-            error = UnavailableError(f"{self.name}: backend session lost (HTTP 404)", backend=self.name, reason="session lost")
+            error = UnavailableError(
+                f"{self.name}: backend session lost (HTTP 404)", backend=self.name, reason="session lost"
+            )
             await self.put(error.to_response(flight.message.id))
         self._finish(self._reason)
         return False
@@ -98,7 +100,9 @@ class SessionStreams:
             if self._closing or self._init is None:
                 return False
             try:
-                async with self._client.stream("POST", self.url, content=self._init.encode(), headers=self._base, timeout=self._timeout) as resp:
+                async with self._client.stream(
+                    "POST", self.url, content=self._init.encode(), headers=self._base, timeout=self._timeout
+                ) as resp:
                     frames = [await resp.aread()]
                     if _ctype(resp).startswith("text/event-stream"):
                         frames = [e.data.encode() for e in SSEParser().feed(frames[0] + b"\n\n") if e.data]
@@ -109,7 +113,9 @@ class SessionStreams:
                     self._set_session(resp.headers.get("mcp-session-id"), result.get("protocolVersion"))
                 self._generation += 1
                 note = self._initialized or Message({"jsonrpc": "2.0", "method": "notifications/initialized"})
-                resp = await self._client.post(self.url, content=note.encode(), headers={**self._base, **self._session}, timeout=self._short)
+                resp = await self._client.post(
+                    self.url, content=note.encode(), headers={**self._base, **self._session}, timeout=self._short
+                )
                 log.info("%s: session expired; re-initialized as %s", self.name, self.session_id)
                 return _ok(resp.status_code)
             except (httpx.HTTPError, ProtocolError, ValueError) as exc:

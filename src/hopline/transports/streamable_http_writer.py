@@ -113,7 +113,9 @@ class ResponseWriter:
             # wakes the wait itself (the sink's or inbox's interrupt). An answer that comes
             # first is the whole response, one JSON body: no asyncio.timeout context for it
             # (bench/profile_call.py: one per request fewer).
-            message = await self._next(source, request, session, sink, generation, deadline, timeout, False, send, caller_watches)
+            message = await self._next(
+                source, request, session, sink, generation, deadline, timeout, False, send, caller_watches
+            )
             if message is None:
                 return None
             if message.is_response():
@@ -131,11 +133,28 @@ class ResponseWriter:
                             final = message.is_response()
                             data = message.encode()
                             event_id = session.record(sink, data) if session is not None and sink is not None else None
-                            await send({"type": "http.response.body", "body": encode_event(data, event_id=event_id), "more_body": not final})
+                            await send(
+                                {
+                                    "type": "http.response.body",
+                                    "body": encode_event(data, event_id=event_id),
+                                    "more_body": not final,
+                                }
+                            )
                             if final:
                                 answer = message
                                 break
-                            message = await self._next(source, request, session, sink, generation, deadline, timeout, True, send, caller_watches)
+                            message = await self._next(
+                                source,
+                                request,
+                                session,
+                                sink,
+                                generation,
+                                deadline,
+                                timeout,
+                                True,
+                                send,
+                                caller_watches,
+                            )
                             if message is None:
                                 return None
                     finally:
@@ -147,7 +166,13 @@ class ResponseWriter:
         except ChannelClosed as exc:
             err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
             if streaming:
-                await send({"type": "http.response.body", "body": encode_event(err.to_response(request.id).encode()), "more_body": False})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": encode_event(err.to_response(request.id).encode()),
+                        "more_body": False,
+                    }
+                )
             else:
                 await hu.send_error(send, err, request.id, headers, status=200)
             return None
@@ -156,8 +181,14 @@ class ResponseWriter:
                 raise
             if sink is None:
                 self.sessions.admission.overflows += 1
-                log.warning("a stateless exchange's stream was cut off: its client did not read it (request %r cancelled)", request.id)
-            err = UnavailableError("response stream closed: the client did not read it; the request was cancelled", reason="stream_overflow")
+                log.warning(
+                    "a stateless exchange's stream was cut off: its client did not read it (request %r cancelled)",
+                    request.id,
+                )
+            err = UnavailableError(
+                "response stream closed: the client did not read it; the request was cancelled",
+                reason="stream_overflow",
+            )
             await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
             return None
         finally:
@@ -196,7 +227,9 @@ class ResponseWriter:
                 return None
             return message
 
-    async def _timed_out(self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float) -> Message:
+    async def _timed_out(
+        self, request: Message, session: ClientSession | None, sink: Sink | None, seconds: float
+    ) -> Message:
         cancel = notification("notifications/cancelled", {"requestId": request.id, "reason": "timeout"})
         if session is not None:
             if request.method != "initialize":  # never cancelled (MCP); its session is closed instead
@@ -261,7 +294,13 @@ class ResponseWriter:
                             break
                         final = not standalone and message.is_response()
                         data = message.encode()
-                        await send({"type": "http.response.body", "body": encode_event(data, event_id=session.record(sink, data)), "more_body": not final})
+                        await send(
+                            {
+                                "type": "http.response.body",
+                                "body": encode_event(data, event_id=session.record(sink, data)),
+                                "more_body": not final,
+                            }
+                        )
                         if final:
                             session.finish_post(sink)
                             return
@@ -279,7 +318,6 @@ class ResponseWriter:
                     session.close_get(sink)
                 elif sink.request_id in session.posts:
                     self._client_gone(session, sink)
-
 
 
 async def _last_words(send: hu.Send, error: bytes | None, streaming: bool, headers: dict[str, str] | None) -> None:
@@ -300,5 +338,3 @@ async def _last_words(send: hu.Send, error: bytes | None, streaming: bool, heade
 def _modern_status(message: Message) -> int:
     err = message.body.get("error")
     return MODERN_STATUS.get(err.get("code"), 200) if isinstance(err, dict) else 200
-
-

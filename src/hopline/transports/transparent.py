@@ -47,7 +47,19 @@ from hopline.transports.h1client import LeanClient
 log = logging.getLogger("hopline.transparent")
 
 DECLARATION_PATH = "/.well-known/agent-tool-proxy"
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade"})
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
 REFUSED = -32600  # the request as sent cannot be served here; retrying it unchanged fails again
 UNREACHABLE = -31001  # hopline's "backend unavailable"
 
@@ -94,7 +106,14 @@ class TransparentProxy:
     """The ASGI app: one instance serves every destination."""
 
     def __init__(
-        self, settings: ProxySettings, rules: HeaderRules, *, declaration: Callable[[], dict[str, Any]], client: Any = None, aware: Endpoints | None = None, wait: float = 300.0
+        self,
+        settings: ProxySettings,
+        rules: HeaderRules,
+        *,
+        declaration: Callable[[], dict[str, Any]],
+        client: Any = None,
+        aware: Endpoints | None = None,
+        wait: float = 300.0,
     ) -> None:
         self.settings = settings
         self.aware = aware  # level 2: the protocol-aware part; None at level 1
@@ -118,7 +137,9 @@ class TransparentProxy:
         c = self.settings
         first, repeated = self.rules.read(raw)
         if repeated is not None:  # judged on one copy, forwarded with two: refused before anything else
-            await hu.send_json(send, 400, _error(self.rules.error, f"the {repeated.title()} header is repeated; send it once"))
+            await hu.send_json(
+                send, 400, _error(self.rules.error, f"the {repeated.title()} header is repeated; send it once")
+            )
             return
         named = first.get("host") if c.destination == "host" else first.get(c.header)
         target = c.destinations.get(named.strip().lower()) if named else None
@@ -142,12 +163,22 @@ class TransparentProxy:
                     if body is _GONE:
                         return  # the client left before its request was whole
                     method = self.rules.body_method(body) if body is not None else None
-                    why = "its body is not one JSON-RPC object with one method" if body is not None else "its body is larger than transparent.max_method_body"
+                    why = (
+                        "its body is not one JSON-RPC object with one method"
+                        if body is not None
+                        else "its body is larger than transparent.max_method_body"
+                    )
                 else:
                     method = "" if c.unknown_method == "allow" else None
                     why = "its body is unread and it does not claim MCP-Protocol-Version 2026-07-28"
                 if method is None:
-                    log.info("refused %s %s for %s: method unknown (unknown_method: %s)", scope["method"], scope["path"], destination, c.unknown_method)
+                    log.info(
+                        "refused %s %s for %s: method unknown (unknown_method: %s)",
+                        scope["method"],
+                        scope["path"],
+                        destination,
+                        c.unknown_method,
+                    )
                     message = f"refused by the intermediary's policy: the request's method is not known ({why}; transparent.unknown_method)"
                     await hu.send_json(send, 403, _error(REFUSED, message))
                     return
@@ -160,11 +191,15 @@ class TransparentProxy:
                 "mcp_method": method or "",
             }
             if not self.rules.allows(http):
-                log.info("refused %s %s for %s from %s (policy)", scope["method"], scope["path"], destination, http["source"])
+                log.info(
+                    "refused %s %s for %s from %s (policy)", scope["method"], scope["path"], destination, http["source"]
+                )
                 await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
                 return
         if self.aware is not None and not scope["path"].startswith("/.well-known/"):
-            await self.aware.serve(scope, receive if body is None else _replay(body, receive), send, destination, target)
+            await self.aware.serve(
+                scope, receive if body is None else _replay(body, receive), send, destination, target
+            )
             return
         await self._forward(scope, receive, send, target, raw, body)
 
@@ -179,10 +214,20 @@ class TransparentProxy:
             await hu.send_json(send, 421, _error(REFUSED, f"misdirected request: it {what}"))
 
     async def _forward(
-        self, scope: hu.Scope, receive: hu.Receive, send: hu.Send, target: str, raw: list[tuple[bytes, bytes]], body: bytes | None = None
+        self,
+        scope: hu.Scope,
+        receive: hu.Receive,
+        send: hu.Send,
+        target: str,
+        raw: list[tuple[bytes, bytes]],
+        body: bytes | None = None,
     ) -> None:
         c = self.settings
-        drop = HOP_BY_HOP | {b"host", b"content-length"} | ({c.header.encode()} if c.destination == "header" else frozenset())
+        drop = (
+            HOP_BY_HOP
+            | {b"host", b"content-length"}
+            | ({c.header.encode()} if c.destination == "header" else frozenset())
+        )
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw if k.lower() not in drop]
         host = next((v.decode("latin-1") for k, v in raw if k.lower() == b"host"), None)  # kept as the client sent it
         if body is None:  # not yet read for the rules
@@ -196,9 +241,18 @@ class TransparentProxy:
         path = scope.get("raw_path") or scope["path"].encode()
         url = target + path.decode("latin-1") + (("?" + query.decode("latin-1")) if query else "")
         method = scope["method"]
-        streaming = self.client.stream(method, url, content=body if body or method not in ("GET", "HEAD", "DELETE") else None, headers=headers, host=host, timeout=self.timeout)
+        streaming = self.client.stream(
+            method,
+            url,
+            content=body if body or method not in ("GET", "HEAD", "DELETE") else None,
+            headers=headers,
+            host=host,
+            timeout=self.timeout,
+        )
         try:
-            async with asyncio.timeout(self.wait):  # the answer's head; its body (an SSE stream) may take as long as it takes
+            async with asyncio.timeout(
+                self.wait
+            ):  # the answer's head; its body (an SSE stream) may take as long as it takes
                 response = await streaming.__aenter__()
         except (httpx.TimeoutException, TimeoutError) as exc:
             await hu.send_json(send, 504, _error(UNREACHABLE, f"destination unreachable ({type(exc).__name__})"))
@@ -227,7 +281,9 @@ class Endpoints:
     (by ``make(destination, url)``) when first asked for; each request carries the
     identity ``caller`` gives its headers."""
 
-    def __init__(self, paths: Iterable[str], make: Callable[[str, str], Endpoint], caller: Callable[[hu.Headers], Principal]) -> None:
+    def __init__(
+        self, paths: Iterable[str], make: Callable[[str, str], Endpoint], caller: Callable[[hu.Headers], Principal]
+    ) -> None:
         self.security = hu.SecurityPolicy(check_host=False)  # the Host names the destination, by design
         self.paths = frozenset(paths)
         self.make = make
@@ -240,7 +296,11 @@ class Endpoints:
             return
         path = scope["path"].rstrip("/") or "/"
         if path not in self.paths:  # only MCP endpoints, each with its pipeline: no way around the policy
-            await hu.send_json(send, 404, b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not an MCP endpoint of this destination"}}')
+            await hu.send_json(
+                send,
+                404,
+                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not an MCP endpoint of this destination"}}',
+            )
             return
         key = (destination, path)
         endpoint = self.endpoints.get(key)

@@ -32,7 +32,15 @@ async def serve(transport: str) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     bridge.base = "http://127.0.0.1:%d" % sock.getsockname()[1]
-    config = uvicorn.Config(bridge.app, http="httptools", loop="none", lifespan="off", access_log=False, log_level="warning", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        bridge.app,
+        http="httptools",
+        loop="none",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=1,
+    )
     server = uvicorn.Server(config)
     http = asyncio.create_task(server.serve(sockets=[sock]), name="bridge-http")
     writer = asyncio.create_task(bridge.write(), name="bridge-write")
@@ -55,11 +63,23 @@ async def serve(transport: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hopline.acp.bridge", description="hopline's MCP-over-ACP bridge (a proxy component; see hopline.acp.bridge)")
-    parser.add_argument("--transport", choices=["http", "stdio"], default="http", help="how the agent is given each server (default: http)")
+    parser = argparse.ArgumentParser(
+        prog="python -m hopline.acp.bridge",
+        description="hopline's MCP-over-ACP bridge (a proxy component; see hopline.acp.bridge)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="how the agent is given each server (default: http)",
+    )
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     from hopline.runtime import run
 
     return run(serve(args.transport))

@@ -39,7 +39,18 @@ from hopline.transports.streamable_http_server import StreamableHttpListener
 _CLOSED = Message({"jsonrpc": JSONRPC, "method": "$/hopline/closed"})
 # Requests an agent may send while it sets its MCP servers up, before its session/new is
 # answered: relayed at once, possibly without the session id (holding them could deadlock).
-SET_UP = frozenset({"initialize", "ping", "server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "logging/setLevel"})
+SET_UP = frozenset(
+    {
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "logging/setLevel",
+    }
+)
 
 
 @dataclass(slots=True)
@@ -166,7 +177,9 @@ class AcpMcpChannel:
         params = mcp_wire.with_session(params, self.server.session)
         inner = mcp_id if self.dialect.name == "d1" else None
         acp_method, acp_params = mcp_wire.message(self.dialect, self.cid, method, params, inner)
-        self.in_flight[mcp_id] = self.bridge.request(acp_method, acp_params, lambda answer: self._answered(mcp_id, answer))
+        self.in_flight[mcp_id] = self.bridge.request(
+            acp_method, acp_params, lambda answer: self._answered(mcp_id, answer)
+        )
 
     def _resume(self, message: Message) -> None:
         if self.state == "open":
@@ -195,7 +208,9 @@ class AcpMcpChannel:
         self.bridge.channels.pop(self.cid, None)
         for message in self.queued:
             if message.is_request():
-                self.inbox.put_nowait(UnavailableError(reason, backend=self.server.name, reason="backend_closed").to_response(message.id))
+                self.inbox.put_nowait(
+                    UnavailableError(reason, backend=self.server.name, reason="backend_closed").to_response(message.id)
+                )
         for acp_id in self.asked.values():
             self.bridge.answer(acp_id, {"error": {"code": -32603, "message": "the MCP client went away"}})
         self.queued, self.asked = [], {}

@@ -49,7 +49,9 @@ class Bridge(ProxyCore):
         if self.transport == "stdio" or mcp.get("http") is True:
             mcp["acp"] = True
         else:
-            log.warning("the agent does not advertise mcpCapabilities.http: ACP-transport servers it is given as HTTP may be ignored")
+            log.warning(
+                "the agent does not advertise mcpCapabilities.http: ACP-transport servers it is given as HTTP may be ignored"
+            )
         caps["mcpCapabilities"] = mcp
         result["agentCapabilities"] = caps
         return result
@@ -71,7 +73,14 @@ class Bridge(ProxyCore):
             keys.append(key)
             url = self.base + served.path
             if self.transport == "stdio":
-                servers.append({"name": served.name, "command": sys.executable, "args": ["-m", "hopline", "relay", "--stdio", url], "env": []})
+                servers.append(
+                    {
+                        "name": served.name,
+                        "command": sys.executable,
+                        "args": ["-m", "hopline", "relay", "--stdio", url],
+                        "env": [],
+                    }
+                )
             else:
                 servers.append({"type": "http", "name": served.name, "url": url, "headers": []})
         if method in ("session/load", "session/resume") and isinstance(params.get("sessionId"), str):
@@ -114,7 +123,9 @@ class Bridge(ProxyCore):
         channel = self.channels.get(op.connection)
         if channel is None:
             if msg_id is not None:
-                self.answer(msg_id, {"error": {"code": -32602, "message": f"unknown MCP-over-ACP connection {op.connection!r}"}})
+                self.answer(
+                    msg_id, {"error": {"code": -32602, "message": f"unknown MCP-over-ACP connection {op.connection!r}"}}
+                )
             return True
         channel.deliver(op.method, op.params, msg_id)  # type: ignore[arg-type]
         return True
@@ -123,4 +134,3 @@ class Bridge(ProxyCore):
         for served in self.servers.values():
             await served.sessions.close_all("the bridge is stopping")
             await served.backends.aclose()
-

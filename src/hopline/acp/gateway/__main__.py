@@ -17,7 +17,9 @@ import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, metavar="FILE", help="configuration file whose `backends` the gateway serves")
+    parser.add_argument(
+        "--config", required=True, metavar="FILE", help="configuration file whose `backends` the gateway serves"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,11 +53,18 @@ async def _serve(config_path: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hopline.acp.gateway", description="hopline's MCP gateway as an ACP proxy component (see hopline.acp.gateway)")
+    parser = argparse.ArgumentParser(
+        prog="python -m hopline.acp.gateway",
+        description="hopline's MCP gateway as an ACP proxy component (see hopline.acp.gateway)",
+    )
     add_arguments(parser)
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     return run(args)
 
 

@@ -143,7 +143,10 @@ class Provider:
             cid = f"gw-{self._minted}"
         if cid is None or cid in self.links:
             if msg_id is not None:
-                self.proxy.answer(msg_id, {"error": {"code": -32602, "message": f"MCP-over-ACP connection id {cid!r} is missing or in use"}})
+                self.proxy.answer(
+                    msg_id,
+                    {"error": {"code": -32602, "message": f"MCP-over-ACP connection id {cid!r} is missing or in use"}},
+                )
             return True
         self.links[cid] = Link(self, server, cid, d)
         if msg_id is not None:
@@ -182,7 +185,9 @@ class Link:
         """One MCP message from the consumer, for the gateway."""
         if self.closed:
             if msg_id is not None:
-                self.provider.proxy.answer(msg_id, {"error": {"code": -32602, "message": "the MCP-over-ACP connection is closed"}})
+                self.provider.proxy.answer(
+                    msg_id, {"error": {"code": -32602, "message": "the MCP-over-ACP connection is closed"}}
+                )
             return
         body: dict[str, Any] = {"jsonrpc": JSONRPC, "method": op.method}
         params = op.params
@@ -201,7 +206,15 @@ class Link:
     def cancel(self, msg_id: Any) -> None:
         if msg_id in self.served:
             self._owed(msg_id)
-            self.queue.put_nowait(Message({"jsonrpc": JSONRPC, "method": "notifications/cancelled", "params": {"requestId": msg_id, "reason": "cancelled by the consumer"}}))
+            self.queue.put_nowait(
+                Message(
+                    {
+                        "jsonrpc": JSONRPC,
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": msg_id, "reason": "cancelled by the consumer"},
+                    }
+                )
+            )
             self.provider.proxy.answer(msg_id, {"error": {"code": -32800, "message": "Request cancelled"}})
 
     def close(self) -> None:
@@ -231,7 +244,11 @@ class Link:
             if end is not None:
                 await end.aclose()
             for msg_id in list(self.served):
-                self._answer(msg_id, {"error": {"code": -32603, "message": "the gateway's MCP session for this connection ended"}}, own=True)
+                self._answer(
+                    msg_id,
+                    {"error": {"code": -32603, "message": "the gateway's MCP session for this connection ended"}},
+                    own=True,
+                )
 
     async def _read(self, end: Any) -> None:
         while True:
@@ -280,7 +297,10 @@ class Link:
     def _ask(self, mcp_id: Any, method: str, params: Any) -> None:
         """The gateway asks the consumer something (sampling, elicitation, roots)."""
         if self.dialect.connectionless or self.closed:
-            error = {"code": -32601, "message": f"{method}: the connectionless MCP-over-ACP binding (d5) carries no server-to-client requests"}
+            error = {
+                "code": -32601,
+                "message": f"{method}: the connectionless MCP-over-ACP binding (d5) carries no server-to-client requests",
+            }
             self.queue.put_nowait(Message({"jsonrpc": JSONRPC, "id": mcp_id, "error": error}))
             return
 
@@ -313,4 +333,3 @@ def _progress_token(params: Any, key: str = "") -> Any:
         return params.get(key)
     meta = params.get("_meta")
     return meta.get("progressToken") if isinstance(meta, dict) else None
-

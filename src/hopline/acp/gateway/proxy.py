@@ -42,7 +42,9 @@ class GatewayProxy(ProxyCore):
     def setup(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], Callable]:
         """Every session gets a fresh server (its id is the session correlation key, reference §3.1)."""
         known = params.get("sessionId") if method in ("session/load", "session/resume") else None
-        server = self.provider.declare("url" if self.dialect == "d1" else "serverId", known if isinstance(known, str) else None)
+        server = self.provider.declare(
+            "url" if self.dialect == "d1" else "serverId", known if isinstance(known, str) else None
+        )
         servers = params.get("mcpServers")
         params = {**params, "mcpServers": [*(servers if isinstance(servers, list) else []), self.declaration(server)]}
 
@@ -54,7 +56,9 @@ class GatewayProxy(ProxyCore):
             if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
                 server.session = result["sessionId"]
             if server.session is not None and method in ("session/load", "session/resume"):
-                for old in [s for s in self.provider.servers.values() if s.session == server.session and s is not server]:
+                for old in [
+                    s for s in self.provider.servers.values() if s.session == server.session and s is not server
+                ]:
                     self.provider.forget(old)  # the agent was given the new one for this session
             return answer
 
@@ -82,9 +86,12 @@ async def serve(inbound: Channel, outbound: Channel, backends: Backends, *, name
     """Run the gateway component on one ACP connection until its input ends."""
     proxy = GatewayProxy(outbound, backends, name=name)
     writer = asyncio.create_task(proxy.write(), name="acp-gateway-write")
+
     def failed(message: Message) -> None:
         if message.is_request():
-            proxy.answer(message.id, {"error": {"code": -32603, "message": "internal error in hopline's gateway component"}})
+            proxy.answer(
+                message.id, {"error": {"code": -32603, "message": "internal error in hopline's gateway component"}}
+            )
 
     try:
         await feed(inbound, proxy.handle, name="gateway", on_error=failed)
@@ -95,4 +102,3 @@ async def serve(inbound: Channel, outbound: Channel, backends: Backends, *, name
         with contextlib.suppress(Exception):
             await asyncio.wait_for(writer, 5)
         writer.cancel()
-

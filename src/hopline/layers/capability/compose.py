@@ -50,24 +50,40 @@ def server_info(name: str) -> dict[str, Any]:
     return {"name": name, "version": __version__}
 
 
-def initialize_result(infos: Mapping[str, BackendInfo], *, requested: Any, name: str, own_instructions: str | None, reverse: bool) -> dict[str, Any]:
+def initialize_result(
+    infos: Mapping[str, BackendInfo], *, requested: Any, name: str, own_instructions: str | None, reverse: bool
+) -> dict[str, Any]:
     if reverse and len(infos) == 1:
         (info,) = infos.values()
-        result = {"protocolVersion": negotiate(requested), "capabilities": _reverse_caps(info), "serverInfo": info.server_info or server_info(name)}
+        result = {
+            "protocolVersion": negotiate(requested),
+            "capabilities": _reverse_caps(info),
+            "serverInfo": info.server_info or server_info(name),
+        }
         if info.instructions:
             result["instructions"] = info.instructions
         return result
-    result = {"protocolVersion": negotiate(requested), "capabilities": capabilities(infos), "serverInfo": server_info(name)}
+    result = {
+        "protocolVersion": negotiate(requested),
+        "capabilities": capabilities(infos),
+        "serverInfo": server_info(name),
+    }
     text = instructions(infos, own_instructions)
     if text:
         result["instructions"] = text
     return result
 
 
-def discover_result(infos: Mapping[str, BackendInfo], *, name: str, own_instructions: str | None, reverse: bool) -> dict[str, Any]:
+def discover_result(
+    infos: Mapping[str, BackendInfo], *, name: str, own_instructions: str | None, reverse: bool
+) -> dict[str, Any]:
     if reverse and len(infos) == 1:
         (info,) = infos.values()
-        caps, text, identity = _reverse_caps(info, modern=True), info.instructions, info.server_info or server_info(name)
+        caps, text, identity = (
+            _reverse_caps(info, modern=True),
+            info.instructions,
+            info.server_info or server_info(name),
+        )
     else:
         caps, text, identity = capabilities(infos), instructions(infos, own_instructions), server_info(name)
     result: dict[str, Any] = {
@@ -113,5 +129,7 @@ def stamp(value: dict[str, Any], *, name: str, reverse: bool, backend_id: str | 
         if isinstance(tools, list) and any(isinstance(t, dict) and "execution" in t for t in tools):
             # ``execution`` (taskSupport) is handshake-era vocabulary: the 2026-07-28 Tool has
             # no such field, and neither has the Tasks extension's.
-            value["tools"] = [{k: v for k, v in t.items() if k != "execution"} if isinstance(t, dict) else t for t in tools]
+            value["tools"] = [
+                {k: v for k, v in t.items() if k != "execution"} if isinstance(t, dict) else t for t in tools
+            ]
     return value

@@ -45,6 +45,7 @@ class ListComposer:
     arrival: list[Any]
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
+
         async def live_backends(self) -> dict[str, BackendSession | BaseException]: ...  # noqa: E704 (BackendLinks)
 
         async def listable(self, method: str) -> dict[str, BackendSession]: ...  # noqa: E704 (BackendLinks)
@@ -77,7 +78,11 @@ class ListComposer:
         if cached is None:
             kind = KINDS[method]
             withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
-            kept = [(item, backend) for item, (backend, name) in zip(items, refs) if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))]
+            kept = [
+                (item, backend)
+                for item, (backend, name) in zip(items, refs)
+                if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))
+            ]
             cached = ([item for item, _ in kept], [backend for _, backend in kept], withdrawn)
             g.visible_cache[cache_key] = cached
             while len(g.visible_cache) > 1024:
@@ -85,13 +90,19 @@ class ListComposer:
         keep, backends, withdrawn = cached
         return keep, backends, sorted({*missing, *withdrawn}) if withdrawn else missing
 
-    def _check_visible(self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any) -> None:
+    def _check_visible(
+        self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any
+    ) -> None:
         """An item the caller may not see is answered exactly like one that does not exist."""
         pipeline = self.hub.pipeline
         if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
             what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
             error = InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
-            refused(pipeline.calls, Call(_INVOKES[kind], backend, {}, self.principal, target=name, exposed=shown, session=self._binding), error)  # audited
+            refused(
+                pipeline.calls,
+                Call(_INVOKES[kind], backend, {}, self.principal, target=name, exposed=shown, session=self._binding),
+                error,
+            )  # audited
             raise error
 
     async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
@@ -107,24 +118,42 @@ class ListComposer:
         if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
             return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]
         meta = self.hub.registry.hop_meta(self.arrival)  # an intermediary that leads back here refuses the fetch
-        fetched = await asyncio.gather(*(asyncio.wait_for(s.list_all(method, meta), limit) for s in backends.values()), return_exceptions=True)
+        fetched = await asyncio.gather(
+            *(asyncio.wait_for(s.list_all(method, meta), limit) for s in backends.values()), return_exceptions=True
+        )
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
             self.hub.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker
             self.hub.observability.list_fetch(backend_id, method, items)
             if isinstance(items, BaseException):
-                log.warning("backend %s: %s failed: %s", backend_id, method, "timed out" if isinstance(items, asyncio.TimeoutError) else items)
+                log.warning(
+                    "backend %s: %s failed: %s",
+                    backend_id,
+                    method,
+                    "timed out" if isinstance(items, asyncio.TimeoutError) else items,
+                )
                 session.list_failed_until[method] = loop.time() + self.hub.settings.routing.retry_after
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
         return self._compose(method, lists, backends, missing)
 
-    def _compose(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession], missing: list[str]) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+    def _compose(
+        self,
+        method: str,
+        lists: dict[str, list[dict[str, Any]]],
+        backends: dict[str, BackendSession],
+        missing: list[str],
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
         if method in NAMED:
             catalog = self._catalog(method, lists, backends)
-            return catalog.items, [(e.backend, e.original) for e in catalog.entries], sorted(missing), (version_key, catalog.version)
+            return (
+                catalog.items,
+                [(e.backend, e.original) for e in catalog.entries],
+                sorted(missing),
+                (version_key, catalog.version),
+            )
         key = LIST_KEYS[method]
         field = "uriTemplate" if key == "resourceTemplates" else "uri"
         expose = self.hub.routes.uris.expose_template if field == "uriTemplate" else self.hub.routes.uris.expose
@@ -137,7 +166,9 @@ class ListComposer:
                     refs.append((backend_id, item[field]))
         return out, refs, sorted(missing), version_key
 
-    def _catalog(self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]) -> Catalog:
+    def _catalog(
+        self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]
+    ) -> Catalog:
         """The composed names, built once per (list method, backend list versions) for the
         whole gateway: every session and stateless request with the same backends shares it."""
         key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
@@ -146,8 +177,17 @@ class ListComposer:
         if catalog is not None:
             self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
             return catalog
-        options = {b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename) for b, cfg in g.settings.backends.items()}
-        catalog = Catalog.build(lists, namespace=g.routes.namespace, strategy=Collision(g.settings.routing.collision), options=options, order=list(g.settings.backends))
+        options = {
+            b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename)
+            for b, cfg in g.settings.backends.items()
+        }
+        catalog = Catalog.build(
+            lists,
+            namespace=g.routes.namespace,
+            strategy=Collision(g.settings.routing.collision),
+            options=options,
+            order=list(g.settings.backends),
+        )
         for line in catalog.diagnostics:
             log.info("catalog %s: %s", method, line)
         g.catalogs[key] = catalog
@@ -155,7 +195,6 @@ class ListComposer:
             g.catalogs.pop(next(iter(g.catalogs)))
         self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
         return catalog
-
 
     def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
         """Resolve against the catalogue already composed, if it is still current for the

@@ -24,7 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hopline import NAME, __version__
-from hopline.binding import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE, LATEST_MODERN, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, LISTINGS, Era
+from hopline.binding import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE,
+    LATEST_MODERN,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    LISTINGS,
+    Era,
+)
 from hopline.jsonrpc import Message, PeerError, UnavailableError
 from hopline.layers.discovery.shared import Owners
 from hopline.layers.transport.rpc import OnNotification, OnRequest, RpcPeer
@@ -52,7 +61,14 @@ class BackendInfo:
 
 
 class BackendSession:
-    def __init__(self, backend_id: str, peer: RpcPeer, info: BackendInfo, client_capabilities: dict[str, Any], timeout: float | None) -> None:
+    def __init__(
+        self,
+        backend_id: str,
+        peer: RpcPeer,
+        info: BackendInfo,
+        client_capabilities: dict[str, Any],
+        timeout: float | None,
+    ) -> None:
         self.id = backend_id
         self.peer = peer
         self.info = info
@@ -91,7 +107,13 @@ class BackendSession:
             if on_notification is not None:
                 on_notification(message)
 
-        peer = RpcPeer(channel, name=backend_id, on_request=on_request, on_notification=notified, on_closed=lambda: holder and holder[0]._closed())
+        peer = RpcPeer(
+            channel,
+            name=backend_id,
+            on_request=on_request,
+            on_notification=notified,
+            on_closed=lambda: holder and holder[0]._closed(),
+        )
         try:
             info = await _handshake(peer, caps, timeout, prefer, meta or {})
         except BaseException:
@@ -109,13 +131,23 @@ class BackendSession:
             meta.setdefault(META_CLIENT_CAPABILITIES, self.client_capabilities)
             meta.setdefault(META_CLIENT_INFO, GATEWAY_INFO)
         else:
-            for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, "io.modelcontextprotocol/logLevel"):
+            for key in (
+                META_PROTOCOL_VERSION,
+                META_CLIENT_CAPABILITIES,
+                META_CLIENT_INFO,
+                "io.modelcontextprotocol/logLevel",
+            ):
                 meta.pop(key, None)
         return meta
 
     async def call(
-        self, method: str, params: dict[str, Any] | None, *, on_progress: Callable[[Message], None] | None = None,
-        timeout: float | None = None, owner: Any = None,
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        *,
+        on_progress: Callable[[Message], None] | None = None,
+        timeout: float | None = None,
+        owner: Any = None,
     ) -> Message:
         """``owner``: the client the call is for (opaque); while it is in flight, what the
         backend sends on its own initiative may be routed to it (see :class:`Owners`)."""
@@ -206,7 +238,9 @@ class BackendSession:
             self.on_closed(self)
 
     def is_closed(self) -> bool:
-        return self.peer.closed_reason is not None  # RpcPeer.is_closed, without its call (asked several times per request)
+        return (
+            self.peer.closed_reason is not None
+        )  # RpcPeer.is_closed, without its call (asked several times per request)
 
     async def aclose(self) -> None:
         await self.peer.aclose()
@@ -220,10 +254,16 @@ def _result(answer: Message, method: str, backend_id: str) -> dict[str, Any]:
     if isinstance(body.get("result"), dict):
         return body["result"]
     err = body.get("error") or {}
-    raise UnavailableError(f"backend {backend_id} failed {method}: {err.get('message', 'no result')}", backend=backend_id, reason="backend_error")
+    raise UnavailableError(
+        f"backend {backend_id} failed {method}: {err.get('message', 'no result')}",
+        backend=backend_id,
+        reason="backend_error",
+    )
 
 
-async def _handshake(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, prefer: Era, meta: dict[str, Any]) -> BackendInfo:
+async def _handshake(
+    peer: RpcPeer, caps: dict[str, Any], timeout: float | None, prefer: Era, meta: dict[str, Any]
+) -> BackendInfo:
     """Agree an era with a fresh backend connection, trying ``prefer`` first.
 
     A handshake-era client is best served by a handshake-era backend session
@@ -237,18 +277,29 @@ async def _handshake(peer: RpcPeer, caps: dict[str, Any], timeout: float | None,
     return info if info is not None else await _initialize(peer, caps, timeout, meta) or _refused(peer)
 
 
-async def _discover(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, extra: dict[str, Any]) -> BackendInfo | None:
-    meta = {**extra, META_PROTOCOL_VERSION: LATEST_MODERN, META_CLIENT_CAPABILITIES: caps, META_CLIENT_INFO: GATEWAY_INFO}
+async def _discover(
+    peer: RpcPeer, caps: dict[str, Any], timeout: float | None, extra: dict[str, Any]
+) -> BackendInfo | None:
+    meta = {
+        **extra,
+        META_PROTOCOL_VERSION: LATEST_MODERN,
+        META_CLIENT_CAPABILITIES: caps,
+        META_CLIENT_INFO: GATEWAY_INFO,
+    }
     probe = await peer.call("server/discover", {"_meta": meta}, timeout=timeout)
     _hop_refusal(peer, probe)
     result = probe.body.get("result")
     if isinstance(result, dict) and LATEST_MODERN in (result.get("supportedVersions") or []):
         server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
-        return BackendInfo(Era.MODERN, LATEST_MODERN, result.get("capabilities") or {}, server_info, result.get("instructions"))
+        return BackendInfo(
+            Era.MODERN, LATEST_MODERN, result.get("capabilities") or {}, server_info, result.get("instructions")
+        )
     return None
 
 
-async def _initialize(peer: RpcPeer, caps: dict[str, Any], timeout: float | None, meta: dict[str, Any]) -> BackendInfo | None:
+async def _initialize(
+    peer: RpcPeer, caps: dict[str, Any], timeout: float | None, meta: dict[str, Any]
+) -> BackendInfo | None:
     params: dict[str, Any] = {"protocolVersion": LATEST_HANDSHAKE, "capabilities": caps, "clientInfo": GATEWAY_INFO}
     if meta:
         params["_meta"] = meta
@@ -258,7 +309,13 @@ async def _initialize(peer: RpcPeer, caps: dict[str, Any], timeout: float | None
     if not isinstance(result, dict) or result.get("protocolVersion") not in HANDSHAKE_VERSIONS:
         return None
     await peer.notify("notifications/initialized")
-    return BackendInfo(Era.HANDSHAKE, str(result.get("protocolVersion")), result.get("capabilities") or {}, result.get("serverInfo") or {}, result.get("instructions"))
+    return BackendInfo(
+        Era.HANDSHAKE,
+        str(result.get("protocolVersion")),
+        result.get("capabilities") or {},
+        result.get("serverInfo") or {},
+        result.get("instructions"),
+    )
 
 
 def _hop_refusal(peer: RpcPeer, answer: Message) -> None:
@@ -266,8 +323,14 @@ def _hop_refusal(peer: RpcPeer, answer: Message) -> None:
     error = answer.body.get("error")
     data = error.get("data") if isinstance(error, dict) else None
     if isinstance(data, dict) and data.get("reason") in ("loop", "max_hops"):
-        raise UnavailableError(f"backend {peer.name}: {error.get('message')}", backend=peer.name, reason=str(data["reason"]))
+        raise UnavailableError(
+            f"backend {peer.name}: {error.get('message')}", backend=peer.name, reason=str(data["reason"])
+        )
 
 
 def _refused(peer: RpcPeer) -> BackendInfo:
-    raise UnavailableError(f"backend {peer.name} accepted neither initialize nor server/discover", backend=peer.name, reason="handshake_failed")
+    raise UnavailableError(
+        f"backend {peer.name} accepted neither initialize nor server/discover",
+        backend=peer.name,
+        reason="handshake_failed",
+    )

@@ -61,7 +61,9 @@ class Registry:
         self.credentials = credentials
         self.hops = hops
         self._make_per_caller = per_caller
-        self._per_caller: dict[tuple[str, Any], tuple[Backends, Any]] = {}  # (backend, principal key) → connector, its auth
+        self._per_caller: dict[
+            tuple[str, Any], tuple[Backends, Any]
+        ] = {}  # (backend, principal key) → connector, its auth
 
     def add(self, backend_id: str, connector: Backends) -> None:
         self.connectors[backend_id] = connector
@@ -101,7 +103,11 @@ class Registry:
                 oldest = next(iter(self._per_caller))
                 old, _auth = self._per_caller.pop(oldest)
                 asyncio.ensure_future(old.aclose())
-        elif principal.token and getattr(found[1], "principal", None) is not None and found[1].principal.token != principal.token:
+        elif (
+            principal.token
+            and getattr(found[1], "principal", None) is not None
+            and found[1].principal.token != principal.token
+        ):
             found[1].principal = principal  # the same caller with a newer token
         return found[0]
 
@@ -150,12 +156,16 @@ class Registry:
         if session.info.era is Era.HANDSHAKE:
             answer = await session.call("ping", {}, timeout=timeout)
             if "error" in answer.body:
-                raise UnavailableError(f"backend {session.id} answered ping with an error", backend=session.id, reason="health")
+                raise UnavailableError(
+                    f"backend {session.id} answered ping with an error", backend=session.id, reason="health"
+                )
             return False
         answer = await session.call("server/discover", {}, timeout=timeout)
         value = answer.body.get("result")
         if not isinstance(value, dict):
-            raise UnavailableError(f"backend {session.id} answered server/discover with an error", backend=session.id, reason="health")
+            raise UnavailableError(
+                f"backend {session.id} answered server/discover with an error", backend=session.id, reason="health"
+            )
         caps = value.get("capabilities")
         if isinstance(caps, dict) and caps != session.info.capabilities:
             log.info("backend %s: capabilities changed", session.id)

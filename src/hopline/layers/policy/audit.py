@@ -88,7 +88,9 @@ def safe_target(target: str | None) -> str | None:
 class AuditLog:
     """Writes audit records; ``write`` takes one encoded line (tests pass ``list.append``)."""
 
-    def __init__(self, write: Callable[[bytes], Any], *, clock: Callable[[], float] = time.time, name: str = "audit") -> None:
+    def __init__(
+        self, write: Callable[[bytes], Any], *, clock: Callable[[], float] = time.time, name: str = "audit"
+    ) -> None:
         self._write = write
         self._clock = clock
         self._name = name

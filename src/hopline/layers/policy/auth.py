@@ -99,7 +99,12 @@ class Authenticator:
     """Turns a request's credentials into a Principal (see the module docstring)."""
 
     def __init__(
-        self, config: AuthSettings, *, fetch: Fetch | None = None, clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic
+        self,
+        config: AuthSettings,
+        *,
+        fetch: Fetch | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.resource = config.resource
@@ -108,7 +113,10 @@ class Authenticator:
         self._fetcher: HttpFetcher | None = None  # ours to close, when nobody gave us a fetch
         if fetch is None:
             fetch = self._fetcher = HttpFetcher()
-        self._issuers = {i.issuer: KeySet(i, where=f"auth.issuers[{n}]", fetch=fetch, clock=monotonic) for n, i in enumerate(config.issuers)}
+        self._issuers = {
+            i.issuer: KeySet(i, where=f"auth.issuers[{n}]", fetch=fetch, clock=monotonic)
+            for n, i in enumerate(config.issuers)
+        }
         self._leeway = config.leeway
         self._types = frozenset(t.lower() for t in config.token_types)
         self._max = config.max_token_bytes
@@ -117,7 +125,13 @@ class Authenticator:
         self._cache: dict[str, tuple[Principal, float]] = {}
         self._cache_size = config.cache_size
         self._key_header = config.api_key_header.encode("latin-1")
-        self._api_keys = [(hashlib.sha256(k.key.encode()).digest(), Principal(k.name, {"sub": k.name}, frozenset(k.scopes), API_KEY_ISSUER)) for k in config.api_keys]
+        self._api_keys = [
+            (
+                hashlib.sha256(k.key.encode()).digest(),
+                Principal(k.name, {"sub": k.name}, frozenset(k.scopes), API_KEY_ISSUER),
+            )
+            for k in config.api_keys
+        ]
 
     # -- the protected resource metadata (RFC 9728) -----------------------------------------
     def metadata(self) -> dict[str, Any]:

@@ -70,13 +70,52 @@ log = logging.getLogger("hopline.policy")
 MAX_RULE_LENGTH = 4096
 MAX_COMPREHENSION_DEPTH = 2
 SLOW_RULE_SECONDS = 0.005
-INVOKE_METHOD = {"tool": "tools/call", "prompt": "prompts/get", "resource": "resources/read", "resourceTemplate": "resources/read"}
-KIND_KEY = {"tool": ("tool", "name"), "prompt": ("prompt", "name"), "resource": ("resource", "uri"), "resourceTemplate": ("resource", "uri"), "method": ("method", "")}
+INVOKE_METHOD = {
+    "tool": "tools/call",
+    "prompt": "prompts/get",
+    "resource": "resources/read",
+    "resourceTemplate": "resources/read",
+}
+KIND_KEY = {
+    "tool": ("tool", "name"),
+    "prompt": ("prompt", "name"),
+    "resource": ("resource", "uri"),
+    "resourceTemplate": ("resource", "uri"),
+    "method": ("method", ""),
+}
 ITEM_MAPS = frozenset({"tool", "prompt", "resource"})
-MCP_FIELDS = frozenset({("method",), ("backend",), ("kind",), ("tool",), ("tool", "name"), ("prompt",), ("prompt", "name"), ("resource",), ("resource", "uri")})
+MCP_FIELDS = frozenset(
+    {
+        ("method",),
+        ("backend",),
+        ("kind",),
+        ("tool",),
+        ("tool", "name"),
+        ("prompt",),
+        ("prompt", "name"),
+        ("resource",),
+        ("resource", "uri"),
+    }
+)
 CALL_TIME = frozenset({"arguments", "args", "params", "_meta", "meta", "result", "input", "output"})
 MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
-TYPE_NAMES = frozenset({"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type", "dyn", "duration", "timestamp"})
+TYPE_NAMES = frozenset(
+    {
+        "int",
+        "uint",
+        "double",
+        "bool",
+        "string",
+        "bytes",
+        "list",
+        "map",
+        "null_type",
+        "type",
+        "dyn",
+        "duration",
+        "timestamp",
+    }
+)
 
 _TOKEN = re.compile(
     r"""(?P<ws>\s+|//[^\n]*)
@@ -109,7 +148,9 @@ def compile_rule(expr: str) -> tuple[cel.Program, Analysis]:
         program = cel.compile(expr)
     except Exception as exc:  # the library raises ValueError with the parser's report
         m = re.search(r"ERROR: <input>:(\d+:\d+): ([^\n]*)", str(exc))
-        raise RuleError(f"is not valid CEL (at {m.group(1)}: {m.group(2)[:160]})" if m else "is not valid CEL") from None
+        raise RuleError(
+            f"is not valid CEL (at {m.group(1)}: {m.group(2)[:160]})" if m else "is not valid CEL"
+        ) from None
     return program, analyze(expr, program.variables())
 
 
@@ -130,7 +171,9 @@ def analyze(expr: str, variables: Iterable[str] = ()) -> Analysis:
             if macro:
                 depth += 1
                 if depth > MAX_COMPREHENSION_DEPTH:
-                    raise RuleError(f"nests more than {MAX_COMPREHENSION_DEPTH} comprehensions (all/exists/map/filter); its cost would be unbounded")
+                    raise RuleError(
+                        f"nests more than {MAX_COMPREHENSION_DEPTH} comprehensions (all/exists/map/filter); its cost would be unbounded"
+                    )
                 for k in (i + 1, i + 3):  # `x,` and, for two-variable forms, `k, v,`
                     if k + 1 < n and toks[k][0] == "id" and toks[k + 1][1] == ",":
                         bound.add(toks[k][1])
@@ -142,7 +185,9 @@ def analyze(expr: str, variables: Iterable[str] = ()) -> Analysis:
         elif kind == "id" and text in ("jwt", "mcp") and (i == 0 or toks[i - 1][1] != "."):
             path: list[str] = []
             j = i + 1
-            while j + 1 < n and toks[j][1] == "." and toks[j + 1][0] == "id" and not (j + 2 < n and toks[j + 2][1] == "("):
+            while (
+                j + 1 < n and toks[j][1] == "." and toks[j + 1][0] == "id" and not (j + 2 < n and toks[j + 2][1] == "(")
+            ):
                 path.append(toks[j + 1][1])
                 j += 2
             indexed = j < n and toks[j][1] == "["
@@ -158,7 +203,9 @@ def analyze(expr: str, variables: Iterable[str] = ()) -> Analysis:
             raise RuleError(f"uses {name!r} as a comprehension variable, which hides the rule input of that name")
     unknown = sorted(set(variables) - {"jwt", "mcp"} - bound - TYPE_NAMES)
     if unknown:
-        raise RuleError(f"refers to {', '.join(map(repr, unknown))}; rules see only `jwt` (the caller's claims) and `mcp` (the item)")
+        raise RuleError(
+            f"refers to {', '.join(map(repr, unknown))}; rules see only `jwt` (the caller's claims) and `mcp` (the item)"
+        )
     return Analysis(None if whole else frozenset(claims), frozenset(kinds) if kinds else None)
 
 
@@ -225,7 +272,14 @@ def _freeze(value: Any) -> Hashable:
 class CelPolicy:
     """The CEL allow rules as a surface layer; see the module docstring."""
 
-    def __init__(self, rules: list[Rule], *, cache_size: int = 100_000, audit: AuditLog | None = None, clock: Any = time.perf_counter) -> None:
+    def __init__(
+        self,
+        rules: list[Rule],
+        *,
+        cache_size: int = 100_000,
+        audit: AuditLog | None = None,
+        clock: Any = time.perf_counter,
+    ) -> None:
         self.rules = rules
         self.cache_size = cache_size
         self.audit = audit  # set when visibility decisions are audited (audit.lists)
@@ -291,7 +345,12 @@ class CelPolicy:
         if item.kind == "method":  # a method passed on (sidecar): rules see it as mcp.method, with mcp.kind "method"
             mcp = {"method": item.name, "backend": item.backend, "kind": "method"}
         else:
-            mcp = {"method": INVOKE_METHOD[item.kind], "backend": item.backend, "kind": item.kind, kind_map: {field: item.name}}
+            mcp = {
+                "method": INVOKE_METHOD[item.kind],
+                "backend": item.backend,
+                "kind": item.kind,
+                kind_map: {field: item.name},
+            }
         context = None
         allowed_by = None
         for rule in self.rules:
@@ -314,7 +373,13 @@ class CelPolicy:
             finally:
                 elapsed = self._clock() - started
                 if elapsed > SLOW_RULE_SECONDS and rule.name in self._warm:  # a first run pays one-time set-up
-                    self._once(rule.name, "slow", "policy rule %s took %.1f ms for one item; decisions are cached, but keep rules cheap", rule.name, elapsed * 1000)
+                    self._once(
+                        rule.name,
+                        "slow",
+                        "policy rule %s took %.1f ms for one item; decisions are cached, but keep rules cheap",
+                        rule.name,
+                        elapsed * 1000,
+                    )
                 self._warm.add(rule.name)
             if out is True:
                 allowed_by = rule.name
@@ -338,7 +403,9 @@ class CelPolicy:
         if isinstance(exc, KeyError) and exc.args and exc.args[0] in ITEM_MAPS and exc.args[0] != kind_map:
             return  # a rule naming several kinds, evaluated for another kind: simply not a match
         detail = f"{type(exc).__name__}: {str(exc)[:160]}"
-        self._once(rule, detail, "policy rule %s failed (%s); it allows nothing where it fails (fail closed)", rule, detail)
+        self._once(
+            rule, detail, "policy rule %s failed (%s); it allows nothing where it fails (fail closed)", rule, detail
+        )
 
     def _once(self, rule: str, what: str, msg: str, *args: Any) -> None:
         key = (rule, what)
@@ -348,4 +415,3 @@ class CelPolicy:
 
     def __repr__(self) -> str:
         return f"<CelPolicy {len(self.rules)} rules, claims={self._claims!r}, {len(self._cache)} cached decisions>"
-

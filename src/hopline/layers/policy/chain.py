@@ -130,7 +130,9 @@ class _Trail:
 class InterceptorChain:
     """The policy call layer: runs the entries' hooks at the four points and audits."""
 
-    def __init__(self, entries: Sequence[Entry], *, audit: AuditLog | None = None, clock: Any = time.perf_counter) -> None:
+    def __init__(
+        self, entries: Sequence[Entry], *, audit: AuditLog | None = None, clock: Any = time.perf_counter
+    ) -> None:
         self.entries = list(entries)
         self.audit = audit
         self._clock = clock
@@ -168,7 +170,9 @@ class InterceptorChain:
                 self._audit(call, trail, answer, failure, self._clock() - started)
 
     # -- running hooks ----------------------------------------------------------------------------
-    async def _run(self, entry: Entry, fn: Any, is_async: bool, point: Point, view: Any, trail: _Trail) -> Decision | None:
+    async def _run(
+        self, entry: Entry, fn: Any, is_async: bool, point: Point, view: Any, trail: _Trail
+    ) -> Decision | None:
         try:
             decision = (await fn(view)) if is_async else fn(view)
             if decision is not None and not isinstance(decision, Decision):
@@ -178,13 +182,27 @@ class InterceptorChain:
         except Exception as exc:
             log.error("interceptor %s failed at %s: %s", entry.name, point, type(exc).__name__, exc_info=True)
             if entry.fail_open:
-                trail.shadow.append({"by": entry.name, "point": point, "would": "error", "reason": "failed; continued (fail_open)"})
+                trail.shadow.append(
+                    {"by": entry.name, "point": point, "would": "error", "reason": "failed; continued (fail_open)"}
+                )
                 return None
-            return Decision("reject", error=InternalError("internal error: a policy check failed"), reason=f"interceptor failed ({type(exc).__name__})")
+            return Decision(
+                "reject",
+                error=InternalError("internal error: a policy check failed"),
+                reason=f"interceptor failed ({type(exc).__name__})",
+            )
         if decision is None or decision.action == "continue":
             return None
         if entry.mode == "audit":
-            trail.shadow.append({"by": entry.name, "point": point, "would": decision.action, "reason": scrub(decision.reason), **_details(decision)})
+            trail.shadow.append(
+                {
+                    "by": entry.name,
+                    "point": point,
+                    "would": decision.action,
+                    "reason": scrub(decision.reason),
+                    **_details(decision),
+                }
+            )
             return None
         return decision
 
@@ -203,7 +221,9 @@ class InterceptorChain:
                 self._deny(trail, entry, point, Decision("reject", reason="mutation is not an object"))
                 raise InternalError("internal error: a policy check failed")
             call.params = self._keep_routing(entry, call.params, decision.value)
-            trail.mutations.append({"by": entry.name, "point": point, "reason": scrub(decision.reason), **_details(decision)})
+            trail.mutations.append(
+                {"by": entry.name, "point": point, "reason": scrub(decision.reason), **_details(decision)}
+            )
             view = None
 
     async def _response(self, call: Call, answer: Message, trail: _Trail) -> Message:
@@ -222,7 +242,9 @@ class InterceptorChain:
                 self._deny(trail, entry, "pre_response", Decision("reject", reason="mutation is not an object"))
                 raise InternalError("internal error: a policy check failed")
             answer = Message({**answer.body, key: decision.value})
-            trail.mutations.append({"by": entry.name, "point": "pre_response", "reason": scrub(decision.reason), **_details(decision)})
+            trail.mutations.append(
+                {"by": entry.name, "point": "pre_response", "reason": scrub(decision.reason), **_details(decision)}
+            )
             view = None
         return answer
 
@@ -231,28 +253,63 @@ class InterceptorChain:
             error = failure if isinstance(failure, HoplineError) else InternalError("internal error")
             answer = error.to_response(None)
         view = PostResponse(
-            call.direction, call.method, call.exposed, call.backend, call.target, call.params, call.meta,
-            call.principal, call.session, call.definition, answer, trail.decision,
+            call.direction,
+            call.method,
+            call.exposed,
+            call.backend,
+            call.target,
+            call.params,
+            call.meta,
+            call.principal,
+            call.session,
+            call.definition,
+            answer,
+            trail.decision,
         )
         for entry, fn, is_async in self._post_response:
             decision = await self._run(entry, fn, is_async, "post_response", view, trail)
             if decision is not None:
-                self._warn_once((entry.name, "observe"), "interceptor %s returned %s at post_response, which only observes; ignored", entry.name, decision.action)
+                self._warn_once(
+                    (entry.name, "observe"),
+                    "interceptor %s returned %s at post_response, which only observes; ignored",
+                    entry.name,
+                    decision.action,
+                )
 
     def _request_view(self, point: Point, call: Call) -> PreRoute | PostRoute:
         if point == "pre_route":
-            return PreRoute(call.direction, call.method, call.exposed, call.params, call.meta, call.principal, call.session)
+            return PreRoute(
+                call.direction, call.method, call.exposed, call.params, call.meta, call.principal, call.session
+            )
         return PostRoute(
-            call.direction, call.method, call.exposed, call.backend, call.target, call.params, call.meta,
-            call.principal, call.session, call.definition,
+            call.direction,
+            call.method,
+            call.exposed,
+            call.backend,
+            call.target,
+            call.params,
+            call.meta,
+            call.principal,
+            call.session,
+            call.definition,
         )
 
     def _keep_routing(self, entry: Entry, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         """A mutation may not re-route the call (that would bypass the visibility guard)."""
-        changed = [k for k in ROUTING_KEYS if before.get(k, _MISSING) is not after.get(k, _MISSING) and before.get(k, _MISSING) != after.get(k, _MISSING)]
+        changed = [
+            k
+            for k in ROUTING_KEYS
+            if before.get(k, _MISSING) is not after.get(k, _MISSING)
+            and before.get(k, _MISSING) != after.get(k, _MISSING)
+        ]
         if not changed:
             return after
-        self._warn_once((entry.name, "route"), "interceptor %s tried to change the routing fields %s of a call; they were kept", entry.name, changed)
+        self._warn_once(
+            (entry.name, "route"),
+            "interceptor %s tried to change the routing fields %s of a call; they were kept",
+            entry.name,
+            changed,
+        )
         fixed = dict(after)
         for k in changed:
             if k in before:
@@ -273,7 +330,9 @@ class InterceptorChain:
             self._warned.add(key)
             log.warning(msg, *args)
 
-    def _audit(self, call: Call, trail: _Trail, answer: Message | None, failure: BaseException | None, elapsed: float) -> None:
+    def _audit(
+        self, call: Call, trail: _Trail, answer: Message | None, failure: BaseException | None, elapsed: float
+    ) -> None:
         principal = call.principal
         assert self.audit is not None
         self.audit.record(
@@ -313,11 +372,32 @@ _MISSING = object()
 
 
 def _response_view(cls: type, call: Call, answer: Message) -> Any:
-    return cls(call.direction, call.method, call.exposed, call.backend, call.target, call.params, call.meta, call.principal, call.session, call.definition, answer)
+    return cls(
+        call.direction,
+        call.method,
+        call.exposed,
+        call.backend,
+        call.target,
+        call.params,
+        call.meta,
+        call.principal,
+        call.session,
+        call.definition,
+        answer,
+    )
 
 
 def _details(decision: Decision) -> dict[str, Any]:
-    return {k: (v if isinstance(v, (int, float, bool, type(None))) or isinstance(v, dict) and all(isinstance(x, int) for x in v.values()) else scrub(v)) for k, v in decision.details.items()}
+    return {
+        k: (
+            v
+            if isinstance(v, (int, float, bool, type(None)))
+            or isinstance(v, dict)
+            and all(isinstance(x, int) for x in v.values())
+            else scrub(v)
+        )
+        for k, v in decision.details.items()
+    }
 
 
 def _outcome(answer: Message | None, failure: BaseException | None) -> str:
@@ -335,11 +415,17 @@ def _outcome(answer: Message | None, failure: BaseException | None) -> str:
 
 
 # -- the visibility guard ----------------------------------------------------------------------
-def item_of(method: str, backend: str, target: str | None, params: Mapping[str, Any], definition: dict[str, Any] | None = None) -> Item | None:
+def item_of(
+    method: str, backend: str, target: str | None, params: Mapping[str, Any], definition: dict[str, Any] | None = None
+) -> Item | None:
     """The item an invoke acts on (as the surface layers judged it when listing), or None."""
     if method in ("tools/call", "prompts/get"):
         name = target if target is not None else params.get("name")
-        return Item("tool" if method == "tools/call" else "prompt", backend, name, definition or {}) if isinstance(name, str) else None
+        return (
+            Item("tool" if method == "tools/call" else "prompt", backend, name, definition or {})
+            if isinstance(name, str)
+            else None
+        )
     if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
         uri = target if target is not None else params.get("uri")
         return Item("resource", backend, uri, {}) if isinstance(uri, str) else None
@@ -387,12 +473,18 @@ class SurfaceGuard:
         for layer in self.surface:
             if not layer.visible(view.principal, item):
                 if item.kind == "method":  # refused as a method that does not exist
-                    return reject(MethodNotFound(f"Method not found: {view.method}"), reason=f"hidden by {type(layer).__name__}")
+                    return reject(
+                        MethodNotFound(f"Method not found: {view.method}"), reason=f"hidden by {type(layer).__name__}"
+                    )
                 shown = view.name
                 if shown is None:
                     ref = view.params.get("ref")
-                    shown = ref.get("name") if view.method == "completion/complete" and isinstance(ref, dict) else item.name
-                return reject(unknown_error(view.method, shown, view.params), reason=f"hidden by {type(layer).__name__}")
+                    shown = (
+                        ref.get("name") if view.method == "completion/complete" and isinstance(ref, dict) else item.name
+                    )
+                return reject(
+                    unknown_error(view.method, shown, view.params), reason=f"hidden by {type(layer).__name__}"
+                )
         return None
 
     def __repr__(self) -> str:

@@ -47,7 +47,9 @@ Patterns = list[tuple[str, "re.Pattern[str]"]]
 
 def compile_patterns(builtins: Iterable[str], custom: dict[str, str]) -> Patterns:
     """Built-ins by name, then the operator's (each compiled; raises ``re.error``)."""
-    return [(name, re.compile(BUILTINS[name])) for name in builtins] + [(name, re.compile(rx)) for name, rx in custom.items()]
+    return [(name, re.compile(BUILTINS[name])) for name in builtins] + [
+        (name, re.compile(rx)) for name, rx in custom.items()
+    ]
 
 
 def redact_text(text: str, patterns: Iterable[tuple[str, re.Pattern[str]]]) -> tuple[str, dict[str, int] | None]:
@@ -71,7 +73,9 @@ class Redactor:
         self.results = results
         # One scan finds most strings clean; the patterns one by one run only on a hit.
         try:
-            self._any: re.Pattern[str] | None = re.compile("|".join(f"(?:{rx.pattern})" for _, rx in patterns)) if patterns else None
+            self._any: re.Pattern[str] | None = (
+                re.compile("|".join(f"(?:{rx.pattern})" for _, rx in patterns)) if patterns else None
+            )
         except re.error:  # e.g. two patterns with the same group name
             self._any = None
 
@@ -113,7 +117,13 @@ class Redactor:
         if not self.results:
             return None
         body = view.answer.body
-        key = "result" if isinstance(body.get("result"), dict) else "error" if isinstance(body.get("error"), dict) else None
+        key = (
+            "result"
+            if isinstance(body.get("result"), dict)
+            else "error"
+            if isinstance(body.get("error"), dict)
+            else None
+        )
         if key is None:
             return None
         counts: dict[str, int] = {}

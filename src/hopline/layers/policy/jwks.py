@@ -95,7 +95,9 @@ def load_static(spec: KeySettings, where: str) -> Key:
             if not isinstance(jwk, dict):
                 raise KeyProblem("a JWK must be a JSON object")
             if jwk.get("alg") not in (None, spec.alg):
-                raise KeyProblem(f"the JWK says alg {str(jwk.get('alg'))[:20]!r} but the key is configured for {spec.alg}")
+                raise KeyProblem(
+                    f"the JWK says alg {str(jwk.get('alg'))[:20]!r} but the key is configured for {spec.alg}"
+                )
             _check_jwk(jwk, spec.alg)
             prepared = PyJWK(jwk, spec.alg).key
     except KeyProblem as exc:
@@ -167,7 +169,9 @@ def _pin(jwk: dict[str, Any], allowed: list[str]) -> str | None:
 class KeySet:
     """One issuer's keys: static ones, plus a JWKS fetched at a bounded rate."""
 
-    def __init__(self, config: IssuerSettings, *, where: str, fetch: Fetch, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, config: IssuerSettings, *, where: str, fetch: Fetch, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.issuer = config.issuer
         self.url = config.jwks_url
         self.allowed = list(config.algorithms)
@@ -266,4 +270,3 @@ class HttpFetcher:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
-

@@ -23,7 +23,9 @@ def load_class(path: str | None = None, entry_point: str | None = None) -> type:
     if entry_point is not None:
         found = entry_points(entry_point)
         if not found:
-            raise ValueError(f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP!r} (is its package installed?)")
+            raise ValueError(
+                f"no entry point {entry_point!r} in group {ENTRY_POINT_GROUP!r} (is its package installed?)"
+            )
         try:
             return found[0].load()
         except Exception as exc:
@@ -37,7 +39,11 @@ def load_class(path: str | None = None, entry_point: str | None = None) -> type:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        hint = " (is its directory on PYTHONPATH, or its package installed?)" if exc.name == module_name.split(".")[0] else ""
+        hint = (
+            " (is its directory on PYTHONPATH, or its package installed?)"
+            if exc.name == module_name.split(".")[0]
+            else ""
+        )
         raise ValueError(f"module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}{hint}") from None
     except Exception as exc:
         raise ValueError(f"module {module_name!r} cannot be imported: {type(exc).__name__}: {exc}") from None

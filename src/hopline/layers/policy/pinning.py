@@ -81,7 +81,9 @@ def read_lockfile(path: str) -> dict[tuple[str, str], str]:
     except (OSError, ValueError) as exc:
         raise ValueError(f"lockfile {path} cannot be read: {type(exc).__name__}") from None
     if not isinstance(data, dict) or data.get("version") != LOCKFILE_VERSION or not isinstance(data.get("tools"), dict):
-        raise ValueError(f'lockfile {path} is not {{"version": {LOCKFILE_VERSION}, "tools": {{backend: {{tool: fingerprint}}}}}}')
+        raise ValueError(
+            f'lockfile {path} is not {{"version": {LOCKFILE_VERSION}, "tools": {{backend: {{tool: fingerprint}}}}}}'
+        )
     pins: dict[tuple[str, str], str] = {}
     for backend, tools in data["tools"].items():
         if not isinstance(tools, dict):
@@ -205,7 +207,15 @@ class ToolPinning:
             return True
         if pinned == fp:
             return True
-        self._event("rug_pull", item, fp, decision=self.on_change, reason="definition changed since it was pinned", pinned=pinned, seen=fp)
+        self._event(
+            "rug_pull",
+            item,
+            fp,
+            decision=self.on_change,
+            reason="definition changed since it was pinned",
+            pinned=pinned,
+            seen=fp,
+        )
         if self.on_change == "allow":
             self._pins[key] = fp
             self._schedule_flush()
@@ -232,7 +242,9 @@ class ToolPinning:
             others = [b for b in self._backends if b != backend]
             alternatives = "|".join(re.escape(b) for b in sorted(others, key=len, reverse=True))
             self._shadow[backend] = (
-                re.compile(f"(?<![{_CHARSET}])(?:{alternatives}){re.escape(self.delimiter)}[{_CHARSET}]+") if others else None
+                re.compile(f"(?<![{_CHARSET}])(?:{alternatives}){re.escape(self.delimiter)}[{_CHARSET}]+")
+                if others
+                else None
             )
         return self._shadow[backend]
 
@@ -244,7 +256,9 @@ class ToolPinning:
             self._events.clear()
         self._events.add(once)
         if event in ("rug_pull", "shadowing", "allowlist"):
-            log.warning("tool %s of backend %s: %s (%s)", item.name, item.backend, fields.get("reason"), fields.get("decision"))
+            log.warning(
+                "tool %s of backend %s: %s (%s)", item.name, item.backend, fields.get("reason"), fields.get("decision")
+            )
         if self.audit is not None:
             self.audit.record(event, kind=item.kind, backend=item.backend, target=item.name, **fields)
 

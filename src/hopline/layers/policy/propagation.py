@@ -47,7 +47,12 @@ log = logging.getLogger("hopline.auth")
 GRANT_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 PER_PRINCIPAL = frozenset({"exchange", "passthrough"})
-PATTERNS = {"inject": "credential-injection", "client_credentials": "credential-injection", "exchange": "token-exchange", "passthrough": "passthrough"}
+PATTERNS = {
+    "inject": "credential-injection",
+    "client_credentials": "credential-injection",
+    "exchange": "token-exchange",
+    "passthrough": "passthrough",
+}
 MAX_LIFETIME = 24 * 3600.0
 DEFAULT_LIFETIME = 300.0  # a token response without expires_in
 RETRY_AFTER_FAILURE = 5.0
@@ -122,7 +127,11 @@ class Propagator:
             return {spec.header: _value(spec, spec.secret or "")}
         if spec.mode == "passthrough":
             return {spec.header: _value(spec, self._token(backend_id, principal))}
-        key = (backend_id, "") if spec.mode == "client_credentials" else (backend_id, _digest(self._token(backend_id, principal)))
+        key = (
+            (backend_id, "")
+            if spec.mode == "client_credentials"
+            else (backend_id, _digest(self._token(backend_id, principal)))
+        )
         found = self._cache.get(key)
         if found is not None and self._clock() < found.expires:
             return found.headers
@@ -154,10 +163,14 @@ class Propagator:
     def _token(self, backend_id: str, principal: Principal | None) -> str:
         token = principal.token if principal is not None else None
         if not token:
-            raise PropagationError(backend_id, f"{self.mode(backend_id)} needs the caller's bearer token, and this caller has none")
+            raise PropagationError(
+                backend_id, f"{self.mode(backend_id)} needs the caller's bearer token, and this caller has none"
+            )
         return token
 
-    async def _obtain(self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None) -> _Credential:
+    async def _obtain(
+        self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None
+    ) -> _Credential:
         failed = self._failed.get(key)
         if failed is not None and self._clock() < failed[0]:
             raise PropagationError(key[0], failed[1])
@@ -173,13 +186,20 @@ class Propagator:
         if not future.cancelled():
             future.exception()  # retrieved: every waiter may have gone
 
-    async def _request(self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None) -> _Credential:
+    async def _request(
+        self, key: tuple[str, str], spec: BackendAuthSettings, principal: Principal | None
+    ) -> _Credential:
         backend_id = key[0]
         form: dict[str, str] = {}
         if spec.mode == "client_credentials":
             form["grant_type"] = "client_credentials"
         else:
-            form.update(grant_type=GRANT_EXCHANGE, subject_token=self._token(backend_id, principal), subject_token_type=ACCESS_TOKEN_TYPE, requested_token_type=spec.requested_token_type)
+            form.update(
+                grant_type=GRANT_EXCHANGE,
+                subject_token=self._token(backend_id, principal),
+                subject_token_type=ACCESS_TOKEN_TYPE,
+                requested_token_type=spec.requested_token_type,
+            )
             if spec.audience:
                 form["audience"] = spec.audience
         resource = self._resources.get(backend_id)
@@ -189,7 +209,9 @@ class Propagator:
             form["scope"] = spec.scope
         auth = None
         if spec.client_auth == "basic" and spec.client_secret is not None:
-            auth = httpx.BasicAuth(quote(spec.client_id or "", safe=""), quote(spec.client_secret, safe=""))  # RFC 6749 §2.3.1
+            auth = httpx.BasicAuth(
+                quote(spec.client_id or "", safe=""), quote(spec.client_secret, safe="")
+            )  # RFC 6749 §2.3.1
         else:
             form["client_id"] = spec.client_id or ""
             if spec.client_secret is not None:
@@ -216,14 +238,28 @@ class Propagator:
             for k in [k for k, c in self._cache.items() if c.expires <= now] or [next(iter(self._cache))]:
                 del self._cache[k]
         self._cache[key] = credential
-        log.info("auth: obtained %s credentials for backend %s (valid %.0f s)", spec.mode, backend_id, max(0.0, expires - self._clock()))
+        log.info(
+            "auth: obtained %s credentials for backend %s (valid %.0f s)",
+            spec.mode,
+            backend_id,
+            max(0.0, expires - self._clock()),
+        )
         return credential
 
-    async def _post(self, backend_id: str, spec: BackendAuthSettings, form: dict[str, str], auth: httpx.Auth | None) -> tuple[str, float]:
+    async def _post(
+        self, backend_id: str, spec: BackendAuthSettings, form: dict[str, str], auth: httpx.Auth | None
+    ) -> tuple[str, float]:
         if self._client is None:
             self._client = httpx.AsyncClient(follow_redirects=False)
         try:
-            async with self._client.stream("POST", spec.token_endpoint or "", data=form, auth=auth or httpx.USE_CLIENT_DEFAULT, headers={"accept": "application/json"}, timeout=spec.timeout) as resp:
+            async with self._client.stream(
+                "POST",
+                spec.token_endpoint or "",
+                data=form,
+                auth=auth or httpx.USE_CLIENT_DEFAULT,
+                headers={"accept": "application/json"},
+                timeout=spec.timeout,
+            ) as resp:
                 body = b""
                 async for chunk in resp.aiter_bytes():
                     body += chunk

@@ -191,7 +191,9 @@ class RedisStore:
         import redis.asyncio
 
         timeout = kwargs.get("timeout", 0.25)
-        client = redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False)
+        client = redis.asyncio.Redis.from_url(
+            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
+        )
         return cls(client, **kwargs)
 
     async def take(self, buckets: Sequence[Bucket]) -> tuple[float, int] | None:
@@ -205,7 +207,11 @@ class RedisStore:
                 wait, refused = await self._script(keys=[self.prefix + key for key, _, _ in buckets], args=args)
         except Exception as exc:  # redis errors, OSError, timeouts: the store is down
             if self._down_until is None:
-                log.warning("rate limit store unreachable (%s); failing %s until it answers", type(exc).__name__, self.on_unavailable)
+                log.warning(
+                    "rate limit store unreachable (%s); failing %s until it answers",
+                    type(exc).__name__,
+                    self.on_unavailable,
+                )
             self._down_until = self._monotonic() + self.retry_interval
             return self._unavailable()
         if self._down_until is not None:
@@ -220,7 +226,9 @@ class RedisStore:
         await self.client.aclose()
 
     def __repr__(self) -> str:
-        return f"<RedisStore {self.prefix!r} fail-{self.on_unavailable}{' down' if self._down_until is not None else ''}>"
+        return (
+            f"<RedisStore {self.prefix!r} fail-{self.on_unavailable}{' down' if self._down_until is not None else ''}>"
+        )
 
 
 class RateLimiter:
@@ -240,14 +248,18 @@ class RateLimiter:
             return None
         taken = await self.store.take([(limit.key(view), limit.rate, limit.burst) for limit in applying])
         if taken is None:
-            error = UnavailableError("rate limiting is unavailable; try again shortly", backend=view.backend, reason="rate_limit_unavailable")
+            error = UnavailableError(
+                "rate limiting is unavailable; try again shortly", backend=view.backend, reason="rate_limit_unavailable"
+            )
             return reject(error, reason="rate limit store unavailable (fail closed)")
         wait, refused = taken
         if refused < 0:
             return None
         limit = applying[refused]
         retry_after = math.ceil(wait * 1000) / 1000
-        return reject(RateLimited(retry_after, limit=limit.name), reason=f"over limit {limit.name}", retryAfter=retry_after)
+        return reject(
+            RateLimited(retry_after, limit=limit.name), reason=f"over limit {limit.name}", retryAfter=retry_after
+        )
 
     def __repr__(self) -> str:
         return f"<RateLimiter {[lim.name for lim in self.limits]} {self.store!r}>"

@@ -39,7 +39,18 @@ log = logging.getLogger("hopline.transparent")
 
 HEADER_ERROR = -32020  # the 2026-07-28 HeaderMismatchError: a missing, mismatched or repeated header
 # Headers that route, frame or authenticate an MCP request: never judged on one copy and forwarded with two.
-ROUTING = frozenset({"mcp-method", "mcp-name", "mcp-protocol-version", "mcp-session-id", "host", "authorization", "content-type", "content-length"})
+ROUTING = frozenset(
+    {
+        "mcp-method",
+        "mcp-name",
+        "mcp-protocol-version",
+        "mcp-session-id",
+        "host",
+        "authorization",
+        "content-type",
+        "content-length",
+    }
+)
 _MIRRORS = ("mcp-method", "mcp-name", "mcp-param-")  # validated by the destination against the body in 2026-07-28 only
 
 _STR = r"""(?:"(?:[^"\\\n])*"|'(?:[^'\\\n])*')"""  # a plain CEL string literal (no escapes: those count as dynamic)
@@ -64,7 +75,9 @@ def compile_rules(exprs: Iterable[str]) -> list[Any]:
             raise ValueError(f"not a valid CEL expression: {str(exc).splitlines()[0][:200]}") from None
         unknown = sorted(set(program.references().get("variables", [])) - {"http"})
         if unknown:
-            raise ValueError(f"rules see only `http` (method, path, destination, source, headers, mcp_method); this one names {', '.join(unknown)}")
+            raise ValueError(
+                f"rules see only `http` (method, path, destination, source, headers, mcp_method); this one names {', '.join(unknown)}"
+            )
         programs.append(program)
     return programs
 
@@ -130,7 +143,10 @@ def claimed_method(scope_method: str, headers: dict[str, str]) -> tuple[str | No
             return "", None
         method = decode_header_value(mirrored)
         if method in NAME_HEADER_PARAM and "mcp-name" not in headers:
-            return None, f"a 2026-07-28 {method} request must carry Mcp-Name, the mirror of its params.{NAME_HEADER_PARAM[method]}"
+            return (
+                None,
+                f"a 2026-07-28 {method} request must carry Mcp-Name, the mirror of its params.{NAME_HEADER_PARAM[method]}",
+            )
         return method, None
     return (None if has_body(headers) else ""), None
 

@@ -13,6 +13,19 @@ from hopline.layers.resilience.retry import Backoff, Retry, RetryBudget, RetryPo
 from hopline.layers.resilience.timeouts import Timeouts
 
 __all__ = [
-    "Backoff", "Breaker", "BreakerSettings", "Breakers", "CircuitOpen", "Classifier", "FailMode", "FanOut",
-    "IllegalTransition", "Outcome", "Retry", "RetryBudget", "RetryPolicy", "State", "Timeouts",
+    "Backoff",
+    "Breaker",
+    "BreakerSettings",
+    "Breakers",
+    "CircuitOpen",
+    "Classifier",
+    "FailMode",
+    "FanOut",
+    "IllegalTransition",
+    "Outcome",
+    "Retry",
+    "RetryBudget",
+    "RetryPolicy",
+    "State",
+    "Timeouts",
 ]

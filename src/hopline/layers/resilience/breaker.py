@@ -77,7 +77,9 @@ class CircuitOpen(UnavailableError):
 
     def __init__(self, backend: str, retry_after: float) -> None:
         ms = max(0, int(retry_after * 1000))
-        super().__init__(f"backend {backend} is unavailable (circuit open; retry in {ms} ms)", backend=backend, reason="circuit_open")
+        super().__init__(
+            f"backend {backend} is unavailable (circuit open; retry in {ms} ms)", backend=backend, reason="circuit_open"
+        )
         self.data["retry_after_ms"] = ms
 
 
@@ -92,7 +94,19 @@ class BreakerSettings:
 
 
 class Breaker:
-    __slots__ = ("name", "settings", "state", "epoch", "_clock", "_window", "_consecutive", "_opened_at", "_cool", "_trial_out", "on_transition")
+    __slots__ = (
+        "name",
+        "settings",
+        "state",
+        "epoch",
+        "_clock",
+        "_window",
+        "_consecutive",
+        "_opened_at",
+        "_cool",
+        "_trial_out",
+        "on_transition",
+    )
 
     def __init__(self, name: str, settings: BreakerSettings = BreakerSettings(), clock: Clock = time.monotonic) -> None:
         self.name = name
@@ -324,7 +338,9 @@ class Breakers:
             breaker.record(permit, Outcome.TIMEOUT)
         except Exception as exc:
             outcome = self.classifier.error(exc)
-            breaker.record(permit, outcome if outcome.is_failure else Outcome.FAILED)  # a probe that cannot run is a failed trial
+            breaker.record(
+                permit, outcome if outcome.is_failure else Outcome.FAILED
+            )  # a probe that cannot run is a failed trial
         else:
             breaker.record(permit, self.classifier.answer(backend, answer))
         return breaker.state

@@ -41,7 +41,11 @@ class FanOut:
         failed = sorted(set(missing) - set(withdrawn))
         if failed:
             names = ", ".join(failed)
-            raise UnavailableError(f"{method}: backend(s) {names} did not answer and this gateway does not give partial lists (fail-closed)", backend=names, reason="partial_failure")
+            raise UnavailableError(
+                f"{method}: backend(s) {names} did not answer and this gateway does not give partial lists (fail-closed)",
+                backend=names,
+                reason="partial_failure",
+            )
 
     def __repr__(self) -> str:
         return f"<FanOut {self.mode.value}>"

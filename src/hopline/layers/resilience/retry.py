@@ -54,7 +54,9 @@ class RetryBudget:
 
     __slots__ = ("ratio", "floor", "_window")
 
-    def __init__(self, ratio: float = 0.2, window: float = 10.0, floor: int = 3, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ratio: float = 0.2, window: float = 10.0, floor: int = 3, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.ratio = ratio
         self.floor = floor
         self._window = Window(window, clock)

@@ -62,7 +62,9 @@ class Timeouts:
         if call.target is not None and call.method == "tools/call":
             per_backend = self.tools.get(call.backend)
             tool = per_backend.get(call.target) if per_backend else None
-        return tightest(call.timeout, self.default, self.backends.get(call.backend), self.methods.get(call.method), tool)
+        return tightest(
+            call.timeout, self.default, self.backends.get(call.backend), self.methods.get(call.method), tool
+        )
 
     async def __call__(self, call: Call, next: Next) -> Message:
         if call.direction != "to_backend":
@@ -81,7 +83,9 @@ class Timeouts:
             if not fired or task is None or task.uncancel() > 0:
                 raise  # not ours, or someone else cancelled too
             call.event("timeout.backstop", backend=call.backend, seconds=limit)
-            raise BackendTimeout(f"backend {call.backend} did not answer {call.method} within {limit:g} s", backend=call.backend) from None
+            raise BackendTimeout(
+                f"backend {call.backend} did not answer {call.method} within {limit:g} s", backend=call.backend
+            ) from None
         finally:
             handle.cancel()
 

@@ -121,7 +121,11 @@ class Catalog:
             if c.refused:
                 continue
             if c.name != c.wanted[c.pos]:
-                why = "too long" if namespace.is_valid_name(c.wanted[c.pos][: namespace.max_length]) else "outside the charset"
+                why = (
+                    "too long"
+                    if namespace.is_valid_name(c.wanted[c.pos][: namespace.max_length])
+                    else "outside the charset"
+                )
                 diagnostics.append(f"{c}: {show(c.wanted[c.pos])} is {why}; exposed as alias {show(c.name)}")
             exposed = dict(c.item)
             exposed["name"] = c.name
@@ -148,7 +152,15 @@ class Catalog:
         return f"<Catalog {len(self.entries)} names version={self.version} diagnostics={len(self.diagnostics)}>"
 
 
-def _claim(ns: Namespace, backend: str, name: str, item: Mapping[str, Any], opts: BackendNames, rank: int, diagnostics: list[str]) -> Claim:
+def _claim(
+    ns: Namespace,
+    backend: str,
+    name: str,
+    item: Mapping[str, Any],
+    opts: BackendNames,
+    rank: int,
+    diagnostics: list[str],
+) -> Claim:
     """Candidates for one (backend, original), preferred first (rules 2-4)."""
 
     def realize(wanted: str) -> str:
@@ -165,20 +177,32 @@ def _claim(ns: Namespace, backend: str, name: str, item: Mapping[str, Any], opts
     target = opts.rename.get(name)
     if target is not None:
         if not ns.is_valid_name(target):
-            diagnostics.append(f"{backend}:{show(name)} rename to {show(target)} ignored: not a valid name ({ns.charset}, 1..{ns.max_length})")
+            diagnostics.append(
+                f"{backend}:{show(name)} rename to {show(target)} ignored: not a valid name ({ns.charset}, 1..{ns.max_length})"
+            )
         elif foreign(target):
-            diagnostics.append(f"{backend}:{show(name)} rename to {show(target)} ignored: it has {ns.delimiter!r} but not the prefix {own!r}")
+            diagnostics.append(
+                f"{backend}:{show(name)} rename to {show(target)} ignored: it has {ns.delimiter!r} but not the prefix {own!r}"
+            )
         else:
             preferred, renamed = (target, target), True
     if preferred is None and not opts.prefix:
         exposed = realize(name)
         if foreign(exposed):
-            diagnostics.append(f"{backend}:{show(name)} would be exposed as {show(exposed)}, which has {ns.delimiter!r} but not the prefix {own!r}; prefixed instead")
+            diagnostics.append(
+                f"{backend}:{show(name)} would be exposed as {show(exposed)}, which has {ns.delimiter!r} but not the prefix {own!r}; prefixed instead"
+            )
         else:
             preferred = (exposed, name)
     fallback = (realize(prefixed), prefixed)
     cands = [preferred, fallback] if preferred is not None and preferred[0] != fallback[0] else [fallback]
     return Claim(
-        backend, name, item, opts.priority, rank,
-        names=[n for n, _ in cands], wanted=[w for _, w in cands], renamed=renamed,
+        backend,
+        name,
+        item,
+        opts.priority,
+        rank,
+        names=[n for n, _ in cands],
+        wanted=[w for _, w in cands],
+        renamed=renamed,
     )

@@ -110,7 +110,9 @@ def settle(claims: list[Claim], strategy: Collision, diagnostics: list[str]) -> 
                     continue
                 if strategy in FALLBACK and c.movable:
                     c.pos += 1
-                    diagnostics.append(f"{c}: {show(name)} collides ({rivals}); falls back to {show(c.name)} [{strategy.value}]")
+                    diagnostics.append(
+                        f"{c}: {show(name)} collides ({rivals}); falls back to {show(c.name)} [{strategy.value}]"
+                    )
                 else:
                     c.refused = True
                     diagnostics.append(f"{c}: {show(name)} collides ({rivals}); refused [{strategy.value}]")

@@ -70,7 +70,9 @@ class CursorCodec:
 
     def _tag(self, payload: bytes, binding: str) -> bytes:
         # A key per binding: a cursor tagged for one session verifies under no other.
-        key = hmac.new(self._secret, b"hopline-cursor\0" + binding.encode("utf-8", "surrogatepass"), hashlib.sha256).digest()
+        key = hmac.new(
+            self._secret, b"hopline-cursor\0" + binding.encode("utf-8", "surrogatepass"), hashlib.sha256
+        ).digest()
         return hmac.new(key, payload, hashlib.sha256).digest()
 
     def encode(self, state: Mapping[str, Any], *, binding: str) -> str:

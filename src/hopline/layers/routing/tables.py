@@ -23,7 +23,9 @@ from hopline.layers.routing.namespace import Namespace
 from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 
-Route = Literal["initialize", "discover", "ping", "list", "by_name", "by_uri", "complete", "set_level", "task", "listen"]
+Route = Literal[
+    "initialize", "discover", "ping", "list", "by_name", "by_uri", "complete", "set_level", "task", "listen"
+]
 
 _OWN: dict[str, Route] = {
     "initialize": "initialize",
@@ -42,7 +44,10 @@ _BY_URI = frozenset({RESOURCES_READ})
 
 METHODS: dict[str, Route] = {
     **{m: "list" for m in sorted(MCP_HANDSHAKE.list_methods | MCP_MODERN.list_methods)},
-    **{m: "by_uri" if m in _BY_URI else "by_name" for m in sorted(MCP_HANDSHAKE.invoke_methods | MCP_MODERN.invoke_methods)},
+    **{
+        m: "by_uri" if m in _BY_URI else "by_name"
+        for m in sorted(MCP_HANDSHAKE.invoke_methods | MCP_MODERN.invoke_methods)
+    },
     **_OWN,
 }
 
@@ -58,9 +63,23 @@ class Routes:
 
     @classmethod
     def build(
-        cls, *, delimiter: str, max_name_length: int, uri_scheme: str, single: str | None = None, pass_on: bool = False, cursors: CursorCodec | None = None
+        cls,
+        *,
+        delimiter: str,
+        max_name_length: int,
+        uri_scheme: str,
+        single: str | None = None,
+        pass_on: bool = False,
+        cursors: CursorCodec | None = None,
     ) -> Routes:
-        routes = cls(Namespace(delimiter, max_length=max_name_length), UriMapper(uri_scheme), TaskIds(), cursors or CursorCodec(), single, pass_on)
+        routes = cls(
+            Namespace(delimiter, max_length=max_name_length),
+            UriMapper(uri_scheme),
+            TaskIds(),
+            cursors or CursorCodec(),
+            single,
+            pass_on,
+        )
         if single is not None:
             routes.uris = routes.tasks = SingleBackend(single)
         return routes

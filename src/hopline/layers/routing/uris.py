@@ -53,7 +53,7 @@ class UriMapper:
         head = exposed[: len(self._prefix)]
         if not head.isascii() or head.lower() != self._prefix:  # ASCII-only case folding
             return None
-        backend, slash, original = exposed[len(self._prefix):].partition("/")
+        backend, slash, original = exposed[len(self._prefix) :].partition("/")
         if not slash or not _BACKEND.fullmatch(backend):
             return None
         return backend, original

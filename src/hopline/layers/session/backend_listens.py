@@ -97,7 +97,9 @@ class BackendListens:
         """A backend's ``notifications/resources/updated``: to the listens that asked."""
         exposed = self.hub.routes.uris.expose(backend_id, uri)
         for listener in list(self.wanted.get((backend_id, uri), ())):
-            listener.send("notifications/resources/updated", {**{k: v for k, v in params.items() if k != "_meta"}, "uri": exposed})
+            listener.send(
+                "notifications/resources/updated", {**{k: v for k, v in params.items() if k != "_meta"}, "uri": exposed}
+            )
 
     # -- keeping each backend's subscription equal to what is wanted ---------------------------
     def uris_for(self, backend_id: str) -> list[str]:
@@ -133,7 +135,11 @@ class BackendListens:
 
     async def _listen(self, backend_id: str, session: BackendSession) -> None:
         caps = session.info.capabilities
-        notifications: dict[str, Any] = {key: True for kind, key in KIND_KEYS.items() if isinstance(caps.get(kind), dict) and caps[kind].get("listChanged")}
+        notifications: dict[str, Any] = {
+            key: True
+            for kind, key in KIND_KEYS.items()
+            if isinstance(caps.get(kind), dict) and caps[kind].get("listChanged")
+        }
         uris = self.uris_for(backend_id)
         if uris and _can_subscribe(session):
             notifications["resourceSubscriptions"] = uris
@@ -144,14 +150,18 @@ class BackendListens:
         while not session.is_closed():
             params = {"notifications": notifications, "_meta": session.meta_for(None)}
             try:
-                answer = await session.peer.call("subscriptions/listen", params, timeout=None)  # the answer ends the stream
+                answer = await session.peer.call(
+                    "subscriptions/listen", params, timeout=None
+                )  # the answer ends the stream
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.debug("backend %s: listen stream ended: %s", backend_id, exc)
             else:
                 if "error" in answer.body:
-                    log.info("backend %s refused subscriptions/listen: %s", backend_id, answer.body["error"].get("message"))
+                    log.info(
+                        "backend %s refused subscriptions/listen: %s", backend_id, answer.body["error"].get("message")
+                    )
                     self.acknowledged(backend_id)  # nothing to wait for
                     return
             await asyncio.sleep(delay)
@@ -161,7 +171,10 @@ class BackendListens:
         # Refcounted with the handshake clients' own subscriptions on the same shared session
         # (Owners): the backend hears only the first subscribe and the last unsubscribe of a URI.
         owners = session.owners
-        for method, uris, change in (("resources/subscribe", add, owners.subscribe), ("resources/unsubscribe", drop, owners.unsubscribe)):
+        for method, uris, change in (
+            ("resources/subscribe", add, owners.subscribe),
+            ("resources/unsubscribe", drop, owners.unsubscribe),
+        ):
             for uri in sorted(uris):
                 if change(uri, self):
                     with contextlib.suppress(Exception):

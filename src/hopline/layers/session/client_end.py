@@ -29,7 +29,14 @@ _CLOSED = Message({"jsonrpc": "2.0", "method": "$/hopline/closed"})
 
 
 class ClientEnd:
-    def __init__(self, handler: Handler, *, on_notification: NotificationHandler | None = None, on_close: Callable[[ClientEnd], Awaitable[None]] | None = None, name: str = "client") -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        on_notification: NotificationHandler | None = None,
+        on_close: Callable[[ClientEnd], Awaitable[None]] | None = None,
+        name: str = "client",
+    ) -> None:
         self.handler = handler
         self.on_notification = on_notification
         self.on_close = on_close
@@ -65,7 +72,9 @@ class ClientEnd:
             if self.on_notification is not None:
                 await self.on_notification(message, self)
             return
-        task = asyncio.get_running_loop().create_task(self._run(message))  # the loop's own: asyncio.create_task is two Python calls more
+        task = asyncio.get_running_loop().create_task(
+            self._run(message)
+        )  # the loop's own: asyncio.create_task is two Python calls more
         self._running[body["id"]] = task
 
     async def _run(self, message: Message) -> None:
@@ -94,7 +103,6 @@ class ClientEnd:
             self.outbox.push_front(_CLOSED)
             raise ChannelClosed(f"{self.name}: closed")
         return message
-
 
     @property
     def buffer(self) -> Inbox[Message]:

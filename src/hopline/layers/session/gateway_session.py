@@ -21,7 +21,16 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from hopline.binding import META_CLIENT_CAPABILITIES, PROMPTS_GET, PROMPTS_LIST, RESOURCES_READ, TOOLS_CALL, TOOLS_LIST, Era, era_of_message
+from hopline.binding import (
+    META_CLIENT_CAPABILITIES,
+    PROMPTS_GET,
+    PROMPTS_LIST,
+    RESOURCES_READ,
+    TOOLS_CALL,
+    TOOLS_LIST,
+    Era,
+    era_of_message,
+)
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.context import ANONYMOUS, Context, Principal
 from hopline.layers.capability import compose
@@ -52,7 +61,9 @@ class GatewaySession(BackendLinks, ListComposer):
         self.hub = hub
         self.stateful = stateful
         self.endpoint = endpoint  # the path of the endpoint it came through, if not the main one (its tool plan)
-        self.end = ClientEnd(self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session")
+        self.end = ClientEnd(
+            self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session"
+        )
         self.client_capabilities: dict[str, Any] = {}
         self.backends: dict[str, BackendSession | BaseException] | None = None
         self._owned: list[BackendSession] = []
@@ -75,7 +86,9 @@ class GatewaySession(BackendLinks, ListComposer):
             self.principal = principal
         meta = message.meta
         if not self.stateful and isinstance(meta.get(META_CLIENT_CAPABILITIES), dict):
-            self.client_capabilities = meta[META_CLIENT_CAPABILITIES]  # which shared session of a handshake-era backend it gets
+            self.client_capabilities = meta[
+                META_CLIENT_CAPABILITIES
+            ]  # which shared session of a handshake-era backend it gets
         chain: list[Any] = []
         if meta:  # a request that has been here before is refused, lists and handshakes included
             chain = self.hub.registry.arrived(meta)
@@ -101,20 +114,36 @@ class GatewaySession(BackendLinks, ListComposer):
         """Sidecar mode: a method the gateway does not mediate goes to the one backend,
         through the pipeline (policy sees ``mcp.method``), and its answer comes back as is."""
         (backend_id,) = self.hub.registry.connectors
-        return await self._forward(message, ctx, backend_id, message.params, target=message.method)  # the policy's item: the method
+        return await self._forward(
+            message, ctx, backend_id, message.params, target=message.method
+        )  # the policy's item: the method
 
     async def _initialize(self, message: Message, ctx: Context) -> Message:
         params = message.params
         self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         backends = await self.live_backends()
         g = self.hub
-        value = compose.initialize_result(infos(backends), requested=params.get("protocolVersion"), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse)
+        value = compose.initialize_result(
+            infos(backends),
+            requested=params.get("protocolVersion"),
+            name=g.settings.name,
+            own_instructions=g.settings.instructions,
+            reverse=g.routes.reverse,
+        )
         return result(message.id, value)
 
     async def _discover(self, message: Message, ctx: Context) -> Message:
         g = self.hub
         backends = await self.live_backends()
-        return result(message.id, compose.discover_result(infos(backends), name=g.settings.name, own_instructions=g.settings.instructions, reverse=g.routes.reverse))
+        return result(
+            message.id,
+            compose.discover_result(
+                infos(backends),
+                name=g.settings.name,
+                own_instructions=g.settings.instructions,
+                reverse=g.routes.reverse,
+            ),
+        )
 
     async def _ping(self, message: Message, ctx: Context) -> Message:
         return result(message.id, {})
@@ -151,7 +180,11 @@ class GatewaySession(BackendLinks, ListComposer):
         if method == TOOLS_CALL and plan.modes:
             arguments = message.params.get("arguments")
             for mode_name, mode in plan.active:
-                value = await mode.call(self.tool_host(message.meta, mode=mode_name, context=ctx), name, arguments if isinstance(arguments, dict) else {})
+                value = await mode.call(
+                    self.tool_host(message.meta, mode=mode_name, context=ctx),
+                    name,
+                    arguments if isinstance(arguments, dict) else {},
+                )
                 if value is not None:
                     return result(message.id, self._stamp(value, modern=ctx.era is Era.MODERN))
         return await self.invoke_named(message, ctx)
@@ -179,7 +212,9 @@ class GatewaySession(BackendLinks, ListComposer):
         name = message.params["name"]
         kind: Kind = "tool" if method == TOOLS_CALL else "prompt"
         if self.backends is None and not self.stateful:
-            await self.live_backends()  # (no task when every shared session is up) so the latest catalogue can be checked
+            await (
+                self.live_backends()
+            )  # (no task when every shared session is up) so the latest catalogue can be checked
         found = self._resolve_cached(list_method, name)
         if found is None:  # not in the surface this session last saw: compose it afresh
             await self._composed(list_method)
@@ -190,7 +225,15 @@ class GatewaySession(BackendLinks, ListComposer):
             entry, catalog = await self.unlisted(list_method, kind, name, message.id)
         definition = catalog.item(name)
         self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
-        return await self._forward(message, ctx, entry.backend, {**message.params, "name": entry.original}, target=entry.original, exposed=name, definition=definition)
+        return await self._forward(
+            message,
+            ctx,
+            entry.backend,
+            {**message.params, "name": entry.original},
+            target=entry.original,
+            exposed=name,
+            definition=definition,
+        )
 
     def _progress_relay(self, token: Any):
         """Backend progress for one call, delivered under the client's own token (and type)."""
@@ -209,8 +252,12 @@ class GatewaySession(BackendLinks, ListComposer):
         if message.method in ("resources/subscribe", "resources/unsubscribe"):
             caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
-                raise MethodNotFound(f"backend {target[0]} does not support resource subscriptions", request_id=message.id)
-        answer = await self._forward(message, ctx, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri)
+                raise MethodNotFound(
+                    f"backend {target[0]} does not support resource subscriptions", request_id=message.id
+                )
+        answer = await self._forward(
+            message, ctx, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri
+        )
         if message.method != RESOURCES_READ and "result" in answer.body:  # kept, to re-subscribe after a reconnect
             held = self.subscriptions.setdefault(target[0], set())
             (held.add if message.method == "resources/subscribe" else held.discard)(target[1])
@@ -224,12 +271,23 @@ class GatewaySession(BackendLinks, ListComposer):
             entry = catalog.resolve(ref["name"])
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
-            self._check_visible("prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id)
-            return await self._forward(message, ctx, entry.backend, {**message.params, "ref": {**ref, "name": entry.original}}, target=entry.original, exposed=ref["name"])
+            self._check_visible(
+                "prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id
+            )
+            return await self._forward(
+                message,
+                ctx,
+                entry.backend,
+                {**message.params, "ref": {**ref, "name": entry.original}},
+                target=entry.original,
+                exposed=ref["name"],
+            )
         target = self.hub.routes.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
         if target is None:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
-        self._check_visible("resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id)
+        self._check_visible(
+            "resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id
+        )
         return await self._forward(message, ctx, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
 
     async def _task(self, message: Message, ctx: Context) -> Message:
@@ -252,7 +310,9 @@ class GatewaySession(BackendLinks, ListComposer):
         if targets:
             agreed["resourceSubscriptions"] = [exposed for exposed, _ in targets]
         try:
-            await self.hub.backend_listens.subscribe(listener, [target for _, target in targets], wait=self.hub.settings.routing.list_timeout)
+            await self.hub.backend_listens.subscribe(
+                listener, [target for _, target in targets], wait=self.hub.settings.routing.list_timeout
+            )
             listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
             self.hub.listeners.add(listener)
             await asyncio.Event().wait()  # until the client goes away
@@ -275,19 +335,36 @@ class GatewaySession(BackendLinks, ListComposer):
             caps = session.info.capabilities.get("resources")
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 continue
-            if pipeline.surface and not pipeline.visible(self.principal, Item("resource", target[0], target[1], {"uri": target[1]})):
+            if pipeline.surface and not pipeline.visible(
+                self.principal, Item("resource", target[0], target[1], {"uri": target[1]})
+            ):
                 continue
             out.append((uri, target))
         return out
 
     async def _set_level(self, message: Message, ctx: Context) -> Message:
-        sessions = [s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")]
+        sessions = [
+            s for s in (await self.live_backends()).values() if isinstance(s, BackendSession) and s.supports("logging")
+        ]
         shared = sharing.shared_of(self)
-        sets = (sharing.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params) for s in sessions)
+        sets = (
+            sharing.set_level(self, s, message.params) if s in shared else s.call("logging/setLevel", message.params)
+            for s in sessions
+        )
         await asyncio.gather(*sets, return_exceptions=True)
         return result(message.id, {})
 
-    async def _forward(self, message: Message, ctx: Context, backend_id: str, params: dict[str, Any], *, target: str | None = None, exposed: str | None = None, definition: dict[str, Any] | None = None) -> Message:
+    async def _forward(
+        self,
+        message: Message,
+        ctx: Context,
+        backend_id: str,
+        params: dict[str, Any],
+        *,
+        target: str | None = None,
+        exposed: str | None = None,
+        definition: dict[str, Any] | None = None,
+    ) -> Message:
         token = message.meta.get("progressToken")
         on_progress = None if token is None else self._progress_relay(token)
         modern = ctx.era is Era.MODERN
@@ -300,8 +377,13 @@ class GatewaySession(BackendLinks, ListComposer):
             if not modern and session.info.era is Era.MODERN:
                 # A handshake client's capabilities travel per request to a 2026-07-28 backend
                 # (truthfully: only what this client declared), so the backend may ask for input.
-                sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities}}
-            if modern and held_invoke.applies(self, session, message, sent):  # a handshake backend that may ask this 2026-07-28 client for input
+                sent = {
+                    **sent,
+                    "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities},
+                }
+            if modern and held_invoke.applies(
+                self, session, message, sent
+            ):  # a handshake backend that may ask this 2026-07-28 client for input
                 return await held_invoke.send(self, message, call)
             if call.method in sharing.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
                 forward = lambda: session.call(call.method, sent, timeout=call.timeout, owner=self)  # noqa: E731
@@ -309,7 +391,9 @@ class GatewaySession(BackendLinks, ListComposer):
             # ``owner``: on a shared session, what the backend asks meanwhile comes to this client
             answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout, owner=self)
             if not modern:
-                again = lambda retry: session.call(call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self)  # noqa: E731
+                again = lambda retry: session.call(
+                    call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self
+                )  # noqa: E731
                 answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
             return answer
 
@@ -321,7 +405,19 @@ class GatewaySession(BackendLinks, ListComposer):
         if left is not None and (timeout is None or left < timeout):
             timeout = left
         if pipeline.calls:
-            call = Call(method, backend_id, params, ctx.principal, target=target, exposed=exposed, session=self._binding, definition=definition, meta=message.meta, timeout=timeout, context=ctx)
+            call = Call(
+                method,
+                backend_id,
+                params,
+                ctx.principal,
+                target=target,
+                exposed=exposed,
+                session=self._binding,
+                definition=definition,
+                meta=message.meta,
+                timeout=timeout,
+                context=ctx,
+            )
             answer = await pipeline.run(call, send)
         else:
             answer = await send(Call(method, backend_id, params, timeout=timeout, context=ctx))
@@ -333,16 +429,29 @@ class GatewaySession(BackendLinks, ListComposer):
                 value = linked
         if isinstance(value, dict) and isinstance(value.get("taskId"), str):
             # A created task (or a task's status) names its task by the gateway's id.
-            answer = Message({**answer.body, "result": {**value, "taskId": self.hub.routes.tasks.expose(backend_id, value["taskId"])}})
+            answer = Message(
+                {
+                    **answer.body,
+                    "result": {**value, "taskId": self.hub.routes.tasks.expose(backend_id, value["taskId"])},
+                }
+            )
         if modern and isinstance(answer.body.get("result"), dict):
-            return Message({**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)})
+            return Message(
+                {**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)}
+            )
         return answer
 
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
             return value
         g = self.hub
-        return compose.stamp(value, name=g.settings.name, reverse=g.routes.reverse, backend_id=backend_id, is_list=any(k in value for k in LIST_KEYS.values()))
+        return compose.stamp(
+            value,
+            name=g.settings.name,
+            reverse=g.routes.reverse,
+            backend_id=backend_id,
+            is_list=any(k in value for k in LIST_KEYS.values()),
+        )
 
     # -- traffic the backends start -----------------------------------------------------------
     def _server_request_from(self, backend_id: str):
@@ -356,12 +465,22 @@ class GatewaySession(BackendLinks, ListComposer):
             pipeline = self.hub.pipeline
             if not pipeline.calls:
                 return await self.end.ask(message.method or "", message.body.get("params"))
-            call = Call(message.method or "", backend_id, message.params, self.principal, direction="to_client", session=self._binding, meta=message.meta)
+            call = Call(
+                message.method or "",
+                backend_id,
+                message.params,
+                self.principal,
+                direction="to_client",
+                session=self._binding,
+                meta=message.meta,
+            )
             return await pipeline.run(call, ask)
 
         return relay
 
-    def tool_host(self, meta: dict[str, Any] | None = None, *, mode: str | None = None, context: Context | None = None) -> SessionToolHost:
+    def tool_host(
+        self, meta: dict[str, Any] | None = None, *, mode: str | None = None, context: Context | None = None
+    ) -> SessionToolHost:
         """The host a tool mode runs on for this caller (``mode``: only that mode's backends).
         ``context``: the exchange whose tool runs, so its inner calls share its deadline."""
         return SessionToolHost(self, meta or {}, plan=self.tool_plan, mode=mode, context=context)
@@ -386,7 +505,11 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _client_notification(self, message: Message, end: ClientEnd) -> None:
         # Sidecar mode mediates every message: the client's own notifications reach its backend session too.
-        if message.method == "notifications/roots/list_changed" or self.hub.routes.pass_on and message.method != "notifications/initialized":
+        if (
+            message.method == "notifications/roots/list_changed"
+            or self.hub.routes.pass_on
+            and message.method != "notifications/initialized"
+        ):
             for s in (self.backends or {}).values():
                 if isinstance(s, BackendSession) and s in self._owned:
                     await s.peer.notify(message.method or "", message.params or None)

@@ -47,7 +47,9 @@ class Held:
         self.on_progress: Callable[[Message], None] | None = None  # this round's client request, while it waits
         self.on_notification: Callable[[Message], None] | None = None
 
-    def attend(self, on_progress: Callable[[Message], None] | None, on_notification: Callable[[Message], None] | None) -> None:
+    def attend(
+        self, on_progress: Callable[[Message], None] | None, on_notification: Callable[[Message], None] | None
+    ) -> None:
         """Route what the backend reports (progress, logs) to the round now waiting (None: drop)."""
         self.on_progress, self.on_notification = on_progress, on_notification
 
@@ -87,7 +89,9 @@ class Held:
                 self.events.put_nowait((kind, more))
                 break
             self._park(*more)
-        requests = {key: {"method": m.method, "params": m.body.get("params") or {}} for key, (m, _f) in self.pending.items()}
+        requests = {
+            key: {"method": m.method, "params": m.body.get("params") or {}} for key, (m, _f) in self.pending.items()
+        }
         return {"resultType": "input_required", "inputRequests": requests, "requestState": self.state}
 
     def _park(self, message: Message, future: asyncio.Future[Message]) -> None:
@@ -105,7 +109,9 @@ class Held:
             if isinstance(reply, dict):
                 future.set_result(result(message.id, reply))
             else:
-                future.set_result(InternalError(f"the client gave no answer to {message.method}").to_response(message.id))
+                future.set_result(
+                    InternalError(f"the client gave no answer to {message.method}").to_response(message.id)
+                )
 
     def abandon(self, why: str) -> None:
         for message, future in self.pending.values():
@@ -154,7 +160,7 @@ class HeldCalls:
         """The held call ``state`` names, if it exists and belongs to ``owner``."""
         if not isinstance(state, str) or not state.startswith(PREFIX):
             return None
-        held = self._held.get(state[len(PREFIX):])
+        held = self._held.get(state[len(PREFIX) :])
         return held if held is not None and held.owner == owner else None
 
     def release(self, held: Held) -> None:

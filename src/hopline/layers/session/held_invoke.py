@@ -59,7 +59,12 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
 
         async def start(held: Held) -> Message:
             dedicated = await g.registry.connect(
-                call.backend, era=Era.HANDSHAKE, client_capabilities=caps, on_request=held.on_request, on_notification=held.notified, principal=gs.principal
+                call.backend,
+                era=Era.HANDSHAKE,
+                client_capabilities=caps,
+                on_request=held.on_request,
+                on_notification=held.notified,
+                principal=gs.principal,
             )
             try:
                 # on_progress: the peer mints its own token and the held call relays to each round's
@@ -69,7 +74,9 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
 
         held = g.held.hold(owner, start, on_expire=_expired)
     token = message.meta.get("progressToken")
-    held.attend(None if token is None else gs._progress_relay(token), _logs_to(gs))  # this round's request hears what the call reports
+    held.attend(
+        None if token is None else gs._progress_relay(token), _logs_to(gs)
+    )  # this round's request hears what the call reports
     try:
         step = await held.next_step(g.registry.timeout_for(call.backend))
     except BaseException:
@@ -87,7 +94,9 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
 
 def _logs_to(gs: Any):
     def deliver(message: Message) -> None:
-        if message.method == "notifications/message":  # logs; list changes and the rest are the shared session's business
+        if (
+            message.method == "notifications/message"
+        ):  # logs; list changes and the rest are the shared session's business
             gs.end.notify(message)
 
     return deliver

@@ -69,7 +69,9 @@ class Hub(Protocol):
     resilience: Any  # the resilience layer (breaker outcomes, fan-out policy)
     observability: Any  # the observability layer (list fetch metrics, shared-session events)
     catalogs: dict[tuple, Any]  # (list method, backend versions) → Catalog, shared by all sessions
-    latest_catalogs: dict[str, tuple[tuple, Any]]  # list method → the last composed (key, Catalog): stateless requests resolve on it
+    latest_catalogs: dict[
+        str, tuple[tuple, Any]
+    ]  # list method → the last composed (key, Catalog): stateless requests resolve on it
     visible_cache: dict[tuple, Any]  # (list key, gate version, principal) → filtered list
     gate_version: int
 

@@ -33,7 +33,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hopline.gateway")
 
-CHANGE_SIGNALS = ("notifications/prompts/list_changed", "notifications/resources/list_changed", "notifications/tools/list_changed")
+CHANGE_SIGNALS = (
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/tools/list_changed",
+)
 
 
 class BackendLinks:
@@ -54,6 +58,7 @@ class BackendLinks:
     _parked: frozenset[str] = frozenset()  # backends closed while idle (or refused at the cap), reopened on demand
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
+
         def _server_request_from(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
 
         def _backend_notification(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
@@ -65,12 +70,19 @@ class BackendLinks:
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.hub.registry.connect(
-            backend_id, era=Era.HANDSHAKE, client_capabilities=self.client_capabilities, on_request=self._server_request_from(backend_id), on_notification=self._backend_notification(backend_id),
-            principal=self.principal, chain=self.arrival,
+            backend_id,
+            era=Era.HANDSHAKE,
+            client_capabilities=self.client_capabilities,
+            on_request=self._server_request_from(backend_id),
+            on_notification=self._backend_notification(backend_id),
+            principal=self.principal,
+            chain=self.arrival,
         )
         if self.end.is_closed():  # the client left while this backend started
             await session.aclose()
-            raise UnavailableError(f"backend {backend_id}: the client session is closed", backend=backend_id, reason="client_closed")
+            raise UnavailableError(
+                f"backend {backend_id}: the client session is closed", backend=backend_id, reason="client_closed"
+            )
         session.on_changed = lambda s, method: self.backend_changed(s.id, method)
         session.on_closed = self._backend_lost
         self._owned.append(session)
@@ -87,14 +99,20 @@ class BackendLinks:
                     self.backends = ready
                     return ready
             if self._connecting is None:
-                self._connecting = asyncio.ensure_future(self.hub.sharing.sessions_for(list(self.hub.registry.connectors), self))
+                self._connecting = asyncio.ensure_future(
+                    self.hub.sharing.sessions_for(list(self.hub.registry.connectors), self)
+                )
                 if self.stateful:
                     self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
             self.backends = await asyncio.shield(self._connecting)
             if self.stateful:
                 for backend_id, found in self.backends.items():
-                    if (isinstance(found, asyncio.TimeoutError) or getattr(found, "reason", None) == "at_capacity") and _pooled(self.hub.registry.connectors.get(backend_id)):
-                        self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
+                    if (
+                        isinstance(found, asyncio.TimeoutError) or getattr(found, "reason", None) == "at_capacity"
+                    ) and _pooled(self.hub.registry.connectors.get(backend_id)):
+                        self._parked |= {
+                            backend_id
+                        }  # a pool's child: tried again when a request needs it, not in a loop
                     elif not isinstance(found, BackendSession):
                         self._schedule_reconnect(backend_id)
         elif any(isinstance(s, BackendSession) and s.is_closed() for s in self.backends.values()):
@@ -105,7 +123,9 @@ class BackendLinks:
         """Keep a start of this session's (initial connect "", reconnect or reopen of a
         backend) where closing the session cancels it (``_closed`` cancels them all)."""
         self._reconnecting[key] = task  # type: ignore[assignment]
-        task.add_done_callback(lambda t, k=key: self._reconnecting.pop(k, None) if self._reconnecting.get(k) is t else None)
+        task.add_done_callback(
+            lambda t, k=key: self._reconnecting.pop(k, None) if self._reconnecting.get(k) is t else None
+        )
 
     # -- parking ---------------------------------------------------------------------------
     async def _park(self, backend_id: str, session: BackendSession, lease: Pooled) -> bool:
@@ -136,8 +156,14 @@ class BackendLinks:
         except HoplineError:
             raise
         except Exception as exc:
-            why = "did not start in time" if isinstance(exc, asyncio.TimeoutError) else getattr(exc, "reason", None) or type(exc).__name__
-            raise UnavailableError(f"backend {backend_id} is unavailable: {why}", backend=backend_id, reason="start_failed") from None
+            why = (
+                "did not start in time"
+                if isinstance(exc, asyncio.TimeoutError)
+                else getattr(exc, "reason", None) or type(exc).__name__
+            )
+            raise UnavailableError(
+                f"backend {backend_id} is unavailable: {why}", backend=backend_id, reason="start_failed"
+            ) from None
         self._parked -= {backend_id}
         if self.backends is not None:
             self.backends[backend_id] = session
@@ -150,11 +176,21 @@ class BackendLinks:
         backends = await self.live_backends()
         parked = self._parked
         if parked:
-            reopen = [b for b in parked if isinstance(backends.get(b), BackendSession) and backends[b].cached_list(method) is None]  # type: ignore[union-attr]
+            reopen = [
+                b
+                for b in parked
+                if isinstance(backends.get(b), BackendSession) and backends[b].cached_list(method) is None
+            ]  # type: ignore[union-attr]
             if reopen:
                 limit = self.hub.settings.routing.list_timeout
-                await asyncio.gather(*(asyncio.wait_for(self._unpark(b), limit) for b in reopen), return_exceptions=True)
-        return {b: s for b, s in backends.items() if isinstance(s, BackendSession) and (not s.is_closed() or b in self._parked)}
+                await asyncio.gather(
+                    *(asyncio.wait_for(self._unpark(b), limit) for b in reopen), return_exceptions=True
+                )
+        return {
+            b: s
+            for b, s in backends.items()
+            if isinstance(s, BackendSession) and (not s.is_closed() or b in self._parked)
+        }
 
     async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
         """A name not in the composed catalogue. When its ``{backend}{delimiter}`` prefix names
@@ -262,7 +298,9 @@ def _pooled(connector: Any) -> bool:
 def _unavailable(backend_id: str, found: Any, request_id: Any = None) -> UnavailableError:
     """-31001 naming the backend; the reason it failed with, when it said one (a fresh
     error each time: the stored one is never re-raised)."""
-    error = UnavailableError(f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable", request_id=request_id)
+    error = UnavailableError(
+        f"backend {backend_id} is unavailable", backend=backend_id, reason="backend_unavailable", request_id=request_id
+    )
     if isinstance(found, UnavailableError):
         error.message, error.data = found.message, dict(found.data or {})
         error.args = (found.message,)

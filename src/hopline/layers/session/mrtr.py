@@ -27,8 +27,13 @@ async def mediate(ask: Ask, retry: Retry, params: dict[str, Any], answer: Messag
             return answer
         asks = {k: r for k, r in (value.get("inputRequests") or {}).items() if isinstance(r, dict)}
         replies = await asyncio.gather(*(ask(r.get("method", ""), r.get("params")) for r in asks.values()))
-        again: dict[str, Any] = {**params, "inputResponses": {key: reply.body.get("result", {}) for key, reply in zip(asks, replies)}}
+        again: dict[str, Any] = {
+            **params,
+            "inputResponses": {key: reply.body.get("result", {}) for key, reply in zip(asks, replies)},
+        }
         if "requestState" in value:
             again["requestState"] = value["requestState"]
         answer = await retry(again)
-    raise UnavailableError(f"backend {backend} kept asking for input after {ROUNDS} rounds", backend=backend, reason="input_required_loop")
+    raise UnavailableError(
+        f"backend {backend} kept asking for input after {ROUNDS} rounds", backend=backend, reason="input_required_loop"
+    )

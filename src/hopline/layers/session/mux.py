@@ -124,7 +124,9 @@ class Multiplexer:
         for backend_id in self.ids.forget_owner(view):
             if self.closed_reason is None:
                 with contextlib.suppress(ChannelClosed):
-                    await self.backend.send(notification("notifications/cancelled", {"requestId": backend_id, "reason": "client went away"}))
+                    await self.backend.send(
+                        notification("notifications/cancelled", {"requestId": backend_id, "reason": "client went away"})
+                    )
 
     # -- backend → views --------------------------------------------------------------
     async def _read(self) -> None:

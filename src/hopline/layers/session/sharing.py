@@ -67,9 +67,14 @@ def describe(exc: BaseException, backend_id: str | None = None) -> str:
         return "did not start in time"
     text = getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
     if backend_id is not None:
-        for prefix in (f"backend {backend_id} unavailable: ", f"backend {backend_id} is unavailable: ", "backend unavailable: ", f"{backend_id}: "):
+        for prefix in (
+            f"backend {backend_id} unavailable: ",
+            f"backend {backend_id} is unavailable: ",
+            "backend unavailable: ",
+            f"{backend_id}: ",
+        ):
             if text.startswith(prefix):
-                text = text[len(prefix):]
+                text = text[len(prefix) :]
     return text
 
 
@@ -129,7 +134,9 @@ class Sharing:
 
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.shares(backend_id):
-                return await self.session(backend_id, owner.principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful))
+                return await self.session(
+                    backend_id, owner.principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful)
+                )
             return await owner.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
@@ -142,7 +149,11 @@ class Sharing:
 
     async def remove(self, backend_id: str) -> None:
         """A backend left the configuration: close its shared sessions."""
-        gone = [self.shared.pop(k) for k in list(self.shared) if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)]
+        gone = [
+            self.shared.pop(k)
+            for k in list(self.shared)
+            if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)
+        ]
         self.failed.pop(backend_id, None)
         await asyncio.gather(*(s.aclose() for s in gone), return_exceptions=True)
 
@@ -157,7 +168,9 @@ class Sharing:
             return Era.MODERN
         return Era.HANDSHAKE
 
-    def key(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> tuple[Any, dict[str, Any]]:
+    def key(
+        self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era
+    ) -> tuple[Any, dict[str, Any]]:
         """The key of the session this caller shares, and the capabilities it declares (a
         2026-07-28 session drops them once it knows its era: they travel per request)."""
         base = self.hub.registry.share_key(backend_id, principal)
@@ -166,7 +179,9 @@ class Sharing:
             return base, caps or {}
         return (backend_id, principal.key if isinstance(base, tuple) else None, canonical(caps)), caps or {}
 
-    def lookup(self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era) -> BackendSession | None:
+    def lookup(
+        self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era
+    ) -> BackendSession | None:
         """The open session this caller shares, without waiting (None: see :meth:`session`)."""
         found = self.shared.get(self.key(backend_id, principal, caps, prefer)[0])
         return found if found is not None and not found.is_closed() else None
@@ -176,7 +191,11 @@ class Sharing:
         if not isinstance(key, tuple) or len(key) != 3 or key[2] == NONE:
             return key, caps
         shared = self.shared
-        open_sets = [k for k, s in shared.items() if isinstance(k, tuple) and len(k) == 3 and k[:2] == key[:2] and k[2] != NONE and not s.is_closed()]
+        open_sets = [
+            k
+            for k, s in shared.items()
+            if isinstance(k, tuple) and len(k) == 3 and k[:2] == key[:2] and k[2] != NONE and not s.is_closed()
+        ]
         if key in open_sets or len(open_sets) < self.hub.settings.routing.shared_capability_sets:
             return key, caps
         subsets = [k for k in open_sets if _subset(self.caps.get(k, {}), caps)]
@@ -187,7 +206,12 @@ class Sharing:
         return (*key[:2], NONE), {}
 
     async def session(
-        self, backend_id: str, principal: Principal = ANONYMOUS, chain: list[Any] | None = None, caps: dict[str, Any] | None = None, prefer: Era = Era.MODERN
+        self,
+        backend_id: str,
+        principal: Principal = ANONYMOUS,
+        chain: list[Any] | None = None,
+        caps: dict[str, Any] | None = None,
+        prefer: Era = Era.MODERN,
     ) -> BackendSession:
         key, declared = self.key(backend_id, principal, caps, prefer)
         found = self.shared.get(key)
@@ -195,10 +219,14 @@ class Sharing:
             return found
         async with self.locks.setdefault(backend_id, asyncio.Lock()):
             pending = self._starting.get(backend_id)
-            if pending is not None and not pending.done():  # a start its caller gave up on (startup_timeout) goes on: wait for it
+            if (
+                pending is not None and not pending.done()
+            ):  # a start its caller gave up on (startup_timeout) goes on: wait for it
                 with contextlib.suppress(Exception):
                     await asyncio.shield(pending)
-            key, declared = self._bounded(*self.key(backend_id, principal, caps, prefer))  # the era may have been learnt meanwhile
+            key, declared = self._bounded(
+                *self.key(backend_id, principal, caps, prefer)
+            )  # the era may have been learnt meanwhile
             old = self.shared.get(key)
             if old is not None and not old.is_closed():
                 return old
@@ -211,7 +239,15 @@ class Sharing:
             return await asyncio.shield(start)
 
     async def _start(
-        self, backend_id: str, principal: Principal, chain: Any, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None, failed: Any
+        self,
+        backend_id: str,
+        principal: Principal,
+        chain: Any,
+        key: Any,
+        declared: dict[str, Any],
+        prefer: Era,
+        old: BackendSession | None,
+        failed: Any,
     ) -> BackendSession:
         """Start one shared session (a task: callers that stop waiting do not cancel it)."""
         g = self.hub
@@ -219,8 +255,13 @@ class Sharing:
         holder: list[BackendSession] = []
         try:
             session = await g.registry.connect(
-                backend_id, era=prefer, client_capabilities=declared, principal=principal, chain=chain,
-                on_request=self._request(backend_id, holder), on_notification=self._notification(backend_id, holder),
+                backend_id,
+                era=prefer,
+                client_capabilities=declared,
+                principal=principal,
+                chain=chain,
+                on_request=self._request(backend_id, holder),
+                on_notification=self._notification(backend_id, holder),
             )
         except Exception as exc:
             delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
@@ -237,7 +278,14 @@ class Sharing:
         return session
 
     def _settle(
-        self, backend_id: str, principal: Principal, session: BackendSession, key: Any, declared: dict[str, Any], prefer: Era, old: BackendSession | None
+        self,
+        backend_id: str,
+        principal: Principal,
+        session: BackendSession,
+        key: Any,
+        declared: dict[str, Any],
+        prefer: Era,
+        old: BackendSession | None,
     ) -> tuple[Any, BackendSession | None]:
         """File a new session under the key its era calls for; learn the backend's era."""
         g = self.hub
@@ -245,7 +293,9 @@ class Sharing:
         if era is not prefer:
             self.only[backend_id] = era
         if era is Era.MODERN:
-            session.client_capabilities = declared = {}  # its own requests (lists) declare nothing; callers' travel per request
+            session.client_capabilities = (
+                declared
+            ) = {}  # its own requests (lists) declare nothing; callers' travel per request
             base = g.registry.share_key(backend_id, principal)
             if base != key:
                 key, old = base, self.shared.get(base)
@@ -264,7 +314,9 @@ class Sharing:
         self.caps[key] = declared
         listens = g.backend_listens
         listening = listens.sessions.get(backend_id)
-        if key == backend_id or (era is Era.HANDSHAKE and key[1] is None and (listening is None or listening.is_closed())):
+        if key == backend_id or (
+            era is Era.HANDSHAKE and key[1] is None and (listening is None or listening.is_closed())
+        ):
             listens.attach(backend_id, session)  # one listen per backend, on a session all callers share
         return key, old
 
@@ -274,7 +326,12 @@ class Sharing:
 
     def _lost(self, session: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
         users = self.users(session)
-        log.warning("backend %s: a shared session went away (%s); %d client sessions used it", session.id, session.peer.closed_reason, len(users))
+        log.warning(
+            "backend %s: a shared session went away (%s); %d client sessions used it",
+            session.id,
+            session.peer.closed_reason,
+            len(users),
+        )
         self.count(session.id, "session_lost")
         for user in users:
             user.surface_changed()
@@ -283,7 +340,9 @@ class Sharing:
             self._respawning[key] = task
             task.add_done_callback(lambda _t: self._respawning.pop(key, None))
 
-    async def _respawn(self, old: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
+    async def _respawn(
+        self, old: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era
+    ) -> None:
         """The one reconnect loop of a shared session (jittered, doubling to 60 s)."""
         g = self.hub
         delay = g.settings.routing.retry_after
@@ -331,7 +390,9 @@ class Sharing:
                     why = "a 2026-07-28 client cannot take it"
                 else:
                     why = f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
-                message_text = f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
+                message_text = (
+                    f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
+                )
                 raise UnavailableError(message_text, backend=backend_id, reason="no_client")
             return await owner._server_request_from(backend_id)(message)
 

@@ -38,7 +38,15 @@ def _expire(future: asyncio.Future) -> None:
 
 
 class RpcPeer:
-    def __init__(self, channel: Channel, *, name: str, on_request: OnRequest | None = None, on_notification: OnNotification | None = None, on_closed: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        *,
+        name: str,
+        on_request: OnRequest | None = None,
+        on_notification: OnNotification | None = None,
+        on_closed: Callable[[], object] | None = None,
+    ) -> None:
         self.channel = channel
         self.name = name
         self.on_request = on_request
@@ -50,7 +58,9 @@ class RpcPeer:
         self._progress: dict[str, Callable[[Message], None]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
-        if hasattr(channel, "settle"):  # an HTTP upstream: answers may skip its queue and our reader (transports/inbound.py)
+        if hasattr(
+            channel, "settle"
+        ):  # an HTTP upstream: answers may skip its queue and our reader (transports/inbound.py)
             channel.settle = self._settle
 
     def next_id(self) -> int:
@@ -92,13 +102,17 @@ class RpcPeer:
                 return await future
             except TimeoutError:
                 self._cancel_soon(msg_id, "timeout")
-                raise BackendTimeout(f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name) from None
+                raise BackendTimeout(
+                    f"backend {self.name} did not answer {method} within {timeout:g} s", backend=self.name
+                ) from None
             finally:
                 handle.cancel()
         except ChannelClosed as exc:
             raise UnavailableError(self._unavailable(exc.reason), backend=self.name, reason="backend_closed") from None
         except asyncio.CancelledError:
-            if not future.done() or future.cancelled():  # our caller gave up (awaiting the future cancels it): tell the peer
+            if (
+                not future.done() or future.cancelled()
+            ):  # our caller gave up (awaiting the future cancels it): tell the peer
                 self._cancel_soon(msg_id, "cancelled")
             raise
         finally:
@@ -182,7 +196,11 @@ class RpcPeer:
             answer = await self.on_request(message)
             out = Message({**answer.body, "id": message.id})
         except Exception as exc:
-            err = exc if isinstance(exc, (InternalError, UnavailableError)) else InternalError(f"could not relay {message.method}")
+            err = (
+                exc
+                if isinstance(exc, (InternalError, UnavailableError))
+                else InternalError(f"could not relay {message.method}")
+            )
             out = err.to_response(message.id)
         with contextlib.suppress(ChannelClosed):
             await self.channel.send(out)
@@ -190,7 +208,7 @@ class RpcPeer:
     def _unavailable(self, reason: str) -> str:
         """``backend X unavailable: why``, naming the backend once (a channel's reason may name it too)."""
         prefix = f"{self.name}: "
-        return f"backend {self.name} unavailable: {reason[len(prefix):] if reason.startswith(prefix) else reason}"
+        return f"backend {self.name} unavailable: {reason[len(prefix) :] if reason.startswith(prefix) else reason}"
 
     def _fail(self, reason: str) -> None:
         self.closed_reason = reason

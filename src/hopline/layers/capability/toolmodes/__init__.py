@@ -20,4 +20,14 @@ from hopline.layers.capability.toolmodes.index import IndexCache, ToolIndex
 from hopline.layers.capability.toolmodes.sandbox import Limits, Outcome
 from hopline.layers.capability.toolmodes.search import GET_TOOL, INVOKE_TOOL, SearchMode
 
-__all__ = ["GET_TOOL", "INVOKE_TOOL", "RUN_CODE", "CodeMode", "IndexCache", "Limits", "Outcome", "SearchMode", "ToolIndex"]
+__all__ = [
+    "GET_TOOL",
+    "INVOKE_TOOL",
+    "RUN_CODE",
+    "CodeMode",
+    "IndexCache",
+    "Limits",
+    "Outcome",
+    "SearchMode",
+    "ToolIndex",
+]

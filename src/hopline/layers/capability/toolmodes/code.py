@@ -53,7 +53,9 @@ def run_code_definition(names: list[str], limits: sandbox.Limits) -> dict[str, A
         ),
         "inputSchema": {
             "type": "object",
-            "properties": {"code": {"type": "string", "description": "Python source; its last expression is the result."}},
+            "properties": {
+                "code": {"type": "string", "description": "Python source; its last expression is the result."}
+            },
             "required": ["code"],
         },
     }
@@ -62,7 +64,11 @@ def run_code_definition(names: list[str], limits: sandbox.Limits) -> dict[str, A
 def unwrap(name: str, result: dict[str, Any]) -> Any:
     """A ``CallToolResult`` as the sandboxed code sees it."""
     content = result.get("content") if isinstance(result.get("content"), list) else []
-    texts = [c.get("text") for c in content if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)]
+    texts = [
+        c.get("text")
+        for c in content
+        if isinstance(c, dict) and c.get("type") == "text" and isinstance(c.get("text"), str)
+    ]
     if result.get("isError"):
         raise sandbox.SandboxError("RuntimeError", f"tool {name} failed: {' '.join(texts) or 'no details'}")
     if "structuredContent" in result:
@@ -81,7 +87,12 @@ class _Api:
         self._catalogue: Catalogue | None = None
 
     def functions(self) -> dict[str, sandbox.HostFunction]:
-        return {"call_tool": self.call_tool, "search_tools": self.search_tools, "get_tool": self.get_tool, "list_tools": self.list_tools}
+        return {
+            "call_tool": self.call_tool,
+            "search_tools": self.search_tools,
+            "get_tool": self.get_tool,
+            "list_tools": self.list_tools,
+        }
 
     async def _found(self) -> Catalogue:
         if self._catalogue is None:
@@ -149,7 +160,11 @@ class CodeMode:
 
     async def tools(self, host: ToolHost) -> list[dict[str, Any]]:
         tools = await host.visible_tools()
-        return [run_code_definition([t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)], self.limits)]
+        return [
+            run_code_definition(
+                [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)], self.limits
+            )
+        ]
 
     async def call(self, host: ToolHost, name: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         if name != RUN_CODE:

@@ -77,7 +77,11 @@ class Encoder:
         mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
         w = self.w
         n, length = ids.shape
-        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length][None] + w["embeddings.token_type_embeddings.weight"][0]
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length][None]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
         x = self._norm(x, "embeddings.LayerNorm")
         bias = (1.0 - mask)[:, None, None, :] * -1e9
         for i in range(self.layers):
@@ -112,7 +116,9 @@ def _erf(x: np.ndarray) -> np.ndarray:
     sign = np.sign(x)
     a = np.abs(x)
     t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496735) * t + 0.254829592) * t * np.exp(-a * a)
+    y = 1.0 - (
+        ((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496735) * t + 0.254829592
+    ) * t * np.exp(-a * a)
     return sign * y
 
 

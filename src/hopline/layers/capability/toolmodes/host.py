@@ -50,12 +50,22 @@ class ToolSession(Protocol):
 
 
 class SessionToolHost:
-    def __init__(self, session: ToolSession, meta: dict[str, Any], *, plan: ToolPlan | None = None, mode: str | None = None, context: Context | None = None) -> None:
+    def __init__(
+        self,
+        session: ToolSession,
+        meta: dict[str, Any],
+        *,
+        plan: ToolPlan | None = None,
+        mode: str | None = None,
+        context: Context | None = None,
+    ) -> None:
         self.session = session
         self.context = context  # the exchange running the mode's tool: inner calls share its deadline
         self.meta = meta  # the client's _meta of the request that runs the mode's tool (trace context…)
         # Only the backends the plan puts in ``mode`` (None: every backend).
-        self.plan, self.mode = (plan, mode) if plan is not None and mode is not None and not plan.uniform(mode) else (None, None)
+        self.plan, self.mode = (
+            (plan, mode) if plan is not None and mode is not None and not plan.uniform(mode) else (None, None)
+        )
 
     @property
     def principal(self) -> Principal:
@@ -69,7 +79,9 @@ class SessionToolHost:
         plan, mode = self.plan, self.mode
         return [item for item, backend in zip(items, backends) if plan.mode_of(backend) == mode]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         if self.plan is not None and not any(t.get("name") == name for t in await self.visible_tools()):
             raise InvalidParams(f"Unknown tool: {name!r}")  # another group's tool: not this mode's to call
         params: dict[str, Any] = {"name": name, "arguments": arguments}
@@ -77,7 +89,9 @@ class SessionToolHost:
         merged.pop("progressToken", None)  # progress of an inner call has no client token to go to
         if merged:
             params["_meta"] = merged
-        request = Message({"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": TOOLS_CALL, "params": params})
+        request = Message(
+            {"jsonrpc": "2.0", "id": f"hopline-tool-{next(_ids)}", "method": TOOLS_CALL, "params": params}
+        )
         answer = await self.session.invoke_named(request, self.context or self.session.context(request))
         error = answer.body.get("error")
         if isinstance(error, dict):

@@ -232,7 +232,16 @@ class IndexCache:
     without building, so a caller on an event loop can build in a thread.
     """
 
-    def __init__(self, *, delimiter: str = "__", params: Params = Params(), encoder: Any = None, expand: bool = True, max_indexes: int = 64, max_documents: int = 20_000) -> None:
+    def __init__(
+        self,
+        *,
+        delimiter: str = "__",
+        params: Params = Params(),
+        encoder: Any = None,
+        expand: bool = True,
+        max_indexes: int = 64,
+        max_documents: int = 20_000,
+    ) -> None:
         self.delimiter = delimiter
         self.expand = expand
         self.params = params
@@ -288,7 +297,14 @@ class IndexCache:
                 import numpy as np
 
                 matrix = np.stack([vector for _doc, vector in entries])
-            index = ToolIndex(tools, [doc for doc, _vector in entries], vectors=matrix, encoder=self.encoder, expand=self.expand, params=self.params)
+            index = ToolIndex(
+                tools,
+                [doc for doc, _vector in entries],
+                vectors=matrix,
+                encoder=self.encoder,
+                expand=self.expand,
+                params=self.params,
+            )
             self.builds += 1
             self._indexes[key] = index
             while len(self._indexes) > self.max_indexes:

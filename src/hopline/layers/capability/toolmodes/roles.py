@@ -63,10 +63,19 @@ def _moods() -> tuple[dict[tuple[str, ...], frozenset[str]], dict[str, frozenset
 
 _SAID, _NAMED = _moods()
 # a word marked ``~`` in an action family → the heads of those families (its verb senses)
-_VERBAL = {m.strip()[1:]: frozenset(f.split("|")[0].lstrip("~") for f in FAMILIES[:ACTIONS] if m in f.split("|")) for f in FAMILIES[:ACTIONS] for m in f.split("|") if m.startswith("~") and " " not in m}
+_VERBAL = {
+    m.strip()[1:]: frozenset(f.split("|")[0].lstrip("~") for f in FAMILIES[:ACTIONS] if m in f.split("|"))
+    for f in FAMILIES[:ACTIONS]
+    for m in f.split("|")
+    if m.startswith("~") and " " not in m
+}
 _LONGEST = max(len(k) for k in _SAID)
 # "tell me", "send me the logo": a giving verb with the caller as its object asks to read.
-_GIVING = frozenset(m.lstrip("~") for f in FAMILIES if f.startswith("send|") for m in f.split("|") if " " not in m) | {"give", "bring", "hand"}
+_GIVING = frozenset(m.lstrip("~") for f in FAMILIES if f.startswith("send|") for m in f.split("|") if " " not in m) | {
+    "give",
+    "bring",
+    "hand",
+}
 _RECEIVERS = frozenset({"me", "us"})
 _HOW_TO = frozenset({"do", "does", "can", "could", "should", "would", "to"})  # "how do I create …" asks to create
 
@@ -82,7 +91,9 @@ def _verb(raw: list[str], i: int) -> tuple[int, frozenset[str]]:
         folded = key[:-1] + (w.plural(key[-1]),)
         heads = _SAID.get(key) or (_SAID.get(folded) if n == 1 else None)
         if heads:
-            if n == 1 and (key in w.MAKING or folded in w.MAKING):  # "file a ticket" creates; "the file", "reports to" do not
+            if n == 1 and (
+                key in w.MAKING or folded in w.MAKING
+            ):  # "file a ticket" creates; "the file", "reports to" do not
                 heads = frozenset({CREATE}) if i + 1 < len(raw) and raw[i + 1] in ARTICLES else heads - {CREATE}
             return n, heads
     return 1, frozenset()
@@ -172,7 +183,9 @@ def read(query: str, expand: bool = True) -> Request:
     slots = w.slots(raw)
     verb_mood, action = main_verb(raw)
     aside = w.purposes(text)
-    weights = tuple(w.TOPIC_WEIGHT if set(s[0][0]) <= topic else w.PURPOSE_WEIGHT if set(s[0][0]) <= aside else 1.0 for s in slots)
+    weights = tuple(
+        w.TOPIC_WEIGHT if set(s[0][0]) <= topic else w.PURPOSE_WEIGHT if set(s[0][0]) <= aside else 1.0 for s in slots
+    )
     if any(word in KINDS or w.plural(word) in KINDS for word in raw):  # "list the pods": a resource kind
         shapes = shapes | {"kind"}
     return Request(slots, w.fills(shapes), verb_mood, action, topic, weights)

@@ -148,11 +148,21 @@ async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits, 
                 value = await state.drive(monty, session, code, printed)
     except PoolError as exc:
         what = "sandbox busy" if exc.busy else "sandbox unavailable"
-        return state.outcome(False, printed, started, error=f"RuntimeError: {what}: {exc}" + ("; try again shortly" if exc.busy else ""))
+        return state.outcome(
+            False, printed, started, error=f"RuntimeError: {what}: {exc}" + ("; try again shortly" if exc.busy else "")
+        )
     except TimeoutError:
-        return state.outcome(False, printed, started, error=f"TimeoutError: run_code exceeded its {limits.timeout:g} s wall-clock limit")
+        return state.outcome(
+            False, printed, started, error=f"TimeoutError: run_code exceeded its {limits.timeout:g} s wall-clock limit"
+        )
     except monty.MontyCrashedError as exc:
-        reason = "stopped by the watchdog" if exc.timed_out else "stopped: the sandbox is shutting down" if workers.closed else f"crashed: {exc}"
+        reason = (
+            "stopped by the watchdog"
+            if exc.timed_out
+            else "stopped: the sandbox is shutting down"
+            if workers.closed
+            else f"crashed: {exc}"
+        )
         return state.outcome(False, printed, started, error=f"RuntimeError: sandbox worker {reason}")
     except (monty.MontyRuntimeError, monty.MontySyntaxError) as exc:
         return state.outcome(False, printed, started, error=exc.display("traceback").strip())
@@ -160,7 +170,12 @@ async def run(code: str, functions: Mapping[str, HostFunction], limits: Limits, 
         return state.outcome(False, printed, started, error=f"{type(exc).__name__}: {exc}")
     encoded = to_json(value)
     if len(encoded) > limits.output:
-        return state.outcome(False, printed, started, error=f"ValueError: the result is {len(encoded)} bytes as JSON; the limit is {limits.output}")
+        return state.outcome(
+            False,
+            printed,
+            started,
+            error=f"ValueError: the result is {len(encoded)} bytes as JSON; the limit is {limits.output}",
+        )
     return state.outcome(True, printed, started, value=orjson.loads(encoded))
 
 
@@ -209,8 +224,12 @@ class _Run:
         except SandboxError as exc:
             return {"exc_type": exc.exc_type, "message": exc.message}
 
-    def outcome(self, ok: bool, printed: Any, started: float, *, value: Any = None, error: str | None = None) -> Outcome:
+    def outcome(
+        self, ok: bool, printed: Any, started: float, *, value: Any = None, error: str | None = None
+    ) -> Outcome:
         output = printed.output
         if len(output.encode()) > self.limits.output:
             output = output.encode()[: self.limits.output].decode(errors="ignore") + "\n[output truncated]"
-        return Outcome(ok, value=value, output=output, error=error, calls=self.calls, elapsed=time.monotonic() - started)
+        return Outcome(
+            ok, value=value, output=output, error=error, calls=self.calls, elapsed=time.monotonic() - started
+        )

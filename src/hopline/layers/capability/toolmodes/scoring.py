@@ -169,7 +169,10 @@ class Priors:
         self.named_arguments = _inverted([set(pairwise(d["arguments"])) for d in documents])  # ("place", "id")
         moods = [tool_moods(d["name"]) for d in documents]
         self.actions = _inverted([tool_actions(d["name"]) for d in documents])  # action head → tools
-        self.clash = {READ: np.array([WRITE in m and READ not in m for m in moods], dtype=bool), WRITE: np.array([READ in m and WRITE not in m for m in moods], dtype=bool)}
+        self.clash = {
+            READ: np.array([WRITE in m and READ not in m for m in moods], dtype=bool),
+            WRITE: np.array([READ in m and WRITE not in m for m in moods], dtype=bool),
+        }
         groups: dict[tuple[str, ...], int] = {}  # one document per backend, all its tools' fields
         self.group = np.array([groups.setdefault(tuple(d["prefix"]), len(groups)) for d in documents], dtype=np.int32)
         merged: list[dict[str, list[str]]] = [{f: [] for f in documents[0]} for _ in groups] if n else []

@@ -73,9 +73,16 @@ def get_tool_definition(names: list[str], top_k: int) -> dict[str, Any]:
         "inputSchema": {
             "type": "object",
             "properties": {
-                "name": {"type": "string", "description": "Exact tool name. Use a name you have already seen from this server in the current session."},
+                "name": {
+                    "type": "string",
+                    "description": "Exact tool name. Use a name you have already seen from this server in the current session.",
+                },
                 "query": {"type": "string", "description": "What the tool should do, or words from its description."},
-                "top_k": {"type": "integer", "minimum": 1, "description": f"How many ranked results for 'query' (default {top_k})."},
+                "top_k": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": f"How many ranked results for 'query' (default {top_k}).",
+                },
             },
         },
         "outputSchema": GET_TOOL_OUTPUT,
@@ -85,12 +92,20 @@ def get_tool_definition(names: list[str], top_k: int) -> dict[str, Any]:
 def result_item(tool: dict[str, Any]) -> dict[str, Any]:
     description = tool.get("description")
     schema = tool.get("inputSchema")
-    return {"name": tool["name"], "tool_description": description if isinstance(description, str) else "", "args": schema if isinstance(schema, dict) else {"type": "object"}}
+    return {
+        "name": tool["name"],
+        "tool_description": description if isinstance(description, str) else "",
+        "args": schema if isinstance(schema, dict) else {"type": "object"},
+    }
 
 
 def structured(value: dict[str, Any], *, error: bool = False) -> dict[str, Any]:
     """A ``CallToolResult`` carrying ``value`` as structured content and as JSON text."""
-    return {"content": [{"type": "text", "text": orjson.dumps(value).decode()}], "structuredContent": value, "isError": error}
+    return {
+        "content": [{"type": "text", "text": orjson.dumps(value).decode()}],
+        "structuredContent": value,
+        "isError": error,
+    }
 
 
 def tool_error(message: str) -> dict[str, Any]:

@@ -13,9 +13,102 @@ from __future__ import annotations
 # Words that name an action or object ("all", "get", "list", "new") are kept: they
 # tell tools apart.
 STOPWORDS = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "i", "me", "my", "we", "our", "us", "you", "your", "please", "want", "need", "would", "like", "could", "can", "should", "do", "does", "did", "let", "some", "so", "just", "which", "what", "how", "its", "also",
-     "from", "about", "via", "between", "within", "inside", "across", "against", "among", "upon", "toward", "towards", "have", "has", "had", "been", "were", "am", "here", "where", "when", "why", "whom", "whose", "take", "give",
-     "s", "t", "d", "ll", "m", "re", "ve"]  # what is left of "what's", "don't", "I'd", "we'll"…
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "us",
+        "you",
+        "your",
+        "please",
+        "want",
+        "need",
+        "would",
+        "like",
+        "could",
+        "can",
+        "should",
+        "do",
+        "does",
+        "did",
+        "let",
+        "some",
+        "so",
+        "just",
+        "which",
+        "what",
+        "how",
+        "its",
+        "also",
+        "from",
+        "about",
+        "via",
+        "between",
+        "within",
+        "inside",
+        "across",
+        "against",
+        "among",
+        "upon",
+        "toward",
+        "towards",
+        "have",
+        "has",
+        "had",
+        "been",
+        "were",
+        "am",
+        "here",
+        "where",
+        "when",
+        "why",
+        "whom",
+        "whose",
+        "take",
+        "give",
+        "s",
+        "t",
+        "d",
+        "ll",
+        "m",
+        "re",
+        "ve",
+    ]  # what is left of "what's", "don't", "I'd", "we'll"…
 )
 
 # Words that stand for one another in requests and in tool lists, one family a line:
@@ -139,14 +232,46 @@ SERVERS = frozenset({"server", "servers", "mcp", "backend", "service"})
 ACTIONS = next(i for i, f in enumerate(FAMILIES) if f.startswith("directory|"))
 
 # Kubernetes kinds: Kubernetes resources, and a value of a tool's resource argument.
-KINDS = frozenset({"deployment", "statefulset", "daemonset", "replicaset", "configmap", "secret", "ingress", "cronjob", "events", "pod", "node", "job", "pvc", "persistentvolume", "persistentvolumeclaim", "serviceaccount", "hpa", "crd", "endpoint"})
+KINDS = frozenset(
+    {
+        "deployment",
+        "statefulset",
+        "daemonset",
+        "replicaset",
+        "configmap",
+        "secret",
+        "ingress",
+        "cronjob",
+        "events",
+        "pod",
+        "node",
+        "job",
+        "pvc",
+        "persistentvolume",
+        "persistentvolumeclaim",
+        "serviceaccount",
+        "hpa",
+        "crd",
+        "endpoint",
+    }
+)
 
 # One-way: a query word that implies a phrase of tool words it is not a synonym of.
 SYNONYMS: dict[str, tuple[str, ...]] = {
-    "which": ("list",), "draw": ("generate image",), "paint": ("generate image",), "sketch": ("generate image",),
-    "mkdir": ("create directory",), "ls": ("list",), "rm": ("delete",), "mv": ("move",), "cp": ("copy",), "remember": ("memory",), "recall": ("memory search",),
+    "which": ("list",),
+    "draw": ("generate image",),
+    "paint": ("generate image",),
+    "sketch": ("generate image",),
+    "mkdir": ("create directory",),
+    "ls": ("list",),
+    "rm": ("delete",),
+    "mv": ("move",),
+    "cp": ("copy",),
+    "remember": ("memory",),
+    "recall": ("memory search",),
     # a table's rows and columns are the pages and properties of a database of pages (Notion)
-    "row": ("page",), "column": ("property",),
+    "row": ("page",),
+    "column": ("property",),
     # Kubernetes kinds are Kubernetes resources
     **{kind: ("kubernetes resource",) for kind in KINDS},
 }
@@ -154,16 +279,87 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
 # Verb roles (``roles.py``): the action families, by their first member, whose verbs
 # read and whose verbs change something. The others (navigate, click, type…) say neither.
 READS = frozenset({"get", "list", "search", "explain", "describe"})
-WRITES = frozenset({"create", "update", "delete", "run", "send", "reply", "stop", "move", "copy", "merge", "upgrade", "compress", "save", "commit", "upload", "approve"})
+WRITES = frozenset(
+    {
+        "create",
+        "update",
+        "delete",
+        "run",
+        "send",
+        "reply",
+        "stop",
+        "move",
+        "copy",
+        "merge",
+        "upgrade",
+        "compress",
+        "save",
+        "commit",
+        "upload",
+        "approve",
+    }
+)
 # A request that opens with one of these asks to read ("what's in …", "is there …").
-QUESTIONS = frozenset({"what", "whats", "which", "who", "whose", "where", "when", "why", "how", "is", "are", "was", "were", "has", "have", "any", "anyone", "anything"})
+QUESTIONS = frozenset(
+    {
+        "what",
+        "whats",
+        "which",
+        "who",
+        "whose",
+        "where",
+        "when",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "has",
+        "have",
+        "any",
+        "anyone",
+        "anything",
+    }
+)
 # After an ambiguous create word ("~open", "~start"), these make it mean create ("open a
 # ticket", "start a new thread"); anything else, one of its other senses ("open the file").
 ARTICLES = frozenset({"a", "an", "new", "another"})
 # Before a word that is also a verb, these make it a noun or an adjective ("the cache
 # key", "the open PRs", "my log file", "still open"): its verb senses are dropped.
-DETERMINERS = frozenset({"the", "this", "that", "these", "those", "my", "our", "your", "its", "their", "his", "her", "each", "every", "any", "no", "some", "a", "an",
-                         "is", "are", "was", "were", "be", "still", "stay", "stays", "remain", "remains"})  # "are open late", "still open": a state
+DETERMINERS = frozenset(
+    {
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "my",
+        "our",
+        "your",
+        "its",
+        "their",
+        "his",
+        "her",
+        "each",
+        "every",
+        "any",
+        "no",
+        "some",
+        "a",
+        "an",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "still",
+        "stay",
+        "stays",
+        "remain",
+        "remains",
+    }
+)  # "are open late", "still open": a state
 
 # The argument names a value named by its shape fills ("notes.md" fills a ``path``).
 FILLS = {

@@ -37,7 +37,18 @@ from hopline.layers.capability.toolmodes.vocabulary import (
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z]{2})")  # "PRs", "IDs": one word
 _WORD = re.compile(r"[^\W_]+")  # letters and digits; `_`, `-`, `__`, `.`, `/` all split
 # Plurals no stemmer folds: "child blocks" and "block children" are the same words.
-_IRREGULAR = {"children": "child", "people": "person", "men": "man", "women": "woman", "indices": "index", "vertices": "vertex", "matrices": "matrix", "analyses": "analysis", "mice": "mouse", "feet": "foot"}
+_IRREGULAR = {
+    "children": "child",
+    "people": "person",
+    "men": "man",
+    "women": "woman",
+    "indices": "index",
+    "vertices": "vertex",
+    "matrices": "matrix",
+    "analyses": "analysis",
+    "mice": "mouse",
+    "feet": "foot",
+}
 
 
 def _light_stem(word: str) -> str:
@@ -168,7 +179,9 @@ def _making() -> dict[Key, frozenset[tuple[str, ...]]]:
     for family in FAMILIES[1:]:
         members = _members(family)
         for m in members:
-            others.setdefault(tuple(words(m.lstrip("~"))), set()).update(tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~"))
+            others.setdefault(tuple(words(m.lstrip("~"))), set()).update(
+                tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~")
+            )
     return {
         key: frozenset(t for t in _ALTERNATIVES[key] if t not in others.get(key, ()))
         for key in (tuple(words(m[1:])) for m in _members(FAMILIES[0]) if m.startswith("~"))
@@ -189,12 +202,15 @@ def _acting() -> dict[Key, frozenset[tuple[str, ...]]]:
         for m in members:
             key = tuple(words(m.lstrip("~")))
             into = verbal if n < ACTIONS and m.startswith("~") else other
-            into.setdefault(key, set()).update(tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~"))
+            into.setdefault(key, set()).update(
+                tuple(tokens(o)) for o in members if o != m and " " not in o and not o.startswith("~")
+            )
     return {key: frozenset(t - other.get(key, set())) for key, t in verbal.items()}
 
 
 ACTING = _acting()
 _CREATE = tuple(tokens(_members(FAMILIES[0])[0]))
+
 
 # -- shapes (``shapes.py``) -------------------------------------------------------------
 def fills(shapes: set[str]) -> frozenset[str]:
@@ -218,7 +234,11 @@ def slots(raw: list[str]) -> list[Slot]:
     unless a server word follows ("the everything server"); "everything" is "all"
     (``EVERY``: "delete everything you created" is a clean-up of all of it)."""
     named = [i + 1 < len(raw) and raw[i + 1] in SERVERS for i in range(len(raw))]  # "the everything server"
-    raw = [w if w not in PRONOUNS or named[i] else EVERY[w] for i, w in enumerate(raw) if w not in PRONOUNS or named[i] or w in EVERY]
+    raw = [
+        w if w not in PRONOUNS or named[i] else EVERY[w]
+        for i, w in enumerate(raw)
+        if w not in PRONOUNS or named[i] or w in EVERY
+    ]
     stems = [stemmed(w) for w in raw]
     folded = [plural(w) for w in raw]
     direct = {stem for w, stem in zip(raw, stems) if w not in STOPWORDS}
@@ -233,9 +253,13 @@ def slots(raw: list[str]) -> list[Slot]:
     out = []
     i = 0
     while i < len(raw):
-        n, key = next(((n, k) for n in range(min(_LONGEST, len(raw) - i), 1, -1) if (k := entry(i, n))), (1, entry(i, 1)))
+        n, key = next(
+            ((n, k) for n in range(min(_LONGEST, len(raw) - i), 1, -1) if (k := entry(i, n))), (1, entry(i, 1))
+        )
         own = tuple(stems[j] for j in range(i, i + n) if raw[j] not in STOPWORDS)
-        if n == 1 and raw[i] in ARTICLES and out and any(terms == _CREATE for terms, _w in out[-1]):  # "make a new page": "new" adds nothing
+        if (
+            n == 1 and raw[i] in ARTICLES and out and any(terms == _CREATE for terms, _w in out[-1])
+        ):  # "make a new page": "new" adds nothing
             i += 1
             continue
         slot: Slot = [(own, 1.0)] if own and (n == 1 or key in _COMPOUNDS) else []
@@ -271,7 +295,10 @@ def phrasal(raw: list[str]) -> list[str]:
 # "what do you remember about my kubernetes plans", "news about the Postgres release": the
 # words after a topic preposition say what the request is about, not which tool serves it
 # (up to a clause break or a preposition that says where: "about pods in kubernetes").
-_TOPIC = re.compile(r"\b(?:about|regarding|concerning|relat(?:es|ed|ing) to|on the (?:subject|topic) of)\s+([^.?!,;:()]*)", re.IGNORECASE)
+_TOPIC = re.compile(
+    r"\b(?:about|regarding|concerning|relat(?:es|ed|ing) to|on the (?:subject|topic) of)\s+([^.?!,;:()]*)",
+    re.IGNORECASE,
+)
 _WHERE = frozenset({"in", "on", "from", "with", "using", "via", "through", "into", "inside", "to", "for", "at"})
 TOPIC_WEIGHT = 0.6  # a topic word counts this much of a word that says what to do it with
 _INTRO = re.compile(r"\b(?:relat(?:es|ed|ing) to|on the (?:subject|topic) of)\b", re.IGNORECASE)
@@ -279,13 +306,21 @@ _INTRO = re.compile(r"\b(?:relat(?:es|ed|ing) to|on the (?:subject|topic) of)\b"
 
 # "… so I can check the mobile layout", "… so nothing new lands on it": a purpose clause
 # says why, not what.
-_PURPOSE = re.compile(r"\bso (?:that |(?=(?:i|you|we|they|it|he|she|nothing|the|our|my|your|this|that|its|their)\b))([^.?!;:()]*)", re.IGNORECASE)
+_PURPOSE = re.compile(
+    r"\bso (?:that |(?=(?:i|you|we|they|it|he|she|nothing|the|our|my|your|this|that|its|their)\b))([^.?!;:()]*)",
+    re.IGNORECASE,
+)
 PURPOSE_WEIGHT = 0.75  # a word of a purpose clause counts this much
 
 
 def purposes(text: str) -> frozenset[str]:
     """The stems of the words of a request's purpose clauses ("so I can …")."""
-    return frozenset(stemmed(word) for match in _PURPOSE.finditer(text) for word in words(match.group(1), prose=True) if word not in STOPWORDS)
+    return frozenset(
+        stemmed(word)
+        for match in _PURPOSE.finditer(text)
+        for word in words(match.group(1), prose=True)
+        if word not in STOPWORDS
+    )
 
 
 def topics(text: str) -> tuple[str, frozenset[str]]:
