@@ -68,7 +68,8 @@ class StdioBackends:
     idle for ``idle_timeout`` seconds is closed (the client gets 404 on its next request
     and re-initializes). At the cap, a new session takes the child of the least
     recently active session idle for ``reclaim_after`` seconds (``FRESH_RECLAIM`` if it
-    did nothing but initialize, ``ABSENT_RECLAIM`` if its client holds no stream), waiting up to ``RECLAIM_WAIT`` for one to become so;
+    did nothing but initialize, ``ABSENT_RECLAIM`` if its client holds no stream), waiting up to ``RECLAIM_WAIT``
+    for one to become so;
     else it fails at once with the reason as its error (the listener answers it as
     -31001 to the ``initialize``, with 503 and Retry-After).
     """

@@ -73,7 +73,8 @@ class Rules:
         self.policy = HeaderPolicy(t.rules)
         self.judges = bool(self.policy.programs)
         self.reads_method = self.policy.reads.method
-        # headers refused when repeated: the routing ones, the ones a rule reads, the one naming the destination (None: any)
+        # headers refused when repeated: the routing ones, the ones a rule reads, the one naming the
+        # destination (None: any)
         self.strict = self.policy.reads.refused_when_repeated([t.header] if t.destination == "header" else [])
 
     def read(self, raw: list[tuple[bytes, bytes]]) -> tuple[dict[str, str], str | None]:
@@ -173,7 +174,8 @@ class Endpoint:
 def endpoints(
     config: GatewayConfig, gateway: Callable[..., Any], session_table: Callable[[ListenConfig], Any]
 ) -> Endpoints:
-    """Level 2: a ``gateway(config, propagation=...)`` per (destination, path), each with a ``session_table(listen)``."""
+    """Level 2: a ``gateway(config, propagation=...)`` per (destination, path), each with a
+    ``session_table(listen)``."""
     t = config.transparent
     assert t is not None
     options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)

@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 COMPOSITION = Composition(
     mode="federation",
     section="§5.6",
-    handshake="dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, list fetches and calls)",
+    handshake=(
+        "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, "
+        "list fetches and calls)"
+    ),
     layers=gateway_layers("layers.routing.namespace", discovery=("modes.federation", "transports.declarations")),
     optional=GATEWAY_OPTIONAL,
 )

@@ -76,9 +76,12 @@ def serve_http(
         else:
             backends = RemoteBackends(spec, shared=args.shared)
         sessions = SessionTable(
-            max_sessions=args.max_sessions, idle_ttl=args.session_ttl, max_pending=args.max_pending_sessions, handshake_timeout=args.handshake_timeout,
+            max_sessions=args.max_sessions,
+            idle_ttl=args.session_ttl,
+            max_pending=args.max_pending_sessions,
+            handshake_timeout=args.handshake_timeout,
             stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),
-        )  # fmt: skip
+        )
         options = ListenerOptions(
             max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http
         )

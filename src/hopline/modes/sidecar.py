@@ -11,7 +11,10 @@ from hopline.modes.forward import build
 COMPOSITION = Composition(
     mode="sidecar",
     section="§5.5",
-    handshake="dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods forwarded)",
+    handshake=(
+        "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods "
+        "forwarded)"
+    ),
     layers=gateway_layers("layers.routing.uris"),
     optional=GATEWAY_OPTIONAL,
 )

@@ -69,14 +69,20 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
         listen = config.listen
         if t.tls == "plaintext" and not _loopback(listen.host):
             log.warning(
-                "transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted (fine in development only)",
+                (
+                    "transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted "
+                    "(fine in development only)"
+                ),
                 listen.host,
             )
 
         def ready(host: str, port: int) -> None:
             endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
             runtime.announce(
-                f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} destinations at http://{host}:{port} (Streamable HTTP)"
+                (
+                    f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} "
+                    f"destinations at http://{host}:{port} (Streamable HTTP)"
+                )
             )
 
         from hopline.transports.door_limits import DoorLimits

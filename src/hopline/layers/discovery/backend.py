@@ -246,7 +246,10 @@ class BackendSession:
         await self.peer.aclose()
 
     def __repr__(self) -> str:
-        return f"<BackendSession {self.id} {self.info.era.value} {self.info.protocol_version} closed={self.peer.closed_reason!r}>"
+        return (
+            f"<BackendSession {self.id} {self.info.era.value} {self.info.protocol_version} "
+            f"closed={self.peer.closed_reason!r}>"
+        )
 
 
 def _result(answer: Message, method: str, backend_id: str) -> dict[str, Any]:

@@ -273,7 +273,10 @@ class Authenticator:
             await self._fetcher.aclose()
 
     def __repr__(self) -> str:
-        return f"<Authenticator resource={self.resource} issuers={len(self._issuers)} api_keys={len(self._api_keys)} cached={len(self._cache)}>"
+        return (
+            f"<Authenticator resource={self.resource} issuers={len(self._issuers)} api_keys={len(self._api_keys)} "
+            f"cached={len(self._cache)}>"
+        )
 
 
 def _has_query_token(query: bytes) -> bool:

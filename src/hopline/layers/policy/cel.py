@@ -172,7 +172,10 @@ def analyze(expr: str, variables: Iterable[str] = ()) -> Analysis:
                 depth += 1
                 if depth > MAX_COMPREHENSION_DEPTH:
                     raise RuleError(
-                        f"nests more than {MAX_COMPREHENSION_DEPTH} comprehensions (all/exists/map/filter); its cost would be unbounded"
+                        (
+                            f"nests more than {MAX_COMPREHENSION_DEPTH} comprehensions (all/exists/map/filter); its "
+                            "cost would be unbounded"
+                        )
                     )
                 for k in (i + 1, i + 3):  # `x,` and, for two-variable forms, `k, v,`
                     if k + 1 < n and toks[k][0] == "id" and toks[k + 1][1] == ",":
@@ -204,7 +207,10 @@ def analyze(expr: str, variables: Iterable[str] = ()) -> Analysis:
     unknown = sorted(set(variables) - {"jwt", "mcp"} - bound - TYPE_NAMES)
     if unknown:
         raise RuleError(
-            f"refers to {', '.join(map(repr, unknown))}; rules see only `jwt` (the caller's claims) and `mcp` (the item)"
+            (
+                f"refers to {', '.join(map(repr, unknown))}; rules see only `jwt` (the caller's claims) and `mcp` "
+                "(the item)"
+            )
         )
     return Analysis(None if whole else frozenset(claims), frozenset(kinds) if kinds else None)
 

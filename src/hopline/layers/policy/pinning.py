@@ -314,4 +314,7 @@ class ToolPinning:
         self._stamp = self._stat()
 
     def __repr__(self) -> str:
-        return f"<ToolPinning {len(self._pins)} pins on_change={self.on_change} on_new={self.on_new} version={self.version}>"
+        return (
+            f"<ToolPinning {len(self._pins)} pins on_change={self.on_change} on_new={self.on_new} "
+            f"version={self.version}>"
+        )

@@ -76,7 +76,10 @@ def compile_rules(exprs: Iterable[str]) -> list[Any]:
         unknown = sorted(set(program.references().get("variables", [])) - {"http"})
         if unknown:
             raise ValueError(
-                f"rules see only `http` (method, path, destination, source, headers, mcp_method); this one names {', '.join(unknown)}"
+                (
+                    "rules see only `http` (method, path, destination, source, headers, mcp_method); this one names "
+                    f"{', '.join(unknown)}"
+                )
             )
         programs.append(program)
     return programs
@@ -145,7 +148,10 @@ def claimed_method(scope_method: str, headers: dict[str, str]) -> tuple[str | No
         if method in NAME_HEADER_PARAM and "mcp-name" not in headers:
             return (
                 None,
-                f"a 2026-07-28 {method} request must carry Mcp-Name, the mirror of its params.{NAME_HEADER_PARAM[method]}",
+                (
+                    f"a 2026-07-28 {method} request must carry Mcp-Name, the mirror of its "
+                    f"params.{NAME_HEADER_PARAM[method]}"
+                ),
             )
         return method, None
     return (None if has_body(headers) else ""), None

@@ -42,7 +42,10 @@ class FanOut:
         if failed:
             names = ", ".join(failed)
             raise UnavailableError(
-                f"{method}: backend(s) {names} did not answer and this gateway does not give partial lists (fail-closed)",
+                (
+                    f"{method}: backend(s) {names} did not answer and this gateway does not give partial lists "
+                    "(fail-closed)"
+                ),
                 backend=names,
                 reason="partial_failure",
             )

@@ -90,4 +90,7 @@ class Timeouts:
             handle.cancel()
 
     def __repr__(self) -> str:
-        return f"<Timeouts backends={len(self.backends)} methods={len(self.methods)} tools={sum(map(len, self.tools.values()))}>"
+        return (
+            f"<Timeouts backends={len(self.backends)} methods={len(self.methods)} "
+            f"tools={sum(map(len, self.tools.values()))}>"
+        )

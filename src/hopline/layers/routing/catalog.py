@@ -178,11 +178,17 @@ def _claim(
     if target is not None:
         if not ns.is_valid_name(target):
             diagnostics.append(
-                f"{backend}:{show(name)} rename to {show(target)} ignored: not a valid name ({ns.charset}, 1..{ns.max_length})"
+                (
+                    f"{backend}:{show(name)} rename to {show(target)} ignored: not a valid name ({ns.charset}, "
+                    f"1..{ns.max_length})"
+                )
             )
         elif foreign(target):
             diagnostics.append(
-                f"{backend}:{show(name)} rename to {show(target)} ignored: it has {ns.delimiter!r} but not the prefix {own!r}"
+                (
+                    f"{backend}:{show(name)} rename to {show(target)} ignored: it has {ns.delimiter!r} but not the "
+                    f"prefix {own!r}"
+                )
             )
         else:
             preferred, renamed = (target, target), True
@@ -190,7 +196,10 @@ def _claim(
         exposed = realize(name)
         if foreign(exposed):
             diagnostics.append(
-                f"{backend}:{show(name)} would be exposed as {show(exposed)}, which has {ns.delimiter!r} but not the prefix {own!r}; prefixed instead"
+                (
+                    f"{backend}:{show(name)} would be exposed as {show(exposed)}, which has {ns.delimiter!r} but not "
+                    f"the prefix {own!r}; prefixed instead"
+                )
             )
         else:
             preferred = (exposed, name)

@@ -57,7 +57,8 @@ def _b64d(text: str) -> bytes:
 
 
 class CursorCodec:
-    """Opaque gateway cursors: base64url(JSON state) + HMAC-SHA256 tag, bound to a 'binding' string (session or principal)."""
+    """Opaque gateway cursors: base64url(JSON state) + HMAC-SHA256 tag, bound to a 'binding'
+    string (session or principal)."""
 
     __slots__ = ("_secret",)
 

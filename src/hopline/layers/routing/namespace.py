@@ -61,11 +61,17 @@ class Namespace:
             raise ValueError(f"backend id {backend_id!r} contains the name delimiter {self.delimiter!r}")
         if (backend_id + self.delimiter).find(self.delimiter) != len(backend_id):
             raise ValueError(
-                f"backend id {backend_id!r} ends so that it runs into the delimiter {self.delimiter!r}; names would split at the wrong place"
+                (
+                    f"backend id {backend_id!r} ends so that it runs into the delimiter {self.delimiter!r}; names "
+                    "would split at the wrong place"
+                )
             )
         if len(backend_id) > self.max_backend_length:
             raise ValueError(
-                f"backend id {backend_id!r} is longer than {self.max_backend_length} characters (max_length {self.max_length})"
+                (
+                    f"backend id {backend_id!r} is longer than {self.max_backend_length} characters (max_length "
+                    f"{self.max_length})"
+                )
             )
 
     def join(self, backend_id: str, name: str) -> str:

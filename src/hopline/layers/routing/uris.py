@@ -31,7 +31,8 @@ _BACKEND = re.compile(r"[A-Za-z0-9._~-]+")
 
 
 class UriMapper:
-    """Reversible resource URI rewrite: exposed = f"{scheme}://{backend}/{original}" (original kept verbatim, templates too)."""
+    """Reversible resource URI rewrite: exposed = f"{scheme}://{backend}/{original}"
+    (original kept verbatim, templates too)."""
 
     __slots__ = ("scheme", "_prefix")
 

@@ -194,7 +194,8 @@ class BackendLinks:
 
     async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
         """A name not in the composed catalogue. When its ``{backend}{delimiter}`` prefix names
-        (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach now (parked and failing to start,
+        (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach
+        now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
         a parked backend is reopened first and the name looked up again."""
         g = self.hub

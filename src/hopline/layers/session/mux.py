@@ -207,7 +207,10 @@ class Multiplexer:
         await self.backend.aclose()
 
     def __repr__(self) -> str:
-        return f"<Multiplexer {self.name} views={len(self.views)} in_flight={len(self.ids.by_backend_id)} closed={self.closed_reason!r}>"
+        return (
+            f"<Multiplexer {self.name} views={len(self.views)} in_flight={len(self.ids.by_backend_id)} "
+            f"closed={self.closed_reason!r}>"
+        )
 
 
 _CLOSED = Message({"jsonrpc": "2.0", "method": "$/hopline/closed"})

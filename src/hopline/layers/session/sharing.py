@@ -445,9 +445,15 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
     so the call fails as unavailable and the next one tries again."""
     # Only shared backends: a parked isolated session is closed on purpose and reopened by its owner.
     stale = [
-        b for b, s in backends.items()
-        if isinstance(s, BackendSession) and s.is_closed() and s not in gs._owned and b in gs.hub.registry.connectors and gs.hub.sharing.shares(b) and b not in gs._parked
-    ]  # fmt: skip
+        b
+        for b, s in backends.items()
+        if isinstance(s, BackendSession)
+        and s.is_closed()
+        and s not in gs._owned
+        and b in gs.hub.registry.connectors
+        and gs.hub.sharing.shares(b)
+        and b not in gs._parked
+    ]
     if stale:
         fresh = await gs.hub.sharing.sessions_for(stale, gs)
         backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})

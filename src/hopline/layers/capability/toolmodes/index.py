@@ -24,7 +24,8 @@ The default ranker is lexical and costs well under a millisecond a query:
 * **Priors** (``scoring.py``): the share of a tool's own name words the query says;
   how well the query matches the tool's backend as a whole, and whether it names a
   backend ("in notion", "k8s"); word pairs said side by side in both; a shaped value
-  that fills one of the tool's arguments (or two words that name it, "place ID"); and verb roles (``roles.py``): a tool whose
+  that fills one of the tool's arguments (or two words that name it, "place ID"); and verb roles (``roles.py``): a
+  tool whose
   name verb only changes things ranks down for a request that asks to read, and the
   other way round ("list all pods" vs ``exec_in_pod``), and one whose name verb is of
   the family of the request's changing verb ranks up ("get rid of …" → ``…_delete``).

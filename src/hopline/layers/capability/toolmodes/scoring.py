@@ -2,7 +2,8 @@
 
 * **BM25F over slots** (:func:`bm25f`). Each slot of a request (``words.py``) scores its
   best alternative, times the slot's weight (words of the request's topic, "about my
-  kubernetes plans", and of a purpose clause, "so I can check …", count less). A word's family members are one *concept*: they share the IDF of
+  kubernetes plans", and of a purpose clause, "so I can check …", count less). A word's family members are one
+  *concept*: they share the IDF of
   every tool that says any of them (as Lucene's synonym query does), so a rare synonym
   never outweighs a common one ("open a ticket": ``add_…`` no longer beats
   ``create_…`` because "add" is rarer), while the word the request says keeps its own

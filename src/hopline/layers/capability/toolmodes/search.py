@@ -49,7 +49,10 @@ GET_TOOL_OUTPUT = {
 }
 INVOKE_TOOL_DEFINITION = {
     "name": INVOKE_TOOL,
-    "description": "Invoke a tool by name with the given arguments. Use get_tool first to discover available tools and their required arguments.",
+    "description": (
+        "Invoke a tool by name with the given arguments. "
+        "Use get_tool first to discover available tools and their required arguments."
+    ),
     "inputSchema": {
         "type": "object",
         "properties": {
@@ -67,7 +70,8 @@ def get_tool_definition(names: list[str], top_k: int) -> dict[str, Any]:
         "description": (
             "Get information about available tools. Use 'name' for exact lookup by tool name, or 'query' to search "
             f"by a description fragment or task in plain words (best {top_k} first). "
-            'Hits return {"results": [...]}. Lookup misses return {"results": [], "status": "no_match", "available_tools": [...]}. '
+            'Hits return {"results": [...]}. '
+            'Lookup misses return {"results": [], "status": "no_match", "available_tools": [...]}. '
             f"Available tools: [{', '.join(names)}]"
         ),
         "inputSchema": {
@@ -75,7 +79,9 @@ def get_tool_definition(names: list[str], top_k: int) -> dict[str, Any]:
             "properties": {
                 "name": {
                     "type": "string",
-                    "description": "Exact tool name. Use a name you have already seen from this server in the current session.",
+                    "description": (
+                        "Exact tool name. Use a name you have already seen from this server in the current session."
+                    ),
                 },
                 "query": {"type": "string", "description": "What the tool should do, or words from its description."},
                 "top_k": {

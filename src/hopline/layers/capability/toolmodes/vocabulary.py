@@ -123,12 +123,27 @@ STOPWORDS = frozenset(
 # no more than its family's.
 FAMILIES: tuple[str, ...] = (
     # what the caller wants done (the CRUD verbs first; the create family must stay first)
-    "create|make|new|add|append|prepend|generate|build|set up|setup|insert|init|initialize|register|spawn|compose|draft|keep track of|~report|~open|~start|~file|~raise|~log|~drop|~leave|~put|~write|spin up|put together|~submit|~book|~schedule|~record|~note|~establish|~provision|~craft|~author|~produce|~introduce",
-    "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|examine|~check|pull up|bring up|dump|look at|grab|obtain|take a look at|have a look at|peek|peek at|glance at|preview",
+    (
+        "create|make|new|add|append|prepend|generate|build|set "
+        "up|setup|insert|init|initialize|register|spawn|compose|draft|keep track "
+        "of|~report|~open|~start|~file|~raise|~log|~drop|~leave|~put|~write|spin up|put "
+        "together|~submit|~book|~schedule|~record|~note|~establish|~provision|~craft|~author|~produce|~introduce"
+    ),
+    (
+        "get|retrieve|fetch|read|show|view|see|display|~open|load|print|~return|inspect|examine|~check|pull up|bring "
+        "up|dump|look at|grab|obtain|take a look at|have a look at|peek|peek at|glance at|preview"
+    ),
     "list|enumerate|~all|~every|browse|index|overview|catalog|inventory",
     "update|edit|modify|change|~set|patch|alter|amend|adjust|replace|rewrite|overwrite|rename|tweak|revise|reassign|reopen|~assign|~close|~mark|~flip|~swap|~fix|correct|refresh|reword|rephrase|retitle|relabel|~sync",
-    "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean up|cleanup|trash|throw away|nuke|scrap|ditch|tear down|teardown|clear out|wipe out|take down|rip out|prune|eliminate|expunge|deregister|unregister|dispose of|do away with",
-    "search|find|look for|look up|lookup|locate|~query|seek|grep|discover|hunt|~match|~google|track down|dig up|~scan|comb through|sift through|~filter",
+    (
+        "delete|remove|drop|erase|destroy|purge|~clear|discard|uninstall|unset|wipe|forget|get rid of|clean "
+        "up|cleanup|trash|throw away|nuke|scrap|ditch|tear down|teardown|clear out|wipe out|take down|rip "
+        "out|prune|eliminate|expunge|deregister|unregister|dispose of|do away with"
+    ),
+    (
+        "search|find|look for|look up|lookup|locate|~query|seek|grep|discover|hunt|~match|~google|track down|dig "
+        "up|~scan|comb through|sift through|~filter"
+    ),
     "run|execute|exec|launch|invoke|evaluate|eval|~call|trigger|~start|kick off|perform|fire off|carry out",
     "send|~post|publish|say|tell|notify|announce|share|broadcast|~ping|email|let know",
     "reply|respond|answer|~comment",
@@ -178,7 +193,10 @@ FAMILIES: tuple[str, ...] = (
     "~key|keyboard|keystroke|~enter|escape|esc|backspace|arrow key|shortcut|hotkey",
     "log|logs|logging|output|stdout|stderr|~printed",
     "entity|~node|~thing",
-    "relation|relationship|~link|connection|reports to|works at|works for|works with|belongs to|married to|friends with|is part of|manages|managed by|owns|owned by|leads|led by|depends on|member of",
+    (
+        "relation|relationship|~link|connection|reports to|works at|works for|works with|belongs to|married "
+        "to|friends with|is part of|manages|managed by|owns|owned by|leads|led by|depends on|member of"
+    ),
     "observation|fact|~note|~attribute",
     "file|~readme|~makefile|~dockerfile|~changelog|~license",
     "page|doc|document|wiki",
