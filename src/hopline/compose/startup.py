@@ -1,10 +1,13 @@
 """Each backend's state at start, said once it is known: ``backend demo: up (5 tools)``,
 ``backend crashy: unavailable: backend exited with status 3``.
 
-A shared backend's session is started to learn it (and closed again unless a client
-took it meanwhile); a backend whose sessions are a client's own (``share:
-isolated``) or depend on the caller's credentials is not started for this, and says so.
-What fails is retried by the first call, as ever: this only reports it.
+A shared backend's session is started to learn it: the one a handshake-era client that
+declares no capabilities shares, and it is kept for the clients (closing it would throw
+away the pool's warm child and make the first client wait for a cold start; measured with
+bench/run_gateway.py --parts lists: 10 cold stdio starts at once outlasted the 10 s startup
+timeout). A backend whose sessions are a client's own (``share: isolated``) or depend on the
+caller's credentials is not started for this, and says so. What fails is retried by the
+first call, as ever: this only reports it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
+from hopline.binding import Era
 from hopline.layers.session.sharing import describe
 
 
@@ -29,21 +33,9 @@ async def _one(gateway: Any, backend_id: str, limit: float, say: Callable[[str],
         say(f"backend {backend_id}: per caller (started with each caller's credentials)")
         return
     try:
-        session = await asyncio.wait_for(gateway.sharing.session(backend_id), limit)
+        session = await asyncio.wait_for(gateway.sharing.session(backend_id, caps={}, prefer=Era.HANDSHAKE), limit)
         tools = await asyncio.wait_for(session.list_all("tools/list"), limit) if session.supports("tools") else []
     except Exception as exc:
         say(f"backend {backend_id}: unavailable: {describe(exc, backend_id)}")
         return
     say(f"backend {backend_id}: up ({len(tools)} tool{'' if len(tools) == 1 else 's'})")
-    await _let_go(gateway.sharing, backend_id, session)
-
-
-async def _let_go(sharing: Any, backend_id: str, session: Any) -> None:
-    """The session opened here is closed again unless a client took it meanwhile: which
-    era and capability set clients bring, and so which session they share, is theirs to
-    say (a handshake client declaring sampling would not use it; it would hold a child)."""
-    key = next((k for k, s in sharing.shared.items() if s is session), None)
-    if key is not None and not sharing.users(session):
-        sharing.shared.pop(key, None)
-        session.on_closed = None  # let go, not lost: no replacement
-        await session.aclose()
