@@ -227,7 +227,8 @@ def _transparent(config: Any) -> Deployment:
         handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
         transparent={
             "awareness_level": t.level,
-            "interception": "by the surrounding network (DNS-based interception, or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
+            "interception": "by the surrounding network (DNS-based interception, "
+            "or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
             "original_destination": how,
             "destinations": sorted(t.destinations),
             "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",

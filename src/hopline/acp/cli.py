@@ -37,12 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="configuration file: the chain and its settings from its `acp:` section, the gateway's backends from `backends`",
+        help="configuration file: the chain and its settings from its `acp:` section, "
+        "the gateway's backends from `backends`",
     )
     parser.add_argument(
         "--gateway",
         action="store_true",
-        help="add hopline's MCP gateway (the --config file's backends) as the first proxy: every ACP session gets its tools",
+        help="add hopline's MCP gateway (the --config file's backends) as the first proxy: "
+        "every ACP session gets its tools",
     )
     parser.add_argument("--dialect", action="append", default=[], metavar="D|N=D", help=DIALECT_HELP)
     parser.add_argument(
@@ -54,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--on-crash",
         choices=["fail", "bypass", "restart"],
         default=None,
-        help="when a component exits: fail its traffic with an error (default), route around it (proxies only), or restart it "
+        help="when a component exits: fail its traffic with an error (default), "
+        "route around it (proxies only), or restart it "
         "(proxy or agent; sessions come back through session/load when the agent supports it, closed ones do not)",
     )
     parser.add_argument(

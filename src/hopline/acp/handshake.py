@@ -26,7 +26,10 @@ from hopline.jsonrpc import JSONRPC, HoplineError, InternalError, InvalidRequest
 
 ONLY_CONDUCTOR = "initialize/proxy requests are only sent by the conductor"
 NOT_A_PROXY = "Proxy component did not accept proxy capability"
-EXPECTED_HANDSHAKE = "expected a proxy handshake (proxy/initialize, _proxy/initialize or initialize with _meta.proxy): this conductor runs in proxy mode"
+EXPECTED_HANDSHAKE = (
+    "expected a proxy handshake (proxy/initialize, _proxy/initialize or initialize with _meta.proxy): "
+    "this conductor runs in proxy mode"
+)
 DOWN = 1
 
 

@@ -272,7 +272,8 @@ class McpRoutes:
                     conn,
                     msg_id,
                     InvalidRequest(
-                        "the consumer speaks connectionless MCP-over-ACP (d5), which carries no provider-to-consumer requests"
+                        "the consumer speaks connectionless MCP-over-ACP (d5), "
+                        "which carries no provider-to-consumer requests"
                     ),
                     src,
                 )

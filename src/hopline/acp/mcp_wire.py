@@ -10,9 +10,12 @@ Five spellings exist (reference §3.3):
 ====  =========================================  ==========================================  ===================
  d1   ``{"type":"http","url":"acp:<id>"}``       ``_mcp/connect {connectionId, url}``        ``_mcp/disconnect``
                                                  (the connecting side names the connection)  notification
- d2   ``{"type":"acp","name","id"}``             ``mcp/connect {acpId}`` → ``{connectionId}``  ``mcp/disconnect`` request
- d3   ``{"type":"http","url":"acp:<id>"}``       ``_mcp/connect {acp_url}`` → ``{connection_id}`` ``_mcp/disconnect {connection_id}``
- d4   ``{"type":"acp","name","serverId"}``       ``mcp/connect {serverId}`` → ``{connectionId}`` ``mcp/disconnect`` request
+ d2   ``{"type":"acp","name","id"}``             ``mcp/connect {acpId}`` → ``{connectionId}``  ``mcp/disconnect`` \
+request
+ d3   ``{"type":"http","url":"acp:<id>"}``       ``_mcp/connect {acp_url}`` → ``{connection_id}`` \
+``_mcp/disconnect {connection_id}``
+ d4   ``{"type":"acp","name","serverId"}``       ``mcp/connect {serverId}`` → ``{connectionId}`` ``mcp/disconnect`` \
+request
  d5   ``{"type":"acp","name","serverId"}``       none: ``mcp/message {serverId, requestId, method, params}``
                                                  → ``{result}`` or ``{error}`` (connectionless)
 ====  =========================================  ==========================================  ===================

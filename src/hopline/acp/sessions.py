@@ -111,7 +111,8 @@ class Sessions:
         if not (isinstance(caps, dict) and caps.get("loadSession") is True):
             for sid, _ in mine:
                 self.lost[sid] = (
-                    f"session {sid!r} was lost when ACP component {r.names[t]!r} restarted (the agent does not support session/load); start a new session",
+                    f"session {sid!r} was lost when ACP component {r.names[t]!r} restarted "
+                    "(the agent does not support session/load); start a new session",
                     r.names[t],
                 )
                 self.setups.pop(sid, None)
@@ -136,7 +137,8 @@ class Sessions:
                 err = err or {}
                 self.setups.pop(sid, None)
                 self.lost[sid] = (
-                    f"session {sid!r} could not be reloaded after ACP component {self.r.names[t]!r} restarted: {err.get('message', err)}",
+                    f"session {sid!r} could not be reloaded after ACP component {self.r.names[t]!r} restarted: "
+                    f"{err.get('message', err)}",
                     self.r.names[t],
                 )
             self.loading[t] = self.loading.get(t, 1) - 1

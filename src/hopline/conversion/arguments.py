@@ -96,7 +96,10 @@ def _check(value: Any, schema: Any, where: str, depth: int) -> str | None:
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else kinds if isinstance(kinds, list) else []
     if kinds and not any(_is(value, k) for k in kinds if isinstance(k, str)):
-        return f"argument {where} must be {' or '.join(map(str, kinds))}, got {_NAMES.get(type(value), type(value).__name__)}"
+        return (
+            f"argument {where} must be {' or '.join(map(str, kinds))}, "
+            f"got {_NAMES.get(type(value), type(value).__name__)}"
+        )
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
         return f"argument {where} must be one of {', '.join(orjson.dumps(e).decode() for e in enum[:20])}"

@@ -107,7 +107,8 @@ class Api:
                 type(exc).__name__,
             )
             return error(
-                f"backend {self.backend}: the API did not answer {operation.describe()} within {self.timeout:g} s ({type(exc).__name__})"
+                f"backend {self.backend}: the API did not answer {operation.describe()} "
+                f"within {self.timeout:g} s ({type(exc).__name__})"
             )
         except httpx.HTTPError as exc:
             log.warning("backend %s: %s failed: %s", self.backend, operation.describe(), exc)
@@ -156,7 +157,8 @@ def answer(operation: Operation, status: int, reason: str, content_type: str, bo
         except orjson.JSONDecodeError:
             if content_type:
                 return error(
-                    f"{operation.describe()}: the API answered HTTP {status} with a body that is not valid JSON: {body[:200].decode('utf-8', 'replace')}"
+                    f"{operation.describe()}: the API answered HTTP {status} with a body that is not valid JSON: "
+                    f"{body[:200].decode('utf-8', 'replace')}"
                 )
         else:
             return {

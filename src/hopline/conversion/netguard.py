@@ -118,7 +118,8 @@ def check_credentials(base_url: str, configured: str | None, location: str, head
         return
     if origin(base_url) != origin(location):
         raise SpecError(
-            f"the spec's servers[0].url is on another origin ({origin(base_url)}) than the spec URL; this backend's `headers` are sent only "
+            f"the spec's servers[0].url is on another origin ({origin(base_url)}) than the spec URL; "
+            "this backend's `headers` are sent only "
             "to the origin the operator configured: set `base_url` explicitly to send them there",
             key="base_url",
         )
@@ -224,7 +225,8 @@ def fetch_spec(
                     target = urljoin(url, response.headers["location"])
                     if origin(target) != origin(url):
                         raise SpecError(
-                            f"the spec URL redirects to another origin ({origin(target)}); cross-origin redirects are not followed: "
+                            f"the spec URL redirects to another origin ({origin(target)}); "
+                            "cross-origin redirects are not followed: "
                             "point `openapi` at the document itself"
                         )
                     url = target

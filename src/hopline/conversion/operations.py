@@ -25,7 +25,8 @@ Annotations: GET/HEAD/OPTIONS → ``readOnlyHint``; PUT → ``idempotentHint``; 
 gateway's retry layer trusts these.
 
 An operation that cannot be converted (a broken ``$ref``, a path placeholder with no
-declared parameter, a required body of a media type other than JSON or form) is skipped, unless the allow-list names it: then it is
+declared parameter, a required body of a media type other than JSON or form) is skipped, unless the allow-list \
+names it: then it is
 an error, as is an allow-list entry that names no operation.
 """
 

@@ -4,7 +4,8 @@
 runs, so a missing file, a document that is not OpenAPI 3.x, or an ``operations``
 entry that names no operation, a spec URL that redirects to another origin, a server
 on another origin than the spec URL for a backend with ``headers`` and no ``base_url``,
-and a link-local or cloud-metadata address (:mod:`hopline.conversion.netguard`) is a :class:`~hopline.config.errors.ConfigError` at
+and a link-local or cloud-metadata address (:mod:`hopline.conversion.netguard`) is a \
+:class:`~hopline.config.errors.ConfigError` at
 ``backends.<id>.<key>``, printed like every other configuration problem, never a
 traceback. Synchronous (URL specs are fetched with a blocking client): it runs before
 the event loop starts. Disabled backends are not checked.

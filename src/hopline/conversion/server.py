@@ -11,7 +11,8 @@ request (:mod:`hopline.conversion.invoke`).
 
 The spec is loaded once: the start-up check (:mod:`hopline.conversion.preflight`)
 reads it and reports a spec that cannot be used; the first channel opened takes that
-document (or reads the spec itself, after a hot reload) and converts it. A load that fails is an :class:`~hopline.jsonrpc.UnavailableError` naming the
+document (or reads the spec itself, after a hot reload) and converts it. A load that fails is an \
+:class:`~hopline.jsonrpc.UnavailableError` naming the
 backend, and is tried again on the next open (the gateway backs off between tries).
 All calls of one backend share one ``httpx.AsyncClient``, which follows no redirect and
 connects to no link-local or cloud-metadata address (:mod:`hopline.conversion.netguard`).

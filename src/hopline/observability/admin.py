@@ -91,7 +91,10 @@ class AdminApp:
 
                     nonce = secrets.token_urlsafe(16)
                     page = render(data, self.config() if self.config is not None else None, nonce=nonce).encode()
-                    csp = f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+                    csp = (
+                        f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
+                        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+                    )
                     return await _answer(
                         send,
                         200,
@@ -116,7 +119,8 @@ SAFE = [
 
 
 def _origin_ok(scope: Scope) -> bool:
-    """No ``Origin``, or exactly one whose host is a loopback name (the MCP listener's rule, http_util.SecurityPolicy)."""
+    """No ``Origin``, or exactly one whose host is a loopback name (the MCP listener's rule, \
+http_util.SecurityPolicy)."""
     origins = [value for name, value in scope.get("headers") or () if name == b"origin"]
     if not origins:
         return True

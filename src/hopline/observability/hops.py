@@ -32,7 +32,8 @@ from hopline.jsonrpc import InvalidParams, InvalidRequest
 class LoopDetected(InvalidRequest):
     def __init__(self, instance: str, depth: int) -> None:
         super().__init__(
-            f"request loop: this request already passed through this hopline (instance {instance!r}) {depth} hop(s) ago; check the federation's backend URLs",
+            f"request loop: this request already passed through this hopline (instance {instance!r}) "
+            f"{depth} hop(s) ago; check the federation's backend URLs",
             data={"reason": "loop", "instance": instance},
         )
 

@@ -110,7 +110,8 @@ class Metrics:
         )
         self.shared_events = Counter(
             "hopline_shared_session_events",
-            "What a shared backend session could not route to one client (request_refused, log_dropped, notification_dropped), "
+            "What a shared backend session could not route to one client "
+            "(request_refused, log_dropped, notification_dropped), "
             "capability_fallback, session_lost.",
             ["backend", "event"],
             registry=r,

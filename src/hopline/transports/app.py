@@ -2,7 +2,8 @@
 
 Paths: the MCP endpoint (``/mcp`` by default, Streamable HTTP, both eras), more
 MCP endpoints if configured (``tools.endpoints``: the same gateway with other tool
-modes, each with sessions of its own), the legacy HTTP+SSE pair (``/sse`` + ``/messages``), the conformance declaration at
+modes, each with sessions of its own), the legacy HTTP+SSE pair (``/sse`` + ``/messages``), the conformance \
+declaration at
 ``/.well-known/agent-tool-proxy`` (draft §4.2), and ``/healthz``.
 
 Duplicated singleton headers are refused with 400 and a bad Origin/Host with 403

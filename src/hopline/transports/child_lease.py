@@ -31,7 +31,8 @@ class AtCapacity(UnavailableError):
 
     def __init__(self, name: str, cap: int, retry_after: float) -> None:
         super().__init__(
-            f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; retry in {retry_after:g} s",
+            f"backend {name} is at its cap of {cap} child process{'es' if cap != 1 else ''}; "
+            f"retry in {retry_after:g} s",
             backend=name,
             reason="at_capacity",
         )

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class DoorLimits:
-    """The bounds of one listener (what each means: transports/front_door.py); the defaults suit a production gateway."""
+    """The bounds of one listener (what each means: transports/front_door.py); the defaults suit a \
+production gateway."""
 
     max_connections: int = 4096
     max_connections_per_source: int = 256

@@ -412,7 +412,8 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self._arm(self._limits.idle_timeout)
 
     def _cycle_lost(self) -> None:
-        """The current request's client is gone (uvicorn marked its cycle disconnected): its watcher, if any, is told."""
+        """The current request's client is gone (uvicorn marked its cycle disconnected): its watcher, \
+if any, is told."""
         cycle = self.cycle
         if cycle is not None and cycle.disconnected:
             out = cycle.transport

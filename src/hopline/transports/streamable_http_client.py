@@ -153,7 +153,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         return self._closing
 
     def __repr__(self) -> str:
-        return f"<StreamableHttpUpstream {self.name} session={self.session_id} in_flight={len(self._flights)} closed={self._closing}>"
+        return (
+            f"<StreamableHttpUpstream {self.name} session={self.session_id} "
+            f"in_flight={len(self._flights)} closed={self._closing}>"
+        )
 
     # -- requests -----------------------------------------------------------------------
     def _spawn(self, coro: Any) -> asyncio.Task:

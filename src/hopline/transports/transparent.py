@@ -179,7 +179,10 @@ class TransparentProxy:
                         destination,
                         c.unknown_method,
                     )
-                    message = f"refused by the intermediary's policy: the request's method is not known ({why}; transparent.unknown_method)"
+                    message = (
+                        "refused by the intermediary's policy: the request's method is not known "
+                        f"({why}; transparent.unknown_method)"
+                    )
                     await hu.send_json(send, 403, _error(REFUSED, message))
                     return
             http = {
@@ -299,7 +302,8 @@ class Endpoints:
             await hu.send_json(
                 send,
                 404,
-                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"not an MCP endpoint of this destination"}}',
+                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+                b'"message":"not an MCP endpoint of this destination"}}',
             )
             return
         key = (destination, path)
@@ -336,7 +340,8 @@ async def _read_body(receive: hu.Receive, limit: int) -> bytes | None:
 
 
 def _replay(body: bytes, receive: hu.Receive) -> hu.Receive:
-    """``receive`` for a request whose body was read already (for its method): the body once, then the client's events."""
+    """``receive`` for a request whose body was read already (for its method): the body once, \
+then the client's events."""
     pending = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def again() -> dict[str, Any]:

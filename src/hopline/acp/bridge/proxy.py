@@ -50,7 +50,8 @@ class Bridge(ProxyCore):
             mcp["acp"] = True
         else:
             log.warning(
-                "the agent does not advertise mcpCapabilities.http: ACP-transport servers it is given as HTTP may be ignored"
+                "the agent does not advertise mcpCapabilities.http: "
+                "ACP-transport servers it is given as HTTP may be ignored"
             )
         caps["mcpCapabilities"] = mcp
         result["agentCapabilities"] = caps

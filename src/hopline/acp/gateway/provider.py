@@ -299,7 +299,8 @@ class Link:
         if self.dialect.connectionless or self.closed:
             error = {
                 "code": -32601,
-                "message": f"{method}: the connectionless MCP-over-ACP binding (d5) carries no server-to-client requests",
+                "message": f"{method}: the connectionless MCP-over-ACP binding (d5) "
+                "carries no server-to-client requests",
             }
             self.queue.put_nowait(Message({"jsonrpc": JSONRPC, "id": mcp_id, "error": error}))
             return
@@ -322,7 +323,10 @@ class Link:
             del p.implicit[self.server.key]
 
     def __repr__(self) -> str:
-        return f"<Link {self.server.key} {self.dialect.name} cid={self.cid!r} served={len(self.served)} closed={self.closed}>"
+        return (
+            f"<Link {self.server.key} {self.dialect.name} cid={self.cid!r} "
+            f"served={len(self.served)} closed={self.closed}>"
+        )
 
 
 def _progress_token(params: Any, key: str = "") -> Any:

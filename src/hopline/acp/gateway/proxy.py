@@ -34,8 +34,9 @@ class GatewayProxy(ProxyCore):
     def initialized(self, result: dict[str, Any]) -> dict[str, Any]:
         if mcp_wire.consumer_shape(result) is None:
             log.warning(
-                "gateway: the agent does not advertise ACP-transport MCP servers (mcpCapabilities.acp): unless the conductor "
-                "bridges them, it will not see the gateway's tools (hopline acp --mcp-bridge http, or acp.mcp_bridge in the file)"
+                "gateway: the agent does not advertise ACP-transport MCP servers (mcpCapabilities.acp): "
+                "unless the conductor bridges them, it will not see the gateway's tools "
+                "(hopline acp --mcp-bridge http, or acp.mcp_bridge in the file)"
             )
         return result
 
