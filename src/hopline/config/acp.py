@@ -41,8 +41,8 @@ class AcpComponentConfig(Section):
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     builtin: Literal["gateway"] | None = Field(
         None,
-        description="gateway: hopline's MCP gateway over this file's `backends`, added to every ACP session as an "
-        "MCP server over ACP.",
+        description="gateway: hopline's MCP gateway over this file's `backends`, added to every ACP session as an MCP "
+        "server over ACP.",
     )
     name: str | None = Field(
         None, min_length=1, description="Name in traces, logs and errors (default: the script or program name)."

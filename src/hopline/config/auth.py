@@ -52,8 +52,8 @@ LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 # Headers hopline owns toward a backend or that are hop-by-hop (header_codec.NOT_FORWARDED).
 _RESERVED_HEADERS = frozenset(
-    "host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method "
-    "mcp-name last-event-id".split()
+    "host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name "
+    "last-event-id".split()
 )
 
 
@@ -182,8 +182,8 @@ class BackendAuth(Section):
 
     mode: PropagationMode = Field(
         description="inject: a static secret; client_credentials: the gateway's own OAuth token; exchange: RFC 8693 "
-        "token exchange for this backend's audience; passthrough: the client's token (transparent "
-        "gateways only); none."
+        "token exchange for this backend's audience; passthrough: the client's token (transparent gateways only); "
+        "none."
     )
     header: str = Field("authorization", description="Header that carries the credential.")
     scheme: str | None = Field(

@@ -95,8 +95,8 @@ class OtelConfig(Section):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(
-                    "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318 "
-                    "(/v1/traces is appended)"
+                    "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318 (/v1/traces is "
+                    "appended)"
                 )
             if parts.path in ("", "/"):  # the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it
                 url = url.split("?", 1)[0].rstrip("/") + "/v1/traces" + (f"?{parts.query}" if parts.query else "")

@@ -88,8 +88,8 @@ class ResilienceConfig(Section):
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     partial_failure: Literal["fail-open", "fail-closed"] = Field(
         "fail-open",
-        description="fail-open: a fan-out list answers with the healthy backends and names the missing ones in "
-        "_meta; fail-closed: it fails as a whole.",
+        description="fail-open: a fan-out list answers with the healthy backends and names the missing ones in _meta; "
+        "fail-closed: it fails as a whole.",
     )
 
     def backend_problems(self, backend_ids: Iterable[str]) -> list[tuple[Loc, str]]:

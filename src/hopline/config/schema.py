@@ -52,10 +52,9 @@ class BackendConfig(_Section):
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     inherit_env: bool | list[str] = Field(
         default_factory=list,
-        description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, "
-        "SHELL, TERM, "
-        "LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns "
-        "(`AWS_*`), or true for everything. `env` wins over both.",
+        description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, "
+        "TERM, LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), "
+        "or true for everything. `env` wins over both.",
     )
     url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
     transport: Literal["auto", "streamable-http", "sse"] = Field(
@@ -89,8 +88,8 @@ class BackendConfig(_Section):
     share: Literal["shared", "isolated"] | None = Field(
         None,
         description="stdio backends: 'shared' (default for command backends): one child serves every client session, "
-        "ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: "
-        "shared for command, isolated for url.",
+        "ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for "
+        "command, isolated for url.",
     )
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(
@@ -100,10 +99,8 @@ class BackendConfig(_Section):
     mediate_input: bool | None = Field(
         None,
         description="For a handshake-era backend: run a 2026-07-28 client's call that may need input (sampling, "
-        "elicitation, roots) on a backend "
-        "session of its own, held across the client's input_required retries. Default: on for `url` "
-        "backends; off for `command` backends "
-        "(it would start a process per such call).",
+        "elicitation, roots) on a backend session of its own, held across the client's input_required retries. "
+        "Default: on for `url` backends; off for `command` backends (it would start a process per such call).",
     )
     max_children: int | None = Field(
         None,
@@ -114,9 +111,9 @@ class BackendConfig(_Section):
     prewarm: int | None = Field(
         None,
         ge=0,
-        description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so "
-        "a new "
-        "session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared backends.",
+        description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a "
+        "new session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared "
+        "backends.",
     )
     idle_timeout: float | None = Field(
         None,
@@ -264,8 +261,8 @@ class RoutingConfig(_Section):
     list_timeout: float = Field(
         5.0,
         gt=0,
-        description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named "
-        "in _meta).",
+        description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in "
+        "_meta).",
     )
     page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
     startup_timeout: float = Field(
@@ -377,8 +374,8 @@ class ListenConfig(_Section):
     handshake_timeout: float = Field(
         20.0,
         gt=0,
-        description="Seconds a session creation may take (backend start and initialize answer) before the client "
-        "gets a timeout error.",
+        description="Seconds a session creation may take (backend start and initialize answer) before the client gets "
+        "a timeout error.",
     )
     stream_buffer_messages: int = Field(
         1000,
@@ -420,13 +417,11 @@ class GatewayConfig(_Section):
     version: Literal[1] = Field(1, description="Configuration format version.")
     mode: Literal["forward", "reverse", "sidecar", "federation", "transparent"] = Field(
         "forward",
-        description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located "
-        "backend (a `command`, or a `url` on "
-        "this host), every message to and from it mediated, its identity and names unchanged; "
-        "federation: backends that are intermediaries "
-        "themselves (their declarations are fetched and listed in this one's; loops are refused); "
-        "transparent: an HTTP intermediary the client does not "
-        "know about, forwarding to `transparent.destinations` without reading bodies (awareness level 1).",
+        description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend "
+        "(a `command`, or a `url` on this host), every message to and from it mediated, its identity and names "
+        "unchanged; federation: backends that are intermediaries themselves (their declarations are fetched and listed "
+        "in this one's; loops are refused); transparent: an HTTP intermediary the client does not know about, "
+        "forwarding to `transparent.destinations` without reading bodies (awareness level 1).",
     )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
@@ -487,8 +482,8 @@ class GatewayConfig(_Section):
                 problems.append(
                     (
                         ("auth",),
-                        "a transparent intermediary authenticates nobody and starts no authentication "
-                        "flow; the client's credentials pass through",
+                        "a transparent intermediary authenticates nobody and starts no authentication flow; the "
+                        "client's credentials pass through",
                     )
                 )
             if self.transparent is not None and self.transparent.level == 1:
@@ -503,8 +498,8 @@ class GatewayConfig(_Section):
                 problems += [
                     (
                         (k,),
-                        "applies at transparent level 2 (level 1 reads no bodies; use "
-                        "`transparent.rules` for header rules)",
+                        "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header "
+                        "rules)",
                     )
                     for k in unread
                 ]
@@ -523,9 +518,8 @@ class GatewayConfig(_Section):
             problems += [
                 (
                     ("backends", bid, "url"),
-                    "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, "
-                    "127.0.0.0/8, ::1); "
-                    "use reverse mode for a remote backend",
+                    "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, "
+                    "::1); use reverse mode for a remote backend",
                 )
                 for bid in enabled
                 if not _local(self.backends[bid])

@@ -69,8 +69,8 @@ class CodeConfig(Section):
         1,
         ge=0,
         le=64,
-        description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a "
-        "process start.",
+        description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process "
+        "start.",
     )
     queue: int = Field(
         32,
@@ -181,10 +181,9 @@ class ToolsConfig(EndpointTools):
     )
     endpoints: dict[str, Annotated[EndpointTools, WithJsonSchema(ENDPOINT_SCHEMA)]] = Field(
         default_factory=dict,
-        description="More MCP endpoints on the same listener, by path (e.g. `/mcp/search`), each with its own mode "
-        "and groups; "
-        "a mode name alone is short for {mode: NAME}. Under `auth`, keep them below the resource's path "
-        "so clients accept its metadata.",
+        description="More MCP endpoints on the same listener, by path (e.g. `/mcp/search`), each with its own mode and "
+        "groups; a mode name alone is short for {mode: NAME}. Under `auth`, keep them below the resource's path so "
+        "clients accept its metadata.",
     )
     search: SearchConfig = Field(
         default_factory=SearchConfig, description="Settings of `search` mode (Code mode's search_tools uses them too)."

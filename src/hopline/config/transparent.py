@@ -37,13 +37,13 @@ class TransparentConfig(Section):
     level: Literal[1, 2] = Field(
         1,
         description="Awareness level: 1 (transport-aware: headers and path, bodies streamed unread) or 2 "
-        "(protocol-aware: a Reverse-mode gateway per "
-        "destination, dual-handshaken, with this file's policy, resilience, observability and tool modes).",
+        "(protocol-aware: a Reverse-mode gateway per destination, dual-handshaken, with this file's policy, "
+        "resilience, observability and tool modes).",
     )
     destination: Literal["host", "header"] = Field(
         "host",
-        description="Where the original destination comes from: the Host header (DNS or L7 interception), or "
-        "`header` (set by the interception layer).",
+        description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` "
+        "(set by the interception layer).",
     )
     header: str = Field(
         "x-original-destination",
@@ -52,21 +52,20 @@ class TransparentConfig(Section):
     )
     destinations: dict[str, str] = Field(
         min_length=1,
-        description="Original destination (host or host:port, as the client addressed it) → the real base URL (http "
-        "or https) to forward to.",
+        description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or "
+        "https) to forward to.",
     )
     paths: list[str] = Field(
         default_factory=lambda: ["/mcp"],
         min_length=1,
-        description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are "
-        "refused (except /.well-known/, streamed unread).",
+        description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused "
+        "(except /.well-known/, streamed unread).",
     )
     rules: list[str] = Field(
         default_factory=list,
-        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: "
-        "allow all. A header a rule reads "
-        "(or any, if a rule reads `http.headers` other than by a quoted name) is refused (400) when "
-        "repeated, as are the MCP routing headers.",
+        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow "
+        "all. A header a rule reads (or any, if a rule reads `http.headers` other than by a quoted name) is refused "
+        "(400) when repeated, as are the MCP routing headers.",
     )
     unknown_method: Literal["refuse", "read_body", "allow"] = Field(
         "refuse",
@@ -137,8 +136,8 @@ class TransparentConfig(Section):
             plain = [name for name, url in self.destinations.items() if url.startswith("http://")]
             if plain:
                 why = (
-                    "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use "
-                    "https, or set trusted_network: true inside a trusted network boundary"
+                    "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set "
+                    "trusted_network: true inside a trusted network boundary"
                 )
                 raise_problems([(("destinations", plain[0]), why)])
         from hopline.layers.policy.transparent import compile_rules  # the CEL programs, checked when the file loads
