@@ -77,7 +77,8 @@ def _check_specs(config: GatewayConfig, source: str) -> list[str]:
     for bid, (converted, base_url) in check_specs(config, source).items():
         tools = [op.tool for op in converted.operations]
         lines.append(
-            f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: {', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}"
+            f"  {bid}: {len(tools)} tool{'s' if len(tools) != 1 else ''} calling {_mask(base_url)}: "
+            f"{', '.join(tools[:12])}{', ...' if len(tools) > 12 else ''}"
         )
         lines += [f"    skipped {label}: {why}" for label, why in converted.skipped.items()]
         allowed = config.backends[bid].allow_addresses
@@ -95,10 +96,12 @@ def explain(config: GatewayConfig) -> list[str]:
     host = f"[{listen.host}]" if ":" in listen.host else listen.host
     enabled = sum(b.enabled for b in config.backends.values())
     lines = [
-        f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, {enabled} enabled)",
+        f"mode: {config.mode} ({len(config.backends)} backend{'s' if len(config.backends) != 1 else ''}, "
+        f"{enabled} enabled)",
         f"listen: http://{host}:{listen.port}{'' if config.mode == 'transparent' else listen.path}",
         _limits(config),
-        f"  sessions: at most {listen.max_sessions}, {listen.max_pending_sessions} being created at once (503 past either), "
+        f"  sessions: at most {listen.max_sessions}, {listen.max_pending_sessions} being created at once "
+        "(503 past either), "
         f"handshake within {min(listen.handshake_timeout, listen.request_timeout):g} s; "
         f"stream buffer {listen.stream_buffer_messages} messages / {listen.stream_buffer_bytes} bytes",
     ]
@@ -110,7 +113,8 @@ def explain(config: GatewayConfig) -> list[str]:
             else "a Reverse-mode gateway per destination (policy, resilience, tools sections apply)"
         )
         lines.append(
-            f"awareness level {t.level}: {what}; the destination comes from {'Host' if t.destination == 'host' else t.header}"
+            f"awareness level {t.level}: {what}; the destination comes from "
+            f"{'Host' if t.destination == 'host' else t.header}"
         )
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(
@@ -163,7 +167,8 @@ def _transparent_headers(t: TransparentConfig) -> list[str]:
             "read_body": f"read from the body's JSON-RPC envelope (at most {t.max_method_body} bytes)",
         }[t.unknown_method]
         lines.append(
-            f"  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is {stance} (unknown_method: {t.unknown_method})"
+            "  mcp_method: the Mcp-Method header of 2026-07-28 requests; other requests' method is "
+            f"{stance} (unknown_method: {t.unknown_method})"
         )
     return lines
 
@@ -172,8 +177,10 @@ def _limits(config: GatewayConfig) -> str:
     """The front door's bounds (every HTTP listener), as they will apply."""
     lim = config.listen.limits
     return (
-        f"limits: {lim.max_connections} connections ({lim.max_connections_per_source} per source); idle {lim.idle_timeout:g}s, "
-        f"header {lim.header_timeout:g}s, body {lim.body_timeout:g}s; head at most {lim.max_header_bytes} bytes, {lim.max_headers} fields, "
+        f"limits: {lim.max_connections} connections ({lim.max_connections_per_source} per source); idle "
+        f"{lim.idle_timeout:g}s, "
+        f"header {lim.header_timeout:g}s, body {lim.body_timeout:g}s; head at most {lim.max_header_bytes} "
+        f"bytes, {lim.max_headers} fields, "
         f"target {lim.max_url_bytes} bytes"
     )
 
@@ -192,8 +199,10 @@ def _tool_modes(config: GatewayConfig, base: str) -> list[str]:
     if "code" in tools.all_modes():
         c = tools.code
         lines.append(
-            f"  code sandbox: up to {c.max_workers} workers, {c.spares} spare, unused ones reaped after {c.idle_timeout:g}s; "
-            f"queue {c.queue} runs, each waiting up to {c.queue_wait:g}s; a run: {c.timeout:g}s, {c.memory // 2**20} MiB, {c.max_calls} tool calls"
+            f"  code sandbox: up to {c.max_workers} workers, {c.spares} spare, unused ones reaped after "
+            f"{c.idle_timeout:g}s; "
+            f"queue {c.queue} runs, each waiting up to {c.queue_wait:g}s; a run: {c.timeout:g}s, "
+            f"{c.memory // 2**20} MiB, {c.max_calls} tool calls"
         )
     return lines
 
@@ -238,7 +247,8 @@ def _children(backend: BackendConfig) -> list[str]:
     if backend.share_kind() == "shared":
         return [f"    children: shared (one child serves every client session), at most {cap}"]
     return [
-        f"    children: isolated (a child per client session), at most {cap}, {prewarm} spare{'s' if prewarm != 1 else ''} after first use, "
+        f"    children: isolated (a child per client session), at most {cap}, {prewarm} "
+        f"spare{'s' if prewarm != 1 else ''} after first use, "
         f"a session idle {idle:g}s is parked and its child reaped"
     ]
 

@@ -84,9 +84,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="stdio target, at --max-children: a new session takes the child of "
-        "the least recently active session idle this long, or idle 1 s after only initializing (a burst's or one-shot client's leftovers); "
-        "the closed session's client gets 404 and re-initializes (default: 60)",
+        help="stdio target, at --max-children: a new session takes the child of the least recently active session idle "
+        "this long, or idle 1 s after only initializing (a burst's or one-shot client's leftovers); the closed "
+        "session's client gets 404 and re-initializes (default: 60)",
     )
     p.add_argument(
         "--stateless-http", action="store_true", help="handshake-era clients get no session (each POST is independent)"
@@ -119,8 +119,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="pass this variable of hopline's environment to a stdio target "
-        "(a name or glob such as 'AWS_*'; '*' for all; repeatable); by default a child gets only PATH, HOME, USER, locale and the like",
+        help="pass this variable of hopline's environment to a stdio target (a name or glob such as 'AWS_*'; '*' for "
+        "all; repeatable); by default a child gets only PATH, HOME, USER, locale and the like",
     )
     p.add_argument(
         "--request-timeout",
@@ -213,7 +213,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         default=d.idle_timeout,
         metavar="SECONDS",
-        help=f"close a connection that begins no request for this long, new or keep-alive (default: {d.idle_timeout:g})",
+        help="close a connection that begins no request for this long, new or keep-alive (default: "
+        f"{d.idle_timeout:g})",
     )
     door.add_argument(
         "--header-timeout",
@@ -324,7 +325,8 @@ def run(args: argparse.Namespace) -> int:
     if target and target[0].startswith(("http://", "https://")):
         if len(target) > 1:
             print(
-                "hopline relay: a URL target takes no arguments (put options before or after it; a command goes after --)",
+                "hopline relay: a URL target takes no arguments (put options before or after it; a command goes after "
+                "--)",
                 file=sys.stderr,
             )
             return 2
@@ -351,7 +353,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not SecurityPolicy(bound_host=args.host).loopback:
         print(
-            f"hopline relay: warning: listening on {args.host} without authentication: anyone who can reach this port can use the target",
+            f"hopline relay: warning: listening on {args.host} without authentication: anyone who can "
+            "reach this port can use the target",
             file=sys.stderr,
         )
     try:

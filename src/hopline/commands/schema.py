@@ -39,7 +39,8 @@ def file_schema() -> dict[str, Any]:
     }
     schema["properties"]["hopline"] = {
         "type": "object",
-        "description": "In a desktop file: hopline's own top-level settings (routing, listen, …), e.g. routing.startup_timeout.",
+        "description": "In a desktop file: hopline's own top-level settings (routing, listen, …), e.g. "
+        "routing.startup_timeout.",
     }
     # With mcpServers present, backends may be absent; the loader enforces "at least one".
     required = [r for r in schema.pop("required", []) if r != "backends"]

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--admin-port",
         type=port_number,
         metavar="P",
-        help="serve Prometheus /metrics (and /healthz, /readyz) on this port (0 picks a free port); overrides observability.metrics.port",
+        help="serve Prometheus /metrics (and /healthz, /readyz) on this port (0 picks a free port); overrides "
+        "observability.metrics.port",
     )
 
 

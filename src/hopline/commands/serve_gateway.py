@@ -48,7 +48,7 @@ async def _watch(path: str | None, gateway: Gateway) -> None:
 
 
 def _serve_admin(gateway: Gateway, stop: asyncio.Event) -> asyncio.Task | None:
-    """The admin listener (/metrics, /healthz, /readyz, /status, /config, the page at /) on its own port, if configured."""
+    "The admin listener (/metrics, /healthz, /readyz, /status, /config, the page at /) on its own port, if configured."
     obs = gateway.observability
     if obs.admin_app is None or obs.admin_port is None:
         return None
@@ -125,7 +125,8 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             deployment.endpoints.update({f"mcp {p}": base + p for p in tables})
             n = len(gateway.registry.connectors)
             runtime.announce(
-                f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at {base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)"
+                f"hopline serve: {config.mode} gateway for {n} backend{'' if n == 1 else 's'} at "
+                f"{base}{listen.path} (Streamable HTTP) and {base}/sse (legacy SSE)"
             )
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
@@ -159,7 +160,8 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
 
     if not hu.SecurityPolicy(bound_host=config.listen.host).loopback and auth is None:
         runtime.announce(
-            f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can reach this port can use every backend"
+            f"hopline serve: warning: listening on {config.listen.host} without `auth`: anyone who can "
+            "reach this port can use every backend"
         )
     try:
         _check_admin(config)

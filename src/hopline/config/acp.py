@@ -41,7 +41,8 @@ class AcpComponentConfig(Section):
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     builtin: Literal["gateway"] | None = Field(
         None,
-        description="gateway: hopline's MCP gateway over this file's `backends`, added to every ACP session as an MCP server over ACP.",
+        description="gateway: hopline's MCP gateway over this file's `backends`, added to every ACP session as an MCP "
+        "server over ACP.",
     )
     name: str | None = Field(
         None, min_length=1, description="Name in traces, logs and errors (default: the script or program name)."
@@ -76,7 +77,8 @@ class AcpRestartConfig(Section):
     max: int = Field(
         3,
         ge=1,
-        description="Restarts of one component in a row before its traffic fails; the count starts again once it is back.",
+        description="Restarts of one component in a row before its traffic fails; the count starts again once it is "
+        "back.",
     )
     backoff: float = Field(0.1, ge=0, description="Seconds before the first restart; doubled for each consecutive one.")
     max_backoff: float = Field(30.0, ge=0, description="Longest wait between two restarts, in seconds.")
@@ -100,17 +102,20 @@ class AcpConfig(Section):
 
     mode: Literal["agent", "proxy"] = Field(
         "agent",
-        description="agent: the last component is the terminal agent; proxy: every component is a proxy and hopline runs inside another chain.",
+        description="agent: the last component is the terminal agent; proxy: every component is a proxy and hopline "
+        "runs inside another chain.",
     )
     components: list[AcpComponentConfig] = Field(description="The chain in order, client side first.")
     on_crash: CrashPolicy = Field(
         "fail",
-        description="When a component exits: fail its traffic with an error, route around it (proxies only), or restart it.",
+        description="When a component exits: fail its traffic with an error, route around it (proxies only), or "
+        "restart it.",
     )
     restart: AcpRestartConfig = Field(default_factory=AcpRestartConfig)
     mcp_bridge: Literal["http", "stdio"] | None = Field(
         None,
-        description="Insert hopline's MCP-over-ACP bridge before the agent: ACP-transport MCP servers reach it as loopback HTTP servers or as stdio commands.",
+        description="Insert hopline's MCP-over-ACP bridge before the agent: ACP-transport MCP servers reach it as "
+        "loopback HTTP servers or as stdio commands.",
     )
     trace: str | None = Field(None, min_length=1, description="Append one JSON line per routed message to this file.")
     client_dialect: Dialect = Field(

@@ -52,7 +52,8 @@ LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 # Headers hopline owns toward a backend or that are hop-by-hop (header_codec.NOT_FORWARDED).
 _RESERVED_HEADERS = frozenset(
-    "host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name last-event-id".split()
+    "host content-length content-type accept connection mcp-session-id mcp-protocol-version mcp-method mcp-name "
+    "last-event-id".split()
 )
 
 
@@ -93,7 +94,8 @@ class StaticKey(Section):
             problems.append(
                 (
                     (),
-                    f"set exactly one of pem, pem_file, jwk, jwk_file or secret; {'none' if not sources else ', '.join(sources)} set",
+                    "set exactly one of pem, pem_file, jwk, jwk_file or secret; "
+                    f"{'none' if not sources else ', '.join(sources)} set",
                 )
             )
         elif self.alg.startswith("HS") != (sources[0] == "secret"):
@@ -179,7 +181,9 @@ class BackendAuth(Section):
     token never travels unless ``mode: passthrough``."""
 
     mode: PropagationMode = Field(
-        description="inject: a static secret; client_credentials: the gateway's own OAuth token; exchange: RFC 8693 token exchange for this backend's audience; passthrough: the client's token (transparent gateways only); none."
+        description="inject: a static secret; client_credentials: the gateway's own OAuth token; exchange: RFC 8693 "
+        "token exchange for this backend's audience; passthrough: the client's token (transparent gateways only); "
+        "none."
     )
     header: str = Field("authorization", description="Header that carries the credential.")
     scheme: str | None = Field(
@@ -249,7 +253,8 @@ class AuthConfig(Section):
     """Client authentication (OAuth 2.1 resource server, API keys) and per-backend token propagation."""
 
     resource: str = Field(
-        description="This gateway's canonical resource URI (RFC 8707): the audience every token must carry, and the `resource` of its protected resource metadata."
+        description="This gateway's canonical resource URI (RFC 8707): the audience every token must carry, and the "
+        "`resource` of its protected resource metadata."
     )
     resource_name: str | None = Field(None, description="Human-readable name in the protected resource metadata.")
     authorization_servers: list[str] = Field(

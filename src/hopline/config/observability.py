@@ -34,13 +34,15 @@ class HopsConfig(Section):
     key: str | None = Field(
         None,
         min_length=1,
-        description="The _meta key of the hop sequence; default: the binding's HOP-KEY (io.modelcontextprotocol/proxy-hops).",
+        description="The _meta key of the hop sequence; default: the binding's HOP-KEY "
+        "(io.modelcontextprotocol/proxy-hops).",
     )
     instance: str | None = Field(
         None,
         min_length=1,
         max_length=128,
-        description="This hopline's identity in hop entries; a request already carrying it is refused as a loop. Default: random per process (set it to detect loops across the processes of one deployment).",
+        description="This hopline's identity in hop entries; a request already carrying it is refused as a loop. "
+        "Default: random per process (set it to detect loops across the processes of one deployment).",
     )
     max_depth: int = Field(16, ge=1, le=1000, description="Most hop entries a request may carry, this hop's included.")
 
@@ -52,7 +54,8 @@ class MetricsConfig(Section):
         None,
         ge=0,
         le=65535,
-        description="Admin listener port (0 picks a free one); absent: no metrics. `hopline serve --admin-port` overrides it.",
+        description="Admin listener port (0 picks a free one); absent: no metrics. `hopline serve --admin-port` "
+        "overrides it.",
     )
     host: str = Field("127.0.0.1", min_length=1, description="Admin listener address.")
     path: str = Field("/metrics", pattern=r"^/", description="Path of the Prometheus exposition.")
@@ -72,7 +75,8 @@ class OtelConfig(Section):
 
     endpoint: str | None = Field(
         None,
-        description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; a base URL (http://127.0.0.1:4318) gets /v1/traces appended; absent: no spans exported.",
+        description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; a base URL (http://127.0.0.1:4318) "
+        "gets /v1/traces appended; absent: no spans exported.",
     )
     headers: dict[str, str] = Field(
         default_factory=dict, description="Headers for the OTLP endpoint (use ${VAR} for tokens)."
@@ -91,7 +95,8 @@ class OtelConfig(Section):
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(
-                    "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318 (/v1/traces is appended)"
+                    "must be an http:// or https:// URL with a host, e.g. http://127.0.0.1:4318 (/v1/traces is "
+                    "appended)"
                 )
             if parts.path in ("", "/"):  # the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it
                 url = url.split("?", 1)[0].rstrip("/") + "/v1/traces" + (f"?{parts.query}" if parts.query else "")

@@ -113,7 +113,8 @@ class PinningConfig(Section):
     write: bool = Field(False, description="Write first-sight pins into the lockfile.")
     on_change: Literal["flag", "withhold", "allow"] = Field(
         "withhold",
-        description="A pinned tool whose definition changed: flag (audit only), withhold (hide until the lockfile approves it), allow (re-pin).",
+        description="A pinned tool whose definition changed: flag (audit only), withhold (hide until the lockfile "
+        "approves it), allow (re-pin).",
     )
     on_new: Literal["pin", "withhold"] = Field(
         "pin", description="A tool not pinned yet: pin it on first sight, or withhold it until the lockfile lists it."
@@ -123,7 +124,8 @@ class PinningConfig(Section):
     )
     refuse_shadowing: bool = Field(
         True,
-        description="Hide tools whose name contains the delimiter or whose name/description names another backend's tools.",
+        description="Hide tools whose name contains the delimiter or whose name/description names another backend's "
+        "tools.",
     )
     check_interval: float = Field(2.0, gt=0, description="Seconds between checks of the lockfile for changes.")
 
@@ -219,7 +221,8 @@ class PolicyConfig(Section):
 
     rules: list[str | PolicyRule] = Field(
         default_factory=list,
-        description="CEL allow rules over jwt.<claim>, mcp.method, mcp.backend, mcp.kind, mcp.tool.name, mcp.prompt.name, mcp.resource.uri; an item is visible iff one is true. Empty: everything is visible.",
+        description="CEL allow rules over jwt.<claim>, mcp.method, mcp.backend, mcp.kind, mcp.tool.name, "
+        "mcp.prompt.name, mcp.resource.uri; an item is visible iff one is true. Empty: everything is visible.",
     )
     cache_size: int = Field(100_000, ge=1, description="Most cached visibility decisions.")
     audit: AuditConfig | None = Field(None, description="Audit log (absent: none).")

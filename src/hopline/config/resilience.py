@@ -22,7 +22,8 @@ class BreakerConfig(Section):
 
     enabled: bool = Field(
         True,
-        description="Open a backend's circuit after repeated failures, withdrawing its tools, prompts and resources (with a change signal).",
+        description="Open a backend's circuit after repeated failures, withdrawing its tools, prompts and resources "
+        "(with a change signal).",
     )
     failures: int = Field(5, ge=1, description="Consecutive failures that open the circuit.")
     failure_rate: float = Field(0.5, gt=0, le=1, description="Or: this share of calls failing within `window`...")
@@ -87,7 +88,8 @@ class ResilienceConfig(Section):
     timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
     partial_failure: Literal["fail-open", "fail-closed"] = Field(
         "fail-open",
-        description="fail-open: a fan-out list answers with the healthy backends and names the missing ones in _meta; fail-closed: it fails as a whole.",
+        description="fail-open: a fan-out list answers with the healthy backends and names the missing ones in _meta; "
+        "fail-closed: it fails as a whole.",
     )
 
     def backend_problems(self, backend_ids: Iterable[str]) -> list[tuple[Loc, str]]:

