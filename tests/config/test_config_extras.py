@@ -62,6 +62,7 @@ def test_search_mode_without_numpy_names_the_search_extra_at_each_key(monkeypatc
 @pytest.mark.parametrize("example, key", [("policy.yaml", "policy.rules"), ("federation.yaml", "policy.rules"),
                                           ("sidecar.yaml", "policy.rules"), ("transparent.yaml", "transparent.rules")])
 def test_cel_rules_without_the_cel_library_name_the_cel_extra(monkeypatch, capsys, example, key):
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # policy.yaml's interceptor module (check imports it, as serve does)
     assert check(EXAMPLES / example, capsys)[0] == 0
     block(monkeypatch, "cel")
     # As in an install without it: the rule compiler's module cannot be imported either.
