@@ -62,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _close(authenticator) -> None:
-    import asyncio
+    from hopline.compose.preflight import run_sync
 
-    asyncio.run(authenticator.aclose())
+    run_sync(authenticator.aclose())
 
 
 def _check_specs(config: GatewayConfig, source: str) -> list[str]:

@@ -84,8 +84,21 @@ def _pipeline(config: GatewayConfig) -> list[tuple[str, str]]:
         plans = toolmodes.plans(config)
     except (ValueError, ImportError, OSError) as exc:
         problems.append(("tools", str(exc)))
-    asyncio.run(_release(calls, plans))
+    run_sync(_release(calls, plans))
     return problems
+
+
+def run_sync(coro: Any) -> Any:
+    """Run ``coro`` to its end from synchronous code: in a loop of its own, or, when called
+    from inside a running loop (a library caller, an async test), on a thread's loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 async def _release(calls: Any, plans: Any) -> None:
