@@ -37,7 +37,7 @@ from typing import Any, Callable
 from hopline.acp import dialects, mcp_wire
 from hopline.acp.chain import PROXY_MODE, Chain
 from hopline.acp.dialects import CANCEL_REQUEST, DIALECTS, ENVELOPES, PROBE_ORDER, PROXY_INIT_METHODS
-from hopline.acp.handshake import EXPECTED_HANDSHAKE, NOT_A_PROXY, ONLY_CONDUCTOR, Handshakes  # noqa: F401 (re-exported)
+from hopline.acp.handshake import Handshakes
 from hopline.acp.id_tables import FORWARD, PROBE, Hops, Pending
 from hopline.acp.lifecycle import TRAFFIC, Event, State, step
 from hopline.acp.mcp_routes import McpRoutes

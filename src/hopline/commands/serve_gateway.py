@@ -80,12 +80,9 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         return 1
 
     async def main() -> int:
-        try:
-            gateway = Gateway(config)
-        except (ConfigError, ValueError) as exc:
-            runtime.announce(f"hopline serve: {exc}")
+        gateway = _started(config)
+        if gateway is None:
             return 1
-        gateway.start()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
         watch = asyncio.create_task(_watch(path, gateway))
@@ -186,12 +183,9 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         return 1
 
     async def main() -> int:
-        try:
-            gateway = Gateway(config)
-        except (ConfigError, ValueError) as exc:
-            runtime.announce(f"hopline serve: {exc}")
+        gateway = _started(config)
+        if gateway is None:
             return 1
-        gateway.start()
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
@@ -211,6 +205,17 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         return 0
 
     return runtime.run(main())
+
+
+def _started(config: GatewayConfig) -> Gateway | None:
+    """The gateway, started (inside the event loop); None, said why, if the configuration builds none."""
+    try:
+        gateway = Gateway(config)
+    except (ConfigError, ValueError) as exc:
+        runtime.announce(f"hopline serve: {exc}")
+        return None
+    gateway.start()
+    return gateway
 
 
 def _say(line: str) -> None:
