@@ -37,7 +37,8 @@ RUN python -m venv /opt/hopline \
     && rm -rf /wheels
 COPY examples/replicas.yaml /etc/hopline/hopline.yaml
 USER 10001:10001
-WORKDIR /tmp
+# A working directory the user cannot write: `python -m hopline.demo` puts it first on sys.path.
+WORKDIR /opt/hopline
 # 8000: MCP (listen.port, HOPLINE_PORT); 9100: the admin listener (/healthz, /readyz, /metrics;
 # observability.metrics.port, HOPLINE_ADMIN_PORT). Publish only 8000 to clients.
 EXPOSE 8000 9100

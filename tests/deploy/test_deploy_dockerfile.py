@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
+import tomllib
 from pathlib import Path
 
 import httpx
@@ -29,6 +30,7 @@ from tests.conftest import Proc
 from tests.deploy.deploy_files import (
     DOCKERFILE,
     REPLICAS,
+    ROOT,
     context_files,
     copy_context,
     exec_form,
@@ -105,6 +107,11 @@ def test_the_runtime_runs_as_the_unprivileged_user_the_deployment_names():
     ]  # numeric: runAsNonRoot can verify it
     creates = " ".join(values(runtime, "RUN"))
     assert f"--uid {uid}" in creates and f"--gid {gid}" in creates
+    # The venv and the working directory are made before USER, so root owns them: the process
+    # can change neither its code nor what `python -m` finds first on sys.path.
+    order = [ins["instruction"] for ins in runtime]
+    assert order.index("USER") > max(i for i, ins in enumerate(runtime) if ins["instruction"] == "RUN")
+    assert values(runtime, "WORKDIR")[-1] == "/opt/hopline" and "VIRTUAL_ENV=/opt/hopline" in values(runtime, "ENV")[0]
     pod = resource("Deployment", "hopline")["spec"]["template"]["spec"]["securityContext"]
     assert (pod["runAsUser"], pod["runAsGroup"], pod["runAsNonRoot"]) == (int(uid), int(gid), True)
 
@@ -193,13 +200,14 @@ def runtime(tmp_path_factory) -> dict[str, Path]:
     env = clean_env(venv)
     (build,) = [v for v in values(s["build"], "RUN") if "pip wheel" in v]
     run_step(build, context, env, **{"/wheels": wheels})
-    assert [p.name for p in wheels.iterdir()] == ["hopline-0.1.0-py3-none-any.whl"]
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert [p.name for p in wheels.iterdir()] == [f"hopline-{version}-py3-none-any.whl"]
     (install,) = [v for v in values(s["runtime"], "RUN") if "pip install" in v]
     run_step(install, base, env, **{"/wheels": wheels, "/opt/hopline": venv})
     assert not wheels.exists()  # the step removes it, as in the image
     config = base / "hopline.yaml"
     config.write_text(without_state(REPLICAS.read_text()))  # without_state: until state: lands (issue 15, item 1)
-    return {"venv": venv, "config": config, "cwd": base, "env": env}
+    return {"venv": venv, "config": config, "cwd": venv, "env": env}
 
 
 def test_the_installed_wheel_imports_hopline_and_redis_from_the_venv(runtime):

@@ -90,7 +90,7 @@ def test_the_deployment_runs_three_probed_non_root_replicas():
         and sc["capabilities"] == {"drop": ["ALL"]}
     )
     writable = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
-    assert writable == {"/tmp"}  # the image's WORKDIR; nothing else is written
+    assert writable == {"/tmp"}  # temporary files; nothing else is written
 
 
 def test_redis_url_and_the_session_key_come_from_the_secret():
