@@ -55,7 +55,7 @@ class Headers(dict):
             if k in self:
                 if k in (b"origin", b"host"):
                     raise Forbidden(f"duplicated {k.decode()} header")
-                if k in SINGLETON_HEADERS:
+                if k in SINGLETON_HEADERS or k.startswith(b"mcp-param-"):  # a mirror header: one value
                     raise ProtocolError(f"duplicated {k.decode()} header")
                 self[k] = self[k] + ", " + v.decode("latin-1")
             else:

@@ -22,8 +22,10 @@ Contract
     ``ChannelClosed("session lost (HTTP 404)")``, unless ``reinitialize_on_404``,
     which replays the recorded handshake and retries the request once.
   * modern era (2026-07-28, ``_meta`` names the version): ``MCP-Protocol-Version``,
-    ``Mcp-Method`` and ``Mcp-Name`` headers (not ``Mcp-Param-*``: that needs the
-    tool's inputSchema), no session, no GET stream;
+    ``Mcp-Method`` and ``Mcp-Name`` headers, and on ``tools/call`` the ``Mcp-Param-*``
+    headers its arguments call for, by the tool's inputSchema as the backend's last
+    tools/list answer through this channel gave it (a tool not listed yet gets none);
+    no session, no GET stream;
     ``notifications/cancelled`` for an in-flight modern request closes its HTTP
     stream instead of being POSTed, and nothing is delivered for it afterwards.
 - Never: re-encode a message, forward hop-by-hop headers, follow redirects (with
@@ -56,7 +58,7 @@ from hopline.jsonrpc import (
 from hopline.jsonrpc import parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.inbound import Inbound
-from hopline.header_codec import ACCEPT_BOTH, clean_headers, modern_headers
+from hopline.header_codec import ACCEPT_BOTH, ParamMaps, clean_headers, modern_headers, param_headers
 from hopline.transports.http_util import public_url
 from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone
@@ -98,6 +100,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         self._reinit, self._want_get = reinitialize_on_404, get_stream
         Inbound.__init__(self, max_queue)
         self._flights: dict[Id, _Flight] = {}
+        self.params = ParamMaps()  # the backend's tools' Mcp-Param-* maps, from its tools/list answers
         self._tasks: set[asyncio.Task] = set()
         # closing: no more sends; closed: receive() ends once the inbox drains; shut: aclose() ran
         self._closing = self._shut = False
@@ -311,7 +314,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
     async def _deliver(self, message: Message) -> None:
         if "method" not in message.body and isinstance(message.id, (str, int)):
             flight = self._flights.pop(message.id, None)
-            if flight is not None and not flight.modern and flight.message.body["method"] == "initialize":
+            if flight is not None and flight.message.method == "tools/list":
+                self.params.learn(message.body.get("result"))
+            elif flight is not None and not flight.modern and flight.message.body["method"] == "initialize":
                 result = message.body.get("result")
                 if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                     self._set_session(self.session_id, result["protocolVersion"])
@@ -400,6 +405,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         version = params["_meta"][META_PROTOCOL_VERSION]
         param = NAME_HEADER_PARAM.get(method)
         name = None if param is None else params.get(param)
+        if method == "tools/call" and (mirrors := self.params.get(name)):
+            return {**self._base, **modern_headers(body), **param_headers(mirrors, params.get("arguments"))}
         if version.__class__ is not str or not (name is None or name.__class__ is str):
             return {**self._base, **modern_headers(body)}
         key = (version, method, name)

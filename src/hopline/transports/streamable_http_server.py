@@ -52,7 +52,7 @@ from hopline.binding import (
     era_of_version,
 )
 from hopline.context import Principal
-from hopline.header_codec import decode_header_value
+from hopline.header_codec import ParamMaps, decode_header_value, param_problem, param_syntax_problem
 from hopline.jsonrpc import (
     BackendTimeout,
     HeaderMismatch,
@@ -95,6 +95,7 @@ class StreamableHttpListener(ResponseWriter):
         self.backends = backends
         self.sessions = sessions
         self.options = options or ListenerOptions()
+        self.params = ParamMaps()  # the tools' Mcp-Param-* maps, from the tools/list answers written
 
     async def __call__(
         self,
@@ -107,7 +108,7 @@ class StreamableHttpListener(ResponseWriter):
         method = scope["method"]
         era = Era.HANDSHAKE
         try:
-            version = headers.get(b"mcp-protocol-version")
+            version = _trimmed(headers.get(b"mcp-protocol-version"))
             if version is not None and version not in KNOWN_VERSIONS:
                 raise UnsupportedProtocolVersion(
                     f"Unsupported protocol version: {version[:40]}",
@@ -277,10 +278,14 @@ class StreamableHttpListener(ResponseWriter):
             # raw cancel onto a shared backend could cancel another client's work.
             await hu.send_empty(send, 202)
             return
-        _check_modern_headers(headers, message)
-        await self._exchange(receive, send, message, Era.MODERN, modern=True)
+        _check_modern_headers(headers, message, self.params)
+        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
+        if message.method == "tools/list" and answer is not None:
+            self.params.learn(answer.body.get("result"))
 
-    async def _exchange(self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool) -> None:
+    async def _exchange(
+        self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool
+    ) -> Message | None:
         try:
             channel = await self.backends.open_exchange(era)
         except ChannelClosed as exc:
@@ -290,9 +295,9 @@ class StreamableHttpListener(ResponseWriter):
         try:
             await channel.send(message)
             if message.is_request():
-                await self._respond(receive, send, channel, message, None, modern=modern)
-            else:
-                await hu.send_empty(send, 202)
+                return await self._respond(receive, send, channel, message, None, modern=modern)
+            await hu.send_empty(send, 202)
+            return None
         except ChannelClosed as exc:
             raise UnavailableError(
                 f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
@@ -321,18 +326,32 @@ def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
     return None if principal is None else principal.key
 
 
-def _check_modern_headers(headers: hu.Headers, message: Message) -> None:
-    """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version."""
+def _trimmed(value: str | None) -> str | None:
+    """A header value without surrounding spaces and tabs (RFC 9110 §5.5: OWS is not part of it)."""
+    return None if value is None else value.strip(" \t")
+
+
+def _check_modern_headers(headers: hu.Headers, message: Message, params: ParamMaps | None = None) -> None:
+    """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version.
+    ``Mcp-Param-*`` headers: well-formed always; equal to the arguments where ``params`` knows
+    the tool (from a tools/list this listener answered); otherwise the backend judges them."""
     method = message.method
-    if headers.get(b"mcp-method") != method:
+    if _trimmed(headers.get(b"mcp-method")) != method:
         raise HeaderMismatch("Mcp-Method header missing or different from the body's method", request_id=message.id)
     param = NAME_HEADER_PARAM.get(method or "")
     if param is not None:
-        name = headers.get(b"mcp-name")
+        name = _trimmed(headers.get(b"mcp-name"))
         if name is None or decode_header_value(name) != str(message.params.get(param)):
             raise HeaderMismatch(f"Mcp-Name header missing or different from params.{param}", request_id=message.id)
     version = message.meta.get(META_PROTOCOL_VERSION)
     if version is None:
         raise InvalidParams(f"params._meta must carry {META_PROTOCOL_VERSION}", request_id=message.id)
-    if version != headers.get(b"mcp-protocol-version"):
+    if version != _trimmed(headers.get(b"mcp-protocol-version")):
         raise HeaderMismatch("MCP-Protocol-Version header differs from params._meta", request_id=message.id)
+    if method == "tools/call":
+        problem = param_syntax_problem(headers)
+        found = params.get(message.params.get("name")) if params is not None and problem is None else None
+        if found:
+            problem = param_problem(found, message.params.get("arguments"), headers)
+        if problem is not None:
+            raise HeaderMismatch(problem, request_id=message.id)
