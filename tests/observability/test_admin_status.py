@@ -111,6 +111,8 @@ async def test_status_and_config_from_a_real_gateway(served):
             assert call["backend"] == "demo" and call["tool"] == "echo" and call["kind"] == "ok" and call["ms"] > 0
 
             raw_status = (await http.get("/status")).text
+            raw_status += (await http.get("/status/surface", params={"mode": "search"})).text  # tool descriptions included
+            raw_status += (await http.post("/status/surface", json={"identity": "custom", "subject": "x", "mode": "code"})).text
             r = await http.get("/config")
             assert r.headers["content-type"] == "application/json" and r.headers["cache-control"] == "no-store"
             config = r.json()
@@ -440,3 +442,49 @@ async def test_recent_requests_show_each_calls_policy_decision_as_the_audit_log_
     assert len(series) == demo["calls"]["calls"] == 9 and all(isinstance(ms, float) and ms >= 0 for _at, ms, _ok in series)
     assert [ok for _at, _ms, ok in series] == [True, True, False, *[True] * 6]
     assert [at for at, _ms, _ok in series] == sorted(at for at, _ms, _ok in series)
+
+
+def test_the_charts_draw_one_point_per_call_and_one_bar_per_five_calls():
+    from hopline.observability import charts
+
+    series = [[float(i), float(i % 3), i not in (1, 7)] for i in range(12)]  # calls 1 and 7 failed
+    svg = charts.latency(series, "<b>")
+    assert svg.count("<circle") == 12 and svg.count('class="point failed"') == 2 and svg.count("<polyline") == 1
+    assert 'data-points="12"' in svg and "&lt;b&gt;" in svg and "<b>" not in svg
+    bars = charts.error_rate(series, "b")
+    assert bars.count('class="bar"') == 3 and bars.count('class="failed"') == 2
+    assert [r.split('"')[0] for r in bars.split('data-rate="')[1:]] == ["0.20", "0.20", "0.00"] and "17%" in bars
+    assert 'data-points="0"' in charts.latency([], "b") and "no calls" in charts.error_rate([], "b")
+
+
+def test_the_page_shows_a_requests_decision_and_escapes_the_surface():
+    s = odd_status()
+    s["requests"][0]["decision"] = {"decision": "deny", "by": "<i>x</i>", "point": "post_route", "reason": "over limit <b>", "shadow_by": ["watch"]}
+    evil = "<script>alert(4)</script>"
+    surface = {
+        "identity": {"id": "custom", "subject": evil}, "mode": {"name": "standard"}, "total": 1, "hidden_total": 1, "not_listed": [], "refused": None, "list_error": None,
+        "tools": [{"name": evil, "backend": "odd", "arguments": [evil], "description": evil}], "hidden": [{"name": evil, "backend": "odd", "original": "x"}],
+        "choices": {"identities": [{"id": "anonymous"}, {"id": f'custom"{evil}'}], "modes": ["configured", "standard"]},
+    }
+    page = render(s, None, nonce="n0nce", surface=surface)
+    assert page.count("<script") == 1 and "alert(4)</script>" not in page.split('<script nonce="n0nce">')[0]
+    assert 'data-decision="deny"' in page and "deny · &lt;i&gt;x&lt;/i&gt; @post_route: over limit &lt;b&gt; · audit-mode: watch" in page
+    assert "1 tool, 1 hidden by policy" in page and '<option value="standard" selected>' in page
+
+
+def test_the_audit_tap_feeds_recent_requests_with_or_without_an_audit_sink(tmp_path):
+    from hopline.compose import policy
+    from hopline.context import Principal
+    from hopline.jsonrpc import InvalidParams
+    from hopline.pipeline import Call
+
+    base = {"name": "gw", "backends": {"a": {"command": "true"}}, "policy": {"rules": ['mcp.tool.name == "echo"']}}
+    sink = tmp_path / "audit.jsonl"
+    for conf in (base, {**base, "policy": {**base["policy"], "audit": {"sink": str(sink)}}}):
+        recent = Recent(clock=lambda: 7.0)
+        _surface, calls = policy.build(GatewayConfig.model_validate(conf), tap=recent.audit)
+        calls[0].refused(Call("tools/call", "a", {}, Principal("mallory"), target="rm", exposed="a__rm"), InvalidParams("Unknown tool: 'a__rm'"))
+        assert recent.recent_requests() == [{"at": 7.0, "backend": "a", "method": "tools/call", "tool": "rm", "kind": "denied", "code": -32602, "ms": 0.0, "subject": "mallory",
+                                             "decision": {"decision": "deny", "by": "visibility", "point": "pre_route", "reason": "not visible to the caller"}}]
+    assert json.loads(sink.read_text())["decision"] == "deny"  # the sink still gets its record
+    assert policy.build(GatewayConfig.model_validate({"name": "gw", "backends": {"a": {"command": "true"}}}), tap=recent.audit) == ([], [])  # no policy: nothing to decide

@@ -169,7 +169,7 @@ def _surface(surface: dict[str, Any] | None) -> str:
     )
     hidden = "".join(f"<li>{_e(t['name'])} ({_e(t['backend'])})</li>" for t in surface["hidden"])
     ident, mode = surface["identity"], surface["mode"]
-    note = f"{ident['subject']} · {mode['name']} mode: {surface['total']} tools"
+    note = f"{ident['subject']} · {mode['name']} mode: {surface['total']} tool{'' if surface['total'] == 1 else 's'}"
     if surface["hidden_total"]:
         note += f", {surface['hidden_total']} hidden by policy"
     if surface["not_listed"]:

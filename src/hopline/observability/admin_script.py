@@ -92,8 +92,9 @@ r.appendChild(td(t.backend!==undefined?t.backend:t.mode+' mode'));r.appendChild(
 r.appendChild(td(t.description,'muted'));return r}));
  fill('surface-hidden',s.hidden.length?s.hidden.map(function(t){return el('li',null,t.name+' ('+t.backend+')')}):\
 [el('li','muted','none')]);
- var t=s.identity.subject+' · '+s.mode.name+' mode: '+s.total+' tools';if(s.hidden_total)t+=', '+s.hidden_total+\
-' hidden by policy';if(s.not_listed.length)t+='; not in the catalogue: '+s.not_listed.join(', ');\
+ var t=s.identity.subject+' · '+s.mode.name+' mode: '+s.total+(s.total===1?' tool':' tools');\
+if(s.hidden_total)t+=', '+s.hidden_total+' hidden by policy';\
+if(s.not_listed.length)t+='; not in the catalogue: '+s.not_listed.join(', ');\
 if(s.refused)t+='; refused before any list: '+s.refused.status+' '+s.refused.message;\
 if(s.list_error)t+='; the list fails: '+s.list_error.message;note.textContent=t;note.className='muted';
  q('surface').dataset.identity=s.identity.id;q('surface').dataset.mode=s.mode.name}
