@@ -31,6 +31,7 @@ from hopline.compose.observability import build as build_observability
 from hopline.compose.pipeline import build_pipeline, release
 from hopline.compose.resilience import build as build_resilience
 from hopline.compose.status import config_view, status
+from hopline.compose.surface import Surfaces
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.context import Principal
@@ -82,7 +83,9 @@ class Gateway:
         )
         self.reload_status: dict[str, Any] = {"count": 0}  # the last hot reload, as /status shows it
         self.observability.views(
-            lambda: status(self, declaration=self.observability.declaration), lambda: config_view(self)
+            lambda: status(self, declaration=self.observability.declaration),
+            lambda: config_view(self),
+            Surfaces(self),  # /status/surface: tools/list as a chosen identity would get it
         )
         self._supervisor: asyncio.Task | None = None
         self._health: asyncio.Task | None = None

@@ -11,7 +11,7 @@ breaker-state metrics.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Awaitable, Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 
@@ -69,11 +69,24 @@ class Observability:
         if self.admin_app is not None:
             self.admin_app.ready = ready
 
-    def views(self, status: Callable[[], dict[str, Any]], config: Callable[[], dict[str, Any]]) -> None:
-        """``/status``, ``/config`` and the admin page at ``/`` show these (compose/status.py)."""
+    def views(
+        self,
+        status: Callable[[], dict[str, Any]],
+        config: Callable[[], dict[str, Any]],
+        surface: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+    ) -> None:
+        """``/status``, ``/config``, ``/status/surface`` and the admin page at ``/`` show
+        these (compose/status.py, compose/surface.py)."""
         if self.admin_app is not None:
             self.admin_app.status = status
             self.admin_app.config = config
+            self.admin_app.surface = surface
+
+    @property
+    def audit_tap(self) -> Callable[[dict[str, Any]], Any] | None:
+        """What the policy layer hands its audit records to for the admin page (None: no admin listener)."""
+        recent = getattr(self.metrics, "recent", None)
+        return recent.audit if recent is not None else None
 
     def declared(self, declaration: Callable[[], dict[str, Any]]) -> None:
         """What ``/status`` summarises as the declaration (the command knows the endpoints)."""

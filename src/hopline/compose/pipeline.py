@@ -23,7 +23,8 @@ def build_pipeline(
 ) -> Pipeline:
     """``resilience`` and ``observability`` are built once per gateway (breaker state and
     metrics outlive a reload); the policy layers are rebuilt with every configuration."""
-    surface, policy_calls = policy.build(config)
+    tap = observability.audit_tap if observability is not None else None  # the admin page's recent decisions
+    surface, policy_calls = policy.build(config, tap=tap)
     calls = [
         *(observability.calls if observability is not None else ()),
         *policy_calls,

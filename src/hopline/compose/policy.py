@@ -50,8 +50,11 @@ def build(
     clock: Callable[[], float] = time.monotonic,
     wall_clock: Callable[[], float] = time.time,
     redis_client: Any = None,
+    tap: Callable[[dict[str, Any]], Any] | None = None,
 ) -> tuple[list[SurfaceLayer], list[CallLayer]]:
-    """The policy layers for ``config`` (``audit``/``clock``/``redis_client``: for tests)."""
+    """The policy layers for ``config`` (``audit``/``clock``/``redis_client``: for tests).
+    ``tap``: also handed every audit record (the admin page's recent requests), with or
+    without a configured sink."""
     p = config.policy
     if p.is_empty():
         return [], []
@@ -60,6 +63,11 @@ def build(
             audit = AuditLog.open(p.audit.sink, clock=wall_clock)
         except OSError as exc:
             raise ConfigError(SOURCE, [("policy.audit.sink", f"cannot be opened: {exc.strerror or exc}")]) from None
+    if tap is not None:
+        if audit is None:
+            audit = AuditLog(None, clock=wall_clock, name="admin page", tap=tap)
+        else:
+            audit.tap = tap
     surface: list[SurfaceLayer] = []
     if p.rules:
         from hopline.layers.policy.cel import CelPolicy, compile_rules  # the cel extra, only for rules

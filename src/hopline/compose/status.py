@@ -99,6 +99,7 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
         if calls is not None:
             entry["calls"] = {k: calls[k] for k in ("calls", "errors", "p50_ms", "last_ok")}
             entry["last_call_error"] = calls["last_error"]
+            entry["series"] = recent.series(backend_id)  # [at, ms, ok] of its last calls: the page's charts
         entry["tools"] = tools.get(backend_id, [])
         entry["tool_count"] = len(entry["tools"])
         backends.append(entry)

@@ -9,6 +9,10 @@ supervisor can act without restarting a gateway that is itself fine (FAULT-13).
 Served on its own port (``observability.metrics.port`` or ``hopline serve
 --admin-port``), never on the client-facing listener, so a client cannot reach it
 and a scraper needs no MCP session. Read-only; no secret is ever in a metric.
+``/status/surface`` (``GET`` with a query string, or ``POST`` with a JSON object of the
+same fields) previews the tool surface of an identity (compose/surface.py); its input is
+bounded (:data:`MAX_QUERY` bytes of query, :data:`MAX_INPUT` of body: 413) and bad input
+gets a 4xx JSON ``{"error": {"status", "message"}}``.
 When bound to a loopback address it answers only requests whose ``Host`` is a
 loopback name (DNS-rebinding protection, as for the MCP listener, BAD-17). A present
 ``Origin`` must be a loopback origin, as on the MCP listener (403 otherwise, ``null``
@@ -27,6 +31,7 @@ import ipaddress
 import logging
 import secrets
 from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qsl
 
 import orjson
 
@@ -35,6 +40,19 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 log = logging.getLogger("hopline.admin")
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+MAX_INPUT = 16_384  # bytes of a /status/surface body
+MAX_QUERY = 6_144  # bytes of its query string (the listener refuses targets over 8 KiB itself: 414)
+SURFACE = "/status/surface"
+
+
+class RequestError(Exception):
+    """Bad input to a JSON view: answered ``status`` with ``{"error": {"status", "message"}}``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -56,6 +74,7 @@ class AdminApp:
         self.ready = ready  # the gateway sets it: are all backends available?
         self.status: Callable[[], dict[str, Any]] | None = None  # the gateway's views (compose/status.py), if handed in
         self.config: Callable[[], dict[str, Any]] | None = None
+        self.surface: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None  # compose/surface.py
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,6 +83,8 @@ class AdminApp:
             return await _answer(send, 403, b"forbidden host\n")
         if not _origin_ok(scope):
             return await _answer(send, 403, b"forbidden origin\n")
+        if scope["path"] == SURFACE and self.surface is not None:
+            return await self._surface(scope, receive, send)
         if scope["method"] != "GET":
             return await _answer(send, 405, b"method not allowed\n", extra=[(b"allow", b"GET")])
         if scope["path"] == self.path:
@@ -90,7 +111,9 @@ class AdminApp:
                     from hopline.observability.admin_page import render
 
                     nonce = secrets.token_urlsafe(16)
-                    page = render(data, self.config() if self.config is not None else None, nonce=nonce).encode()
+                    surface = await self.surface({}) if self.surface is not None else None
+                    config = self.config() if self.config is not None else None
+                    page = render(data, config, nonce=nonce, surface=surface).encode()
                     csp = (
                         f"default-src 'none'; style-src 'unsafe-inline'; script-src 'nonce-{nonce}'; "
                         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -107,6 +130,65 @@ class AdminApp:
             return await _answer(send, 500, b"internal error\n")
         body = orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str)
         await _answer(send, 200, body, b"application/json", extra=SAFE)
+
+    async def _surface(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self.surface is not None
+        try:
+            if scope["method"] == "GET":
+                query = scope.get("query_string") or b""
+                if len(query) > MAX_QUERY:
+                    raise RequestError(413, f"the query string is longer than {MAX_QUERY} bytes; POST a JSON body")
+                pairs = parse_qsl(query.decode("utf-8", "replace"), keep_blank_values=True)
+                params: Any = {}
+                for key, value in pairs:
+                    if key in params:
+                        raise RequestError(400, f"{key[:32]!r} given twice")
+                    params[key] = value
+            elif scope["method"] == "POST":
+                ctype = dict(scope.get("headers") or ()).get(b"content-type", b"").split(b";")[0].strip().lower()
+                if ctype != b"application/json":
+                    raise RequestError(415, "send the request as application/json")
+                body = await _body(receive, MAX_INPUT)
+                try:
+                    params = orjson.loads(body)
+                except orjson.JSONDecodeError as exc:
+                    raise RequestError(400, f"malformed JSON: {str(exc)[:120]}") from None
+            else:
+                await _json(send, 405, _error(405, "GET or POST"), extra=[(b"allow", b"GET, POST")])
+                return
+            data = await self.surface(params)
+        except RequestError as exc:
+            return await _json(send, exc.status, _error(exc.status, exc.message))
+        except Exception:
+            log.exception("admin view %s failed", SURFACE)
+            return await _json(send, 500, _error(500, "internal error"))
+        await _json(send, 200, data)
+
+
+async def _body(receive: Receive, limit: int) -> bytes:
+    """The request body, refused past ``limit`` bytes (a declared length is checked first)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise RequestError(400, "the client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"the body is longer than {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _error(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"status": status, "message": message}}
+
+
+async def _json(send: Send, status: int, data: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = orjson.dumps(data, option=orjson.OPT_INDENT_2, default=str)
+    await _answer(send, status, body, b"application/json", extra=[*SAFE, *(extra or [])])
 
 
 ICON = b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="6" fill="#1b6ef3"/></svg>'

@@ -1,11 +1,15 @@
 """The admin page (``GET /`` on the admin listener): plain HTML rendered here from the
-``/status`` and ``/config`` data, inline CSS, no external asset and no build step.
+``/status``, ``/config`` and ``/status/surface`` data, inline CSS and SVG (charts.py),
+no external asset and no build step.
 
 Everything shown is escaped (:func:`html.escape`, quotes included). A small inline
-script (allowed by its nonce only, under a strict Content-Security-Policy) fetches
-``/status`` every :data:`REFRESH` seconds and redraws the live sections with
-``textContent``, never as markup, so a backend's state is current within seconds;
-without script the page shows what it was rendered with.
+script (admin_script.py; allowed by its nonce only, under a strict
+Content-Security-Policy) fetches ``/status`` every :data:`REFRESH` seconds and redraws
+the live sections with ``textContent``, never as markup, so a backend's state, its
+charts and the recent requests with their policy decisions are current within seconds;
+it fetches ``/status/surface`` when the operator picks an identity or a tool mode.
+Without script the page shows what it was rendered with (the surface of ``anonymous``
+in the configured mode).
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import html
 import json
 from typing import Any
 
-REFRESH = 2  # seconds between the page's /status fetches
+from hopline.observability import charts
+from hopline.observability.admin_script import REFRESH, SCRIPT
 
 
 def _e(value: Any) -> str:
@@ -44,50 +49,10 @@ background:#fafbfc}
 .err{color:#8a1010}.muted{color:#6a737d}code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;\
 max-height:480px;overflow:auto}
 ul{margin:0;padding-left:18px}
-"""
-
-SCRIPT = """
-(function(){
-function el(t,c,x){var e=document.createElement(t);if(c)e.className=c;\
-if(x!==undefined&&x!==null)e.textContent=String(x);return e}
-function td(x,c){return el('td',c,x)}
-function tn(t){return t.name.slice(-t.original.length)===t.original?t.name:t.name+' (as '+t.original+')'}
-function hm(ts){if(typeof ts!=='number')return'';return new Date(ts*1000).toISOString().substr(11,8)}
-function fill(id,rows){var b=document.getElementById(id);if(!b)return;b.replaceChildren.apply(b,rows)}
-function draw(s){
- fill('backends-body',s.backends.map(function(b){var r=el('tr');r.dataset.backend=b.id;r.dataset.state=b.state;
-  r.appendChild(td(b.id));var c=td('');c.appendChild(el('span','state '+b.state,b.state));r.appendChild(c);
-  r.appendChild(td(b.kind+' '+b.target));
-  r.appendChild(td(b.children?(b.children.leased+' leased, '+b.children.spare+' spare / '+b.children.max+\
-(b.children.pids.length?' (pids '+b.children.pids.join(', ')+')':'')):''));
-  r.appendChild(td(b.sessions.open+(b.sessions.eras.length?' ('+b.sessions.eras.join(', ')+')':'')));
-  r.appendChild(td(b.tool_count));
-  r.appendChild(td(b.calls?b.calls.calls+' / '+b.calls.errors:''));
-  r.appendChild(td(b.calls&&b.calls.p50_ms!==null?b.calls.p50_ms+' ms':''));
-  r.appendChild(td(b.last_error?hm(b.last_error.at)+' '+\
-b.last_error.message:(b.last_call_error?hm(b.last_call_error.at)+' '+b.last_call_error.method+': '+\
-b.last_call_error.kind:''),'err'));
-  return r}));
- var h=s.sessions.handshake;\
-fill('sessions-body',[el('li',null,'handshake era: '+h.open+\
-' open')].concat(Object.keys(h.by_principal).map(function(p){return el('li',null,p+': '+h.by_principal[p])}\
-)).concat([el('li','muted',s.sessions.modern.note)]));
- var sh=s.sessions.shared_backend_sessions;\
-fill('shared-body',sh.length?sh.map(function(x){return el('li',null,x.backend+' ('+x.era+')'+(x.open?'':' closed'))}\
-):[el('li','muted','none')]);
- fill('tools-body',s.backends.map(function(b){var r=el('tr');r.appendChild(td(b.id));\
-r.appendChild(td(b.tools.map(tn).join(', ')||'—'));return r}));
- fill('requests-body',s.requests.slice(0,30).map(function(q){var r=el('tr');\
-[hm(q.at),q.backend,q.method,q.tool||'',q.kind,q.code===null?'':q.code,q.ms+' ms',\
-q.subject||''].forEach(function(x){r.appendChild(td(x))});if(q.kind!=='ok')r.className='err';return r}));
- var st=document.getElementById('updated');\
-if(st)st.textContent='updated '+hm(s.time)+(s.ready?' · ready':' · degraded');
-}
-function tick(){fetch('/status',{cache:'no-store'}).then(function(r){return r.json()}\
-).then(draw).catch(function(){var st=document.getElementById('updated');\
-if(st)st.textContent='admin listener unreachable'})}
-setInterval(tick,REFRESH_MS);
-})();
+td.deny{color:#8a1010;font-weight:600}.chart{display:block}
+.controls{display:flex;gap:10px;flex-wrap:wrap;align-items:end;margin:0 0 8px}.controls label{display:flex;\
+flex-direction:column;font-size:12px;color:#444}.controls textarea{font:12px ui-monospace,monospace;width:260px;\
+height:34px}
 """
 
 
@@ -128,7 +93,108 @@ def _backend_rows(status: dict[str, Any]) -> str:
     return "".join(rows)
 
 
-def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str) -> str:
+def decision(d: dict[str, Any] | None) -> str:
+    """A request's policy decision in words (the page script's ``decision`` says the same)."""
+    if not d:
+        return ""
+    text = d["decision"]
+    if d.get("by"):
+        text += f" · {d['by']}" + (f" @{d['point']}" if d.get("point") else "")
+    if d.get("reason"):
+        text += f": {d['reason']}"
+    if d.get("mutated_by"):
+        text += " · changed by " + ", ".join(map(str, d["mutated_by"]))
+    if d.get("shadow_by"):
+        text += " · audit-mode: " + ", ".join(map(str, d["shadow_by"]))
+    return text
+
+
+def _request_rows(status: dict[str, Any]) -> str:
+    rows = []
+    for q in status["requests"][:30]:
+        d = q.get("decision")
+        cells = "".join(
+            f"<td>{_e(x)}</td>"
+            for x in (
+                _when(q["at"]),
+                q["backend"],
+                q["method"],
+                q["tool"] or "",
+                q["kind"],
+                "" if q["code"] is None else q["code"],
+                f"{q['ms']} ms",
+                q["subject"] or "",
+            )
+        )
+        deny = ' class="deny"' if d and d.get("decision") == "deny" else ""
+        rows.append(
+            f'<tr data-decision="{_e(d["decision"] if d else "")}"{" class=err" if q["kind"] != "ok" else ""}>'
+            f"{cells}<td{deny}>{_e(decision(d))}</td></tr>"
+        )
+    return "".join(rows)
+
+
+def _chart_rows(status: dict[str, Any]) -> str:
+    rows = []
+    for b in status["backends"]:
+        series = b.get("series") or []
+        bad = sum(1 for s in series if not s[2])
+        calls = b.get("calls") or {}
+        text = (
+            ("" if calls.get("p50_ms") is None else f"p50 {calls['p50_ms']} ms · ")
+            + f"max {max(s[1] for s in series)} ms · {round(100 * bad / len(series))}% errors"
+            if series
+            else "no calls yet"
+        )
+        rows.append(
+            f'<tr data-backend="{_e(b["id"])}"><td>{_e(b["id"])}</td><td>{charts.latency(series, b["id"])}</td>'
+            f'<td>{charts.error_rate(series, b["id"])}</td><td class="muted">{_e(text)}</td></tr>'
+        )
+    return "".join(rows)
+
+
+def _options(values: list[str], chosen: str) -> str:
+    return "".join(f'<option value="{_e(v)}"{" selected" if v == chosen else ""}>{_e(v)}</option>' for v in values)
+
+
+def _surface(surface: dict[str, Any] | None) -> str:
+    """The tool surface of one identity in one mode (compose/surface.py), and the controls to pick another."""
+    if surface is None:
+        return '<p class="muted">not available</p>'
+    tools = "".join(
+        f'<tr data-tool="{_e(t["name"])}"><td>{_e(t["name"])}</td>'
+        f"<td>{_e(t['backend'] if 'backend' in t else t['mode'] + ' mode')}</td>"
+        f'<td>{_e(", ".join(t["arguments"]))}</td><td class="muted">{_e(t["description"])}</td></tr>'
+        for t in surface["tools"]
+    )
+    hidden = "".join(f"<li>{_e(t['name'])} ({_e(t['backend'])})</li>" for t in surface["hidden"])
+    ident, mode = surface["identity"], surface["mode"]
+    note = f"{ident['subject']} · {mode['name']} mode: {surface['total']} tool{'' if surface['total'] == 1 else 's'}"
+    if surface["hidden_total"]:
+        note += f", {surface['hidden_total']} hidden by policy"
+    if surface["not_listed"]:
+        note += "; not in the catalogue: " + ", ".join(surface["not_listed"])
+    if surface["refused"]:
+        note += f"; refused before any list: {surface['refused']['status']} {surface['refused']['message']}"
+    if surface["list_error"]:
+        note += f"; the list fails: {surface['list_error']['message']}"
+    choices = surface["choices"]
+    return f"""<div class="controls"><label>identity<select id="surface-identity">\
+{_options([i["id"] for i in choices["identities"]], ident["id"])}</select></label>
+<label>tool mode<select id="surface-mode">{_options(choices["modes"], mode["name"])}</select></label>
+<span id="surface-custom" hidden><label>subject<input id="surface-subject" maxlength="256" value="custom"></label>
+<label>claims (JSON)<textarea id="surface-claims" maxlength="4096">{{}}</textarea></label>
+<label>scopes<input id="surface-scopes" maxlength="512"></label></span>
+<button id="surface-show" type="button">show</button></div>
+<p id="surface-note" class="muted">{_e(note)}</p>
+<table><thead><tr><th>tool</th><th>from</th><th>arguments</th><th>description</th></tr></thead>
+<tbody id="surface-body">{tools}</tbody></table><h2>Hidden from this identity by policy</h2>
+<ul id="surface-hidden">{hidden or '<li class="muted">none</li>'}</ul>"""
+
+
+def render(
+    status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str, surface: dict[str, Any] | None = None
+) -> str:
     hs = status["sessions"]["handshake"]
     sessions = f"<li>handshake era: {_e(hs['open'])} open</li>" + "".join(
         f"<li>{_e(p)}: {_e(n)}</li>" for p, n in hs["by_principal"].items()
@@ -147,24 +213,6 @@ def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str)
     )
     modes = status["tool_modes"]
     modes_text = f"main endpoint: {modes['main']}" + "".join(f"; {p}: {m}" for p, m in modes["endpoints"].items())
-    requests = "".join(
-        f"<tr{' class=err' if q['kind'] != 'ok' else ''}>"
-        + "".join(
-            f"<td>{_e(x)}</td>"
-            for x in (
-                _when(q["at"]),
-                q["backend"],
-                q["method"],
-                q["tool"] or "",
-                q["kind"],
-                "" if q["code"] is None else q["code"],
-                f"{q['ms']} ms",
-                q["subject"] or "",
-            )
-        )
-        + "</tr>"
-        for q in status["requests"][:30]
-    )
     reload = status.get("reload") or {}
     reload_text = (
         "no reload yet"
@@ -180,22 +228,30 @@ def render(status: dict[str, Any], config: dict[str, Any] | None, *, nonce: str)
 <title>hopline admin: {_e(status["name"])}</title><style>{CSS}</style></head>
 <body><header><h1>hopline · {_e(status["name"])}</h1><span>{_e(status["mode"])} mode</span><span id="updated">\
 {"ready" if status["ready"] else "degraded"}</span>
-<nav><a href="#backends">backends</a><a href="#sessions">sessions</a><a href="#tools">tools</a><a href="#requests">\
-requests</a><a href="#declaration">declaration</a><a href="#config">config</a><a href="/status">/status</a>\
-<a href="/config">/config</a></nav></header>
+<nav><a href="#backends">backends</a><a href="#charts">charts</a><a href="#sessions">sessions</a><a href="#tools">\
+tools</a><a href="#surface">surface</a><a href="#requests">requests</a><a href="#declaration">declaration</a>\
+<a href="#config">config</a><a href="/status">/status</a><a href="/config">/config</a></nav></header>
 <main>
 <section id="backends"><h2>Backends</h2><table><thead><tr><th>backend</th><th>state</th><th>target</th><th>\
 children</th><th>sessions</th><th>tools</th><th>calls / errors</th><th>p50</th><th>last error</th></tr></thead>
 <tbody id="backends-body">{_backend_rows(status)}</tbody></table></section>
+<section id="charts"><h2>Latency and error rate</h2><p class="muted">Each backend's last calls, oldest first: \
+latency of each call (red: failed) and the share of failed calls per {charts.GROUP} calls.</p>
+<table><thead><tr><th>backend</th><th>latency</th><th>error rate</th><th></th></tr></thead>
+<tbody id="charts-body">{_chart_rows(status)}</tbody></table></section>
 <section id="sessions"><h2>Client sessions</h2><ul id="sessions-body">{sessions}</ul><h2>Shared backend sessions</h2>\
 <ul id="shared-body">{shared}</ul></section>
-<section id="tools"><h2>Tool surface</h2><p class="muted">\
+<section id="tools"><h2>Tools by backend</h2><p class="muted">\
 {_e(modes_text)}. Names as the last composed tools/list shows them (a backend's own name in parentheses where it had \
 to be aliased), before per-caller visibility rules (policy).</p>
 <table><thead><tr><th>backend</th><th>tools</th></tr></thead><tbody id="tools-body">{tools}</tbody></table></section>
+<section id="surface"><h2>Tool surface as an identity sees it</h2><p class="muted">tools/list exactly as the gateway \
+would answer the chosen identity (CEL policy, pinning and open breakers applied) in the chosen tool mode, from the \
+catalogue it last composed; nothing is sent to a backend. <a href="/status/surface">/status/surface</a></p>
+{_surface(surface)}</section>
 <section id="requests"><h2>Recent requests</h2><table><thead><tr><th>at (UTC)</th><th>backend</th><th>method</th><th>\
-tool</th><th>kind</th><th>code</th><th>duration</th><th>subject</th></tr></thead>
-<tbody id="requests-body">{requests}</tbody></table></section>
+tool</th><th>kind</th><th>code</th><th>duration</th><th>subject</th><th>policy decision</th></tr></thead>
+<tbody id="requests-body">{_request_rows(status)}</tbody></table></section>
 <section id="declaration"><h2>Declaration</h2><p class="muted">Reload: {_e(reload_text)}</p><pre>\
 {_e(declaration)}</pre></section>
 <section id="config"><h2>Configuration (secrets redacted)</h2><pre>{_e(config_text)}</pre></section>

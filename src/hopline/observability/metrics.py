@@ -38,6 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from hopline.jsonrpc import Message
 from hopline.observability.kinds import error_code, kind_of
+from hopline.observability.recent import DECIDED
 from hopline.pipeline import Call, Next
 
 METHODS = frozenset({
@@ -144,13 +145,20 @@ class Metrics:
     # -- the call layer ------------------------------------------------------------------
     async def __call__(self, call: Call, next: Next) -> Message:
         started = self._clock()
+        # Where the admin page lists recent calls, the audit record the policy layer writes
+        # inside this call is collected for it (recent.py).
+        token = DECIDED.set([]) if self.recent is not None else None
         try:
-            answer = await next(call)
-        except BaseException as exc:
-            self.record(call, None, exc, self._clock() - started)
-            raise
-        self.record(call, answer, None, self._clock() - started)
-        return answer
+            try:
+                answer = await next(call)
+            except BaseException as exc:
+                self.record(call, None, exc, self._clock() - started)
+                raise
+            self.record(call, answer, None, self._clock() - started)
+            return answer
+        finally:
+            if token is not None:
+                DECIDED.reset(token)
 
     def record(self, call: Call, answer: Message | None, error: BaseException | None, seconds: float) -> None:
         backend = call.backend

@@ -29,6 +29,9 @@ Contract
   query and fragment (they can carry tokens); free text (reasons, interceptor
   details) is cut to 300 characters and passed through the DLP built-in patterns.
 - A failing sink (disk full) never fails a call: the error is logged once per outage.
+- ``tap``: a callable also handed each record (as the dict written) — the admin page's
+  recent requests (observability/recent.py); with no sink (``write`` None) it is the
+  only reader. A tap that raises is ignored like a failing sink.
 """
 
 from __future__ import annotations
@@ -89,9 +92,15 @@ class AuditLog:
     """Writes audit records; ``write`` takes one encoded line (tests pass ``list.append``)."""
 
     def __init__(
-        self, write: Callable[[bytes], Any], *, clock: Callable[[], float] = time.time, name: str = "audit"
+        self,
+        write: Callable[[bytes], Any] | None,
+        *,
+        clock: Callable[[], float] = time.time,
+        name: str = "audit",
+        tap: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self._write = write
+        self.tap = tap
         self._clock = clock
         self._name = name
         self._failing = False
@@ -119,6 +128,13 @@ class AuditLog:
         for key, value in fields.items():
             if value is not None and value != [] and value != {}:
                 rec[key] = value
+        if self.tap is not None:
+            try:
+                self.tap(rec)
+            except Exception:  # the page's copy must never take a call down either
+                log.debug("audit tap failed", exc_info=True)
+        if self._write is None:
+            return
         try:
             self._write(orjson.dumps(rec, default=str) + b"\n")
         except Exception as exc:  # the log must never take a call down with it

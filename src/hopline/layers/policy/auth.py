@@ -53,6 +53,11 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 _B64TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")  # RFC 6750 §2.1 b64token
 
 
+def key_principal(name: str, scopes: Any = ()) -> Principal:
+    """The caller an API key named ``name`` authenticates (the admin page previews it too)."""
+    return Principal(name, {"sub": name}, frozenset(scopes), API_KEY_ISSUER)
+
+
 class HeaderSource(Protocol):
     def get(self, name: bytes, default: str | None = None) -> str | None: ...
 
@@ -126,11 +131,7 @@ class Authenticator:
         self._cache_size = config.cache_size
         self._key_header = config.api_key_header.encode("latin-1")
         self._api_keys = [
-            (
-                hashlib.sha256(k.key.encode()).digest(),
-                Principal(k.name, {"sub": k.name}, frozenset(k.scopes), API_KEY_ISSUER),
-            )
-            for k in config.api_keys
+            (hashlib.sha256(k.key.encode()).digest(), key_principal(k.name, k.scopes)) for k in config.api_keys
         ]
 
     # -- the protected resource metadata (RFC 9728) -----------------------------------------
