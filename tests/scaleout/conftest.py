@@ -59,6 +59,7 @@ class Cluster:
     url: str = ""
     stop_redis: Callable[[], None] | None = None
     _all: list[Proc] = field(default_factory=list)
+    configs: list[Path] = field(default_factory=list)  # each started replica's file, in start order
 
     @property
     def redis_url(self) -> str:
@@ -71,6 +72,7 @@ class Cluster:
         n = len(self._all)
         path = self.tmp / f"replica{n}.yaml"
         path.write_text(yaml.safe_dump(config or replica_config(self.redis_url, self.key)))
+        self.configs.append(path)
         proc = start([PY, "-m", "hopline", "serve", str(path), "--lazy", "--log-level", "info"])
         self._all.append(proc)
         proc.url = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)").group(1)

@@ -448,6 +448,8 @@ class SessionTable:
         sid = secrets.token_hex(16)
         token = None
         if self.seal is not None and initialize is not None and not stream_all:
+            assert self.shared is not None
+            await self.shared.ready(min(1.0, self.handshake_timeout))  # once: subscribed to what replicas announce
             payload = {"s": sid, "o": _plain(owner), "p": initialize, "t": int(time.time()), "e": self.endpoint}
             token = self.seal.seal(payload)
         return self._add(token or sid, backend, stream_all, owner, sid if token else None)
@@ -540,6 +542,7 @@ class SessionTable:
                     limit="session_store",
                 ) from None
         with self.admit():
+            await self.shared.ready(min(1.0, self.handshake_timeout))
             backend = await self._open(open_backend)
             session = self._add(session_id, backend, False, owner, sid)
             try:

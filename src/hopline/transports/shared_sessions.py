@@ -13,7 +13,7 @@ afterwards lives in a :class:`SharedSessions` store:
 :class:`MemorySessions` keeps all three in this process (one replica that outlives its
 sessions' calls, or tests); :class:`RedisSessions` shares them through Redis: keys
 ``{prefix}end:{sid}`` and ``{prefix}s:{sid}`` (a hash), channels ``{prefix}ends`` and
-``{prefix}n:{sid}``. None of this is on a call's path: a call on a session this
+``{prefix}n:{sid}`` (one pattern subscription per replica). None of this is on a call's path: a call on a session this
 replica already holds touches no store.
 
 Store down (Redis unreachable or slower than ``timeout``): every operation raises
@@ -63,6 +63,7 @@ class SharedSessions(Protocol):
     async def publish(self, sid: str, data: bytes) -> bool: ...
     def listen(self, sid: str, deliver: Callable[[bytes], None]) -> Callable[[], None]: ...
     def on_end(self, ended: Callable[[str], None]) -> None: ...
+    async def ready(self, timeout: float) -> None: ...
     async def aclose(self) -> None: ...
 
 
@@ -111,6 +112,9 @@ class MemorySessions:
     def on_end(self, ended: Callable[[str], None]) -> None:
         self._ends.append(ended)
 
+    async def ready(self, timeout: float) -> None:
+        pass
+
     async def aclose(self) -> None:
         pass
 
@@ -128,9 +132,8 @@ class RedisSessions:
         self._down_until: float | None = None
         self._ends: list[Callable[[str], None]] = []
         self._listeners: dict[str, Callable[[bytes], None]] = {}
-        self._pubsub: Any = None
         self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
+        self._subscribed = asyncio.Event()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisSessions:
@@ -201,59 +204,56 @@ class RedisSessions:
 
     def listen(self, sid: str, deliver: Callable[[bytes], None]) -> Callable[[], None]:
         """Deliver what other replicas publish for ``sid`` while this replica holds its GET
-        stream; the answer stops it."""
+        stream; the answer stops it. Every replica receives every such message (one
+        pattern subscription, made before its first session: no subscription to wait
+        for per stream) and keeps those it has a listener for."""
         self._listeners[sid] = deliver
-        self._ensure_task()
-        self._wake.set()
 
         def stop() -> None:
             if self._listeners.get(sid) is deliver:
                 del self._listeners[sid]
-                self._wake.set()
 
         return stop
 
     def on_end(self, ended: Callable[[str], None]) -> None:
         self._ends.append(ended)
-        self._ensure_task()
 
-    def _ensure_task(self) -> None:
+    async def ready(self, timeout: float) -> None:
+        """Subscribed (ends and notifications), or given up after ``timeout`` seconds."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._subscriber(), name="session-store-pubsub")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._subscribed.wait()
 
     async def _subscriber(self) -> None:
-        """One pub/sub connection: the ends channel and one channel per GET stream held
-        here; re-subscribed after Redis comes back."""
-        ends = f"{self.prefix}ends"
-        note = f"{self.prefix}n:"
+        """One pub/sub connection for the ends channel and every replica's notifications;
+        subscribed again after Redis comes back."""
+        ends = f"{self.prefix}ends".encode()
+        note = f"{self.prefix}n:".encode()
         while True:
             pubsub = self.client.pubsub(ignore_subscribe_messages=True)
             try:
-                subscribed: set[str] = set()
                 await pubsub.subscribe(ends)
+                await pubsub.psubscribe(note + b"*")
+                self._subscribed.set()
                 while True:
-                    wanted = {note + sid for sid in self._listeners}
-                    if wanted - subscribed:
-                        await pubsub.subscribe(*(wanted - subscribed))
-                    if subscribed - wanted:
-                        await pubsub.unsubscribe(*(subscribed - wanted))
-                    subscribed = wanted
-                    self._wake.clear()
-                    message = await pubsub.get_message(timeout=0.5)
-                    if message is None or message.get("type") != "message":
+                    message = await pubsub.get_message(timeout=30.0)
+                    if message is None or message.get("type") not in ("message", "pmessage"):
                         continue
-                    channel = message["channel"].decode()
+                    channel = message["channel"]
                     if channel == ends:
                         sid = message["data"].decode()
                         for ended in self._ends:
                             ended(sid)
                     else:
-                        deliver = self._listeners.get(channel[len(note) :])
+                        deliver = self._listeners.get(channel[len(note) :].decode())
                         if deliver is not None:
                             deliver(message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis went away: try again shortly
+                self._subscribed.clear()
                 log.debug("session store pub/sub: %s", type(exc).__name__)
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
