@@ -153,3 +153,35 @@ def below(pid: int) -> list[psutil.Process]:
         return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+
+
+def start_redis(port: int, timeout: float = 10.0) -> Callable[[], None]:
+    """Debian's ``redis-server`` (no persistence) on loopback ``port``, waited for by its
+    "Ready to accept connections" line; the answer stops it."""
+    import queue
+    import shutil
+    import threading
+
+    proc = subprocess.Popen(
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    deadline = time.monotonic() + timeout
+    seen = []
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or proc.poll() is not None:
+            proc.kill()
+            raise RuntimeError("redis-server did not start:\n" + "".join(seen[-20:]))
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        seen.append(line)
+        if "Ready to accept connections" in line:
+            break
+    return lambda: stop(proc)

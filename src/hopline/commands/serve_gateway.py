@@ -87,11 +87,11 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         admin = _serve_admin(gateway, admin_stop)
         watch = asyncio.create_task(_watch(path, gateway))
         listen = config.listen
-        sessions = session_table(listen)
+        sessions = session_table(listen, config.state)
         sse_sessions = sessions.sibling()  # siblings share the admission slots and counters
         gateway.observability.track_listener(sessions.admission.counts)
         # More endpoints (tools.endpoints): the same gateway, sessions of their own (an id is one endpoint's).
-        tables = {p: sessions.sibling() for p in config.tools.endpoints}
+        tables = {p: sessions.sibling(p) for p in config.tools.endpoints}
         options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
         deployment = for_config(config)
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration

@@ -23,7 +23,7 @@ Loc = tuple[str | int, ...]
 EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "search": (("numpy", "snowballstemmer"), ("numpy",)),  # snowballstemmer is optional (a light stemmer otherwise)
     "code": (("pydantic-monty", "numpy", "snowballstemmer"), ("pydantic_monty", "numpy")),
-    "redis": (("redis",), ("redis.asyncio",)),
+    "redis": (("redis", "cryptography"), ("redis.asyncio", "cryptography.hazmat.primitives.ciphers.aead")),
     "otel": (
         ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"),
         ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"),
@@ -70,6 +70,8 @@ def needed(config: GatewayConfig) -> list[tuple[Loc, str, str]]:
         out.append((("policy", "rules"), "CEL rules need", "cel"))
     if policy.rate_limits is not None and policy.rate_limits.store == "redis":
         out.append((("policy", "rate_limits", "store"), "store redis needs", "redis"))
+    if config.state is not None:
+        out.append((("state",), "sharing sessions between replicas needs", "redis"))
     if config.transparent is not None and config.transparent.rules:
         out.append((("transparent", "rules"), "CEL rules need", "cel"))
     if config.observability.otel.endpoint is not None:

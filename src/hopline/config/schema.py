@@ -27,6 +27,7 @@ from hopline.config.observability import ObservabilityConfig
 from hopline.config.policy import PolicyConfig
 from hopline.config.resilience import ResilienceConfig
 from hopline.config.tools import ToolsConfig
+from hopline.config.state import StateConfig
 from hopline.config.transparent import TransparentConfig
 from hopline.config.ids import DEFAULT_DELIMITER, ID_PATTERN, NAME_CHARSET, id_problem, is_charset_text
 from hopline.layers.routing.namespace import Namespace
@@ -444,6 +445,11 @@ class GatewayConfig(_Section):
     acp: AcpConfig | None = Field(None, description="An ACP proxy chain (`hopline acp --config FILE`).")
     transparent: TransparentConfig | None = Field(
         None, description="Transparent mode (`mode: transparent`): destinations, header policy, TLS disposition."
+    )
+    state: StateConfig | None = Field(
+        None,
+        description="Session state shared by replicas behind a load balancer (absent: a handshake-era session lives "
+        "in the process that made it).",
     )
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)

@@ -251,7 +251,13 @@ class _ListenerCounters:
         )
         refused.add_metric(["max_pending_sessions"], c["shed_busy"])
         refused.add_metric(["max_sessions"], c["shed_full"])
+        refused.add_metric(["session_store"], c["store_unavailable"])
         yield refused
+        yield CounterMetricFamily(
+            "hopline_sessions_resumed",
+            "Sessions made by another replica (or before a restart) and resumed by this one.",
+            value=c["resumed"],
+        )
         failed = CounterMetricFamily(
             "hopline_session_creations_failed", "Session creations that ended without a session.", labels=["why"]
         )

@@ -42,7 +42,18 @@ SECRET_NAMES = frozenset(
         "apikey",
     }
 )
-SECRET_SUFFIXES = ("_secret", "_token", "_password", "_key", "_credentials", "-secret", "-token", "-password", "-key")
+SECRET_SUFFIXES = (
+    "_secret",
+    "_token",
+    "_password",
+    "_key",
+    "_keys",
+    "_credentials",
+    "-secret",
+    "-token",
+    "-password",
+    "-key",
+)
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 _FLAG = re.compile(r"^(-{1,2}[A-Za-z0-9_-]+)(=)(.*)$", re.S)
 MIN_SECRET = 8  # shorter values are not scrubbed from other text (they would match ordinary words)

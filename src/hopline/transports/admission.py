@@ -69,6 +69,8 @@ class Admission:
         "abandoned",
         "overflows",
         "dropped",
+        "resumed",
+        "store_unavailable",
     )
 
     def __init__(self, max_pending: int = 16) -> None:
@@ -80,6 +82,8 @@ class Admission:
         self.abandoned = 0  # creations whose client left before the answer
         self.overflows = 0  # streams cut off because their client did not read
         self.dropped = 0  # backlog / event-log entries dropped at their bound
+        self.resumed = 0  # sessions made elsewhere (another replica, or before a restart) resumed here
+        self.store_unavailable = 0  # resumes refused because the shared session store did not answer
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__ if name != "max_pending"}

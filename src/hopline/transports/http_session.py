@@ -35,6 +35,16 @@ may open another); a legacy HTTP+SSE session, whose stream is the session, close
 Session creation is admitted by the table (:meth:`SessionTable.admit`, a shared
 :class:`~hopline.transports.admission.Admission`) and bounded in time
 (``handshake_timeout``): a backend that does not start is a clear error, never a hang.
+
+Replicas (``seal`` and ``shared`` given): the id a session gets is sealed
+(session_seal.py: what its ``initialize`` asked, its owner, its age), so a replica
+that does not hold the session can :meth:`SessionTable.resume` it: it opens a backend
+channel of its own, replays the ``initialize`` (and ``notifications/initialized``)
+and the client's standing requests (shared_sessions.py), and serves it under the
+same id, as if it had been there all along. A DELETE ends it on every replica; what
+the backend sends for a GET stream held by another replica is published there.
+Concurrent requests for one id resume it once. Resuming is admitted and bounded in
+time exactly as creating is.
 """
 
 from __future__ import annotations
@@ -47,9 +57,11 @@ import secrets
 import time
 from typing import Any, Awaitable, Callable
 
-from hopline.jsonrpc import Id, Message, UnavailableError, notification
+from hopline.jsonrpc import HoplineError, Id, Message, UnavailableError, notification, parse
 from hopline.layers.transport.channel import Channel, ChannelClosed, Pooled
 from hopline.transports.admission import Admission, BoundedLog, Overloaded, Slot, StreamLimits
+from hopline.transports.session_seal import SessionSeal
+from hopline.transports.shared_sessions import STANDING, MemorySessions, SharedSessions, StoreUnavailable
 from hopline.transports.sink import HandedOver, Sink
 
 __all__ = ["ClientSession", "HandedOver", "SessionTable", "Sink", "is_end"]
@@ -57,6 +69,12 @@ __all__ = ["ClientSession", "HandedOver", "SessionTable", "Sink", "is_end"]
 log = logging.getLogger("hopline.http")
 
 CUT_TOKENS = 64  # progress tokens of cut-off requests remembered, to drop what the backend still sends
+MAX_REPLAYED = 64  # standing requests replayed into a resumed session
+
+
+def _plain(owner: Any) -> Any:
+    """An owner key as JSON keeps it (tuples become lists), to compare with a sealed one."""
+    return list(owner) if isinstance(owner, tuple) else owner
 
 
 class ClientSession:
@@ -72,8 +90,10 @@ class ClientSession:
         owner: Any = None,
         limits: StreamLimits = StreamLimits(),
         counters: Admission | None = None,
+        shared: tuple[str, SharedSessions] | None = None,
     ) -> None:
         self.id = session_id
+        self.shared = shared  # (its name in the shared store, the store) when sealed
         self.owner = owner  # the creating principal's key; nobody else may use this session
         self.stream_all = stream_all  # legacy HTTP+SSE: everything, responses included, on the GET stream
         self.backend = backend
@@ -94,6 +114,7 @@ class ClientSession:
         self._stream_counter = 0
         self._on_close = on_close
         self._reader: asyncio.Task | None = None
+        self._unlisten: Callable[[], None] | None = None
 
     def start(self) -> None:
         self._reader = asyncio.create_task(self._read_backend(), name=f"session-{self.id[:8]}")
@@ -142,6 +163,19 @@ class ClientSession:
         self.last_active = time.monotonic()
         await self.backend.send(message)
 
+    async def exchange(self, method: str, params: dict[str, Any]) -> Message:
+        """A request of hopline's own on this session (a resume's replay) and its answer."""
+        self._stream_counter += 1
+        request = Message(
+            {"jsonrpc": "2.0", "id": f"hopline-resume-{self._stream_counter}", "method": method, "params": params}
+        )
+        sink = self.open_post(request)
+        try:
+            await self.send(request)
+            return await sink.receive()
+        finally:
+            self.finish_post(sink)
+
     def open_get(self) -> Sink:
         """The standalone stream. A second GET takes it over from the first, which
         ends: a client reconnecting before we noticed its old connection drop must
@@ -152,6 +186,8 @@ class ClientSession:
         self._stream_counter += 1
         sink = Sink(self._stream_counter, None, self.limits)
         self.get_sink = sink
+        if self.shared is not None and self._unlisten is None:  # what other replicas' copies publish
+            self._unlisten = self.shared[1].listen(self.shared[0], self._from_replica)
         while self.backlog:
             if sink.put(self.backlog.popleft()):
                 self.cut(sink)
@@ -162,9 +198,24 @@ class ClientSession:
         sink.attached = False
         if self.get_sink is sink:
             self.get_sink = None
+            if self._unlisten is not None:
+                self._unlisten()
+                self._unlisten = None
             while not sink.inbox.empty():  # undelivered: keep for the next GET
                 message = sink.inbox.get_nowait()
                 self.backlog.append(message, len(message.encode()))
+
+    def _from_replica(self, data: bytes) -> None:
+        """A message another replica's copy of this session had for our GET stream."""
+        try:
+            message = parse(data)
+        except HoplineError:
+            return
+        sink = self.get_sink
+        if sink is None:
+            self.backlog.append(message, len(data))
+        elif sink.put(message):
+            self.cut(sink)
 
     def record(self, sink: Sink, data: bytes) -> str:
         event_id = sink.next_event_id()
@@ -245,7 +296,7 @@ class ClientSession:
                             await self.backend.send(cancel)
                 elif message.is_response():
                     log.debug("session %s: dropped a response for unknown id %r", self.id[:8], message.id)
-                else:
+                elif self.shared is None or not await self.shared[1].publish(self.shared[0], message.encode()):
                     self.backlog.append(message, len(message.encode()))
                 # An idle session's reader waits here for its next message for as long as the
                 # session lives: it must not keep the last one (an initialize answer: ~4 KB).
@@ -268,6 +319,9 @@ class ClientSession:
         self.posts.clear()
         if self.get_sink is not None:
             self.get_sink.put(_END)
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
         self._on_close(self)
         if self._reader is not None and self._reader is not asyncio.current_task():
             self._reader.cancel()
@@ -307,6 +361,11 @@ class SessionTable:
         handshake_timeout: float = 20.0,
         stream_limits: StreamLimits = StreamLimits(),
         admission: Admission | None = None,
+        seal: SessionSeal | None = None,
+        shared: SharedSessions | None = None,
+        max_age: float = 86_400.0,
+        on_store_down: str = "refuse",
+        endpoint: str = "",
     ) -> None:
         self.sessions: dict[str, ClientSession] = {}
         self.max_sessions = max_sessions
@@ -316,15 +375,33 @@ class SessionTable:
         self.admission = admission if admission is not None else Admission(max_pending)
         self.pending = 0  # this table's creations in flight (they count against max_sessions)
         self._sweeper: asyncio.Task | None = None
+        # Replicas: sealed ids, the shared mutable part, how old a sealed id may be, and
+        # what a resume does while the store is down ("refuse": 503; "resume": without it).
+        self.seal = seal
+        self.shared: SharedSessions | None = (shared or MemorySessions()) if seal is not None else None
+        self.max_age = max_age
+        self.on_store_down = on_store_down
+        self.endpoint = endpoint  # sealed into the ids: one endpoint's session is no other's
+        self._resuming: dict[str, asyncio.Future[ClientSession | None]] = {}
+        self._watching = False
+        self._owns_shared = True
 
-    def sibling(self) -> SessionTable:
-        return SessionTable(
+    def sibling(self, endpoint: str | None = None) -> SessionTable:
+        """Another endpoint's table (``endpoint``: its path, when its sessions are sealed)."""
+        table = SessionTable(
             max_sessions=self.max_sessions,
             idle_ttl=self.idle_ttl,
             handshake_timeout=self.handshake_timeout,
             stream_limits=self.stream_limits,
             admission=self.admission,
+            seal=self.seal,
+            shared=self.shared,
+            max_age=self.max_age,
+            on_store_down=self.on_store_down,
+            endpoint=self.endpoint if endpoint is None else endpoint,
         )
+        table._owns_shared = False
+        return table
 
     def is_full(self) -> bool:
         return len(self.sessions) + self.pending >= self.max_sessions
@@ -357,30 +434,174 @@ class SessionTable:
         return session
 
     async def create(
-        self, open_backend: Callable[[], Awaitable[Channel]], *, stream_all: bool = False, owner: Any = None
+        self,
+        open_backend: Callable[[], Awaitable[Channel]],
+        *,
+        stream_all: bool = False,
+        owner: Any = None,
+        initialize: dict[str, Any] | None = None,
     ) -> ClientSession:
         """A new session on a new backend channel; ChannelClosed if that does not open
-        within ``handshake_timeout`` seconds."""
+        within ``handshake_timeout`` seconds. With a seal, the id carries ``initialize``
+        (the request's params) so that another replica can resume the session."""
+        backend = await self._open(open_backend)
+        sid = secrets.token_hex(16)
+        token = None
+        if self.seal is not None and initialize is not None and not stream_all:
+            assert self.shared is not None
+            await self.shared.ready(min(1.0, self.handshake_timeout))  # once: subscribed to what replicas announce
+            payload = {"s": sid, "o": _plain(owner), "p": initialize, "t": int(time.time()), "e": self.endpoint}
+            token = self.seal.seal(payload)
+        return self._add(token or sid, backend, stream_all, owner, sid if token else None)
+
+    async def _open(self, open_backend: Callable[[], Awaitable[Channel]]) -> Channel:
         try:
             async with asyncio.timeout(self.handshake_timeout):
-                backend = await open_backend()
+                return await open_backend()
         except TimeoutError:
             self.admission.handshake_timeouts += 1
             raise ChannelClosed(f"the backend did not start within {self.handshake_timeout:g} s") from None
-        sid = secrets.token_hex(16)
+
+    def _add(
+        self, session_id: str, backend: Channel, stream_all: bool, owner: Any, shared: str | None
+    ) -> ClientSession:
         session = ClientSession(
-            sid,
+            session_id,
             backend,
             on_close=self._forget,
             stream_all=stream_all,
             owner=owner,
             limits=self.stream_limits,
             counters=self.admission,
+            shared=(shared, self.shared) if shared is not None and self.shared is not None else None,
         )
         self.sessions[session.id] = session
         session.start()
         self._ensure_sweeper()
+        if session.shared is not None and not self._watching:
+            self._watching = True
+            session.shared[1].on_end(self._ended_elsewhere)
         return session
+
+    # -- replicas ------------------------------------------------------------------
+    def _sealed(self, session_id: str, owner: Any) -> dict[str, Any] | None:
+        """The sealed part of ``session_id`` if it is ours, ``owner``'s, and young enough."""
+        payload = self.seal.open(session_id) if self.seal is not None else None
+        if payload is None or payload.get("o") != _plain(owner) or not isinstance(payload.get("p"), dict):
+            return None
+        if payload.get("e") != self.endpoint:
+            return None
+        if time.time() - float(payload.get("t", 0)) > self.max_age:
+            return None
+        return payload
+
+    async def resume(
+        self, session_id: str, owner: Any, open_backend: Callable[[], Awaitable[Channel]]
+    ) -> ClientSession | None:
+        """``session_id``, made by another replica (or by this one before it restarted), served
+        here from now on; None if it is not a session this replica could serve (unknown,
+        another owner's, too old, ended). Overloaded (503) while the shared store is down
+        (``on_store_down: refuse``) or past the admission bounds; ChannelClosed if no
+        backend opens; UnavailableError if the backend refuses the replayed initialize."""
+        payload = self._sealed(session_id, owner)
+        if payload is None:
+            return None
+        pending = self._resuming.get(session_id)
+        if pending is not None:  # the same client's concurrent requests: one resume
+            return await asyncio.shield(pending)
+        future: asyncio.Future[ClientSession | None] = asyncio.get_running_loop().create_future()
+        self._resuming[session_id] = future
+        try:
+            session = await self._resume(session_id, payload, owner, open_backend)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: nobody else may be waiting
+            raise
+        else:
+            future.set_result(session)
+            return session
+        finally:
+            del self._resuming[session_id]
+
+    async def _resume(
+        self, session_id: str, payload: dict[str, Any], owner: Any, open_backend: Callable[[], Awaitable[Channel]]
+    ) -> ClientSession | None:
+        sid = str(payload["s"])
+        assert self.shared is not None
+        standing: list[dict[str, Any]] = []
+        try:
+            if await self.shared.is_ended(sid):
+                return None
+            standing = await self.shared.standing(sid)
+        except StoreUnavailable:
+            if self.on_store_down == "refuse":
+                self.admission.store_unavailable += 1
+                raise Overloaded(
+                    "this session was made on another replica and the session store is unreachable; retry shortly",
+                    retry_after=1,
+                    limit="session_store",
+                ) from None
+        with self.admit():
+            await self.shared.ready(min(1.0, self.handshake_timeout))
+            backend = await self._open(open_backend)
+            session = self._add(session_id, backend, False, owner, sid)
+            try:
+                async with asyncio.timeout(self.handshake_timeout):
+                    answer = await session.exchange("initialize", payload["p"])
+                    if "result" not in answer.body:
+                        reason = str(answer.body.get("error", {}).get("message", "refused"))[:200]
+                        raise UnavailableError(
+                            f"the session could not be resumed: initialize answered {reason}", reason="start_failed"
+                        )
+                    session.protocol_version = payload["p"].get("protocolVersion")
+                    await session.send(notification("notifications/initialized"))
+                    for request in standing[:MAX_REPLAYED]:
+                        await session.exchange(request["method"], request.get("params") or {})
+            except BaseException as exc:
+                await session.close("resume failed")
+                if isinstance(exc, TimeoutError):
+                    self.admission.handshake_timeouts += 1
+                    raise ChannelClosed(f"the session was not resumed within {self.handshake_timeout:g} s") from None
+                raise
+        self.admission.resumed += 1
+        log.info("session %s resumed on this replica", session_id[:8])
+        return session
+
+    async def end(self, session: ClientSession) -> None:
+        """The client ended ``session``: on every replica, for good."""
+        if session.shared is not None:
+            with contextlib.suppress(StoreUnavailable):  # ends here; elsewhere its copies idle out
+                await session.shared[1].end(session.shared[0], self.max_age)
+
+    async def end_elsewhere(self, session_id: str, owner: Any) -> bool:
+        """A DELETE for a session this replica does not hold: ended everywhere if it is
+        ``owner``'s sealed session (True), without opening anything."""
+        payload = self._sealed(session_id, owner)
+        if payload is None or self.shared is None:
+            return False
+        try:
+            if await self.shared.is_ended(str(payload["s"])):
+                return False
+            await self.shared.end(str(payload["s"]), self.max_age)
+        except StoreUnavailable:
+            raise Overloaded(
+                "the session store is unreachable; the session could not be ended, retry shortly",
+                retry_after=1,
+                limit="session_store",
+            ) from None
+        return True
+
+    def _ended_elsewhere(self, sid: str) -> None:
+        for session in list(self.sessions.values()):
+            if session.shared is not None and session.shared[0] == sid:
+                asyncio.get_running_loop().create_task(session.close("the client ended the session on another replica"))
+
+    async def remember(self, session: ClientSession, message: Message) -> None:
+        """Keep a standing request (``resources/subscribe``, ``logging/setLevel``) for the
+        replicas that resume this session later; best effort while the store is down."""
+        if session.shared is not None and message.method in STANDING:
+            with contextlib.suppress(StoreUnavailable):
+                await session.shared[1].record(session.shared[0], message.method, message.params, self.max_age)
 
     def _forget(self, session: ClientSession) -> None:
         self.sessions.pop(session.id, None)
@@ -403,3 +624,5 @@ class SessionTable:
         await asyncio.gather(*(s.close(reason) for s in list(self.sessions.values())), return_exceptions=True)
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self.shared is not None and self._owns_shared:
+            await self.shared.aclose()

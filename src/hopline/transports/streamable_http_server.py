@@ -57,6 +57,7 @@ from hopline.jsonrpc import (
     BackendTimeout,
     HeaderMismatch,
     HoplineError,
+    Id,
     InvalidParams,
     InvalidRequest,
     Message,
@@ -73,6 +74,7 @@ from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
 from hopline.transports.http_session import ClientSession, SessionTable
+from hopline.transports.shared_sessions import STANDING
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
 
 log = logging.getLogger("hopline.http")
@@ -168,10 +170,9 @@ class StreamableHttpListener(ResponseWriter):
             return
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
-        found = self.sessions.get(session_id, _owner(principal))
-        if found is None:
-            raise SessionNotFound("Session not found", request_id=message.id)
-        session = found
+        session = self.sessions.get(session_id, _owner(principal))
+        if session is None:
+            session = await self._resume(session_id, principal, message.id)
         if not message.is_request():
             try:
                 await session.send(message)
@@ -179,6 +180,8 @@ class StreamableHttpListener(ResponseWriter):
                 raise SessionNotFound(f"Session ended: {exc.reason}") from None
             await hu.send_empty(send, 202)
             return
+        if message.method in STANDING:
+            await self.sessions.remember(session, message)
         sink = session.open_post(message)
         try:
             await session.send(message)
@@ -251,7 +254,9 @@ class StreamableHttpListener(ResponseWriter):
                 watcher.add_done_callback(left)
                 try:
                     return await self.sessions.create(
-                        lambda: self.backends.open_session(Era.HANDSHAKE), owner=_owner(principal)
+                        lambda: self.backends.open_session(Era.HANDSHAKE),
+                        owner=_owner(principal),
+                        initialize=message.params,
                     )
                 finally:
                     watcher.remove_done_callback(left)
@@ -307,17 +312,39 @@ class StreamableHttpListener(ResponseWriter):
 
     # -- DELETE (handshake era) ---------------------------------------------------------
     async def _delete(self, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
-        session = self._session_for(headers, principal)
-        await session.close("client ended the session (DELETE)")
-        await hu.send_empty(send, 200)
-
-    def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession:
         session_id = headers.get(b"mcp-session-id")
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID")
         session = self.sessions.get(session_id, _owner(principal))
-        if session is None:
+        if session is not None:
+            await self.sessions.end(session)
+            await session.close("client ended the session (DELETE)")
+        elif not await self.sessions.end_elsewhere(session_id, _owner(principal)):
             raise SessionNotFound("Session not found")
+        await hu.send_empty(send, 200)
+
+    async def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession:
+        session_id = headers.get(b"mcp-session-id")
+        if session_id is None:
+            raise SessionRequired("Bad Request: Missing session ID")
+        return self.sessions.get(session_id, _owner(principal)) or await self._resume(session_id, principal, None)
+
+    async def _resume(self, session_id: str, principal: Principal | None, request_id: Id | None) -> ClientSession:
+        """A session this replica does not hold, resumed if another made it (http_session.py)."""
+        try:
+            session = await self.sessions.resume(
+                session_id, _owner(principal), lambda: self.backends.open_session(Era.HANDSHAKE)
+            )
+        except ChannelClosed as exc:
+            raise UnavailableError(
+                f"backend unavailable: {exc.reason}", reason="start_failed", request_id=request_id
+            ) from None
+        except HoplineError as exc:
+            if exc.request_id is None:
+                exc.request_id = request_id
+            raise
+        if session is None:
+            raise SessionNotFound("Session not found", request_id=request_id)
         return session
 
 

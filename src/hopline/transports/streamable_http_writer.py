@@ -52,7 +52,7 @@ class ResponseWriter:
         sessions: SessionTable
         options: WriterOptions
 
-        def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession: ...  # noqa: E704
+        async def _session_for(self, headers: hu.Headers, principal: Principal | None) -> ClientSession: ...  # noqa: E704
 
     # -- writing one response -------------------------------------------------------
     async def _respond(
@@ -255,7 +255,7 @@ class ResponseWriter:
 
     # -- the GET stream (handshake era) ----------------------------------------------------
     async def _get(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, principal: Principal | None) -> None:
-        session = self._session_for(headers, principal)
+        session = await self._session_for(headers, principal)
         if "text/event-stream" not in (headers.get(b"accept") or ""):
             raise NotAcceptable("GET requires Accept: text/event-stream")
         replayed: list[tuple[str, bytes]] = []

@@ -8,12 +8,7 @@ port (for the outage/recovery test) and returns its stopper.
 
 from __future__ import annotations
 
-import queue
-import shutil
 import socket
-import subprocess
-import threading
-import time
 from typing import Any, Callable, Iterator
 
 import orjson
@@ -23,7 +18,6 @@ from tests import peers
 
 from hopline.layers.policy.audit import AuditLog
 
-REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
 class FakeClock:
@@ -74,31 +68,7 @@ def free_port() -> Callable[[], int]:
     return _free_port
 
 
-def _start(port: int, timeout: float = 10.0) -> Callable[[], None]:
-    proc = subprocess.Popen(
-        [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    deadline = time.monotonic() + timeout
-    seen = []
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or proc.poll() is not None:
-            proc.kill()
-            raise RuntimeError("redis-server did not start:\n" + "".join(seen[-20:]))
-        try:
-            line = lines.get(timeout=remaining)
-        except queue.Empty:
-            continue
-        seen.append(line)
-        if "Ready to accept connections" in line:
-            break
-
-    return lambda: peers.stop(proc)
+_start = peers.start_redis
 
 
 @pytest.fixture(scope="session")

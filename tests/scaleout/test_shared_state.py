@@ -1,0 +1,226 @@
+"""What replicas share, tested on the wire: two replicas reached directly (no load
+balancer), so each request goes exactly where the test sends it.
+
+A session made on replica A is used on replica B: resumed there (the id is sealed);
+ended everywhere by one DELETE; refused to another principal; refused with 503 while
+Redis is down on a replica that must resume it (the one that holds it keeps serving),
+and resumed again once Redis is back; its subscriptions replayed, and a change signal
+produced on B reaching the GET stream the client holds on A.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any, AsyncIterator
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from tests import peers
+from tests.scaleout.conftest import Cluster, replica_config
+
+ACCEPT = "application/json, text/event-stream"
+INIT = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "scaleout-test", "version": "1"},
+}
+
+
+def messages(resp: httpx.Response) -> list[dict[str, Any]]:
+    if resp.headers.get("content-type", "").startswith("text/event-stream"):
+        return [orjson.loads(line[5:]) for line in resp.text.splitlines() if line.startswith("data:")]
+    return [resp.json()] if resp.content else []
+
+
+class Peer:
+    """One handshake-era client speaking raw HTTP to whichever replica it is told."""
+
+    def __init__(self, http: httpx.AsyncClient, headers: dict[str, str] | None = None) -> None:
+        self.http = http
+        self.headers = {"accept": ACCEPT, "content-type": "application/json", **(headers or {})}
+        self.sid: str | None = None
+        self.n = 0
+
+    async def initialize(self, url: str) -> dict[str, Any]:
+        resp = await self.post(url, "initialize", INIT)
+        assert resp.status_code == 200, resp.text
+        self.sid = resp.headers["mcp-session-id"]
+        await self.notify(url, "notifications/initialized")
+        return messages(resp)[-1]
+
+    async def post(self, url: str, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
+        self.n += 1
+        body = {"jsonrpc": "2.0", "id": self.n, "method": method, "params": params or {}}
+        headers = dict(self.headers, **({"mcp-session-id": self.sid} if self.sid else {}))
+        return await self.http.post(url, content=orjson.dumps(body), headers=headers)
+
+    async def call(self, url: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        resp = await self.post(url, method, params)
+        assert resp.status_code == 200, (resp.status_code, resp.text)
+        return [m for m in messages(resp) if m.get("id") == self.n][-1]
+
+    async def notify(self, url: str, method: str) -> None:
+        headers = dict(self.headers, **({"mcp-session-id": self.sid} if self.sid else {}))
+        body = orjson.dumps({"jsonrpc": "2.0", "method": method})
+        resp = await self.http.post(url, content=body, headers=headers)
+        assert resp.status_code == 202, resp.text
+
+    @contextlib.asynccontextmanager
+    async def get_stream(self, url: str) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+        """The standalone GET stream, its messages put on a queue as they arrive."""
+        got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        headers = {"accept": "text/event-stream", "mcp-session-id": self.sid or ""}
+        opened = asyncio.Event()
+
+        async def read() -> None:
+            async with self.http.stream("GET", url, headers=headers) as resp:
+                assert resp.status_code == 200
+                opened.set()
+                async for line in resp.aiter_lines():
+                    if line.startswith("data:"):
+                        got.put_nowait(orjson.loads(line[5:]))
+
+        task = asyncio.create_task(read())
+        await peers.bounded(opened.wait(), 10)
+        try:
+            yield got
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+def echo(text: str) -> dict[str, Any]:
+    return {"name": "demo__echo", "arguments": {"text": text}}
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """Redis and two replicas (no load balancer): ``(cluster, url A, url B)``."""
+    c = Cluster(tmp_path, peers.free_port())
+    try:
+        c.start_redis()
+        a, b = c.start_replica(), c.start_replica()
+        yield c, a.url, b.url
+    finally:
+        c.close()
+
+
+async def test_a_session_made_on_one_replica_is_served_by_another(pair):
+    c, a, b = pair
+    async with httpx.AsyncClient(timeout=20) as http:
+        peer = Peer(http)
+        await peer.initialize(a)
+        assert peer.sid.startswith("h1") and len(peer.sid) < 400
+        answer = await peer.call(b, "tools/call", echo("on b"))
+        assert answer["result"]["content"][0]["text"] == "on b"
+        assert (await peer.call(a, "tools/call", echo("on a")))["result"]["content"][0]["text"] == "on a"
+    assert c.resumed() == 1
+
+
+async def test_a_tampered_or_foreign_id_is_an_unknown_session(pair, tmp_path):
+    c, a, b = pair
+    other = c.start_replica(replica_config(c.redis_url, "Bw" * 21 + "8="))  # another key: another deployment
+    async with httpx.AsyncClient(timeout=20) as http:
+        peer = Peer(http)
+        await peer.initialize(a)
+        good = peer.sid
+        for bad in (good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB"), good + "x", "h1", "h1" + "A" * 3000):
+            peer.sid = bad
+            resp = await peer.post(b, "tools/call", echo("x"))
+            assert resp.status_code == 404, bad[:20]
+            assert resp.json()["error"]["message"] == "Session not found"
+        peer.sid = good
+        resp = await peer.post(other.url, "tools/call", echo("x"))
+        assert resp.status_code == 404
+    assert c.resumed() == 0
+
+
+async def test_one_delete_ends_the_session_on_every_replica(pair):
+    c, a, b = pair
+    async with httpx.AsyncClient(timeout=20) as http:
+        peer = Peer(http)
+        await peer.initialize(a)
+        await peer.call(b, "tools/call", echo("b holds a copy now"))
+        headers = {"mcp-session-id": peer.sid}
+        assert (await http.delete(a, headers=headers)).status_code == 200
+        # B's copy is closed by the announcement; a replica that never held it refuses too.
+        third = c.start_replica()
+        for url in (b, third.url, a):
+
+            async def gone(url: str = url) -> bool:
+                return (await peer.post(url, "tools/call", echo("after delete"))).status_code == 404
+
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await gone():
+                assert asyncio.get_running_loop().time() < deadline, url
+                await asyncio.sleep(0.05)
+        assert (await http.delete(b, headers=headers)).status_code == 404
+
+
+async def test_a_delete_on_a_replica_that_never_held_the_session_ends_it(pair):
+    c, a, b = pair
+    async with httpx.AsyncClient(timeout=20) as http:
+        peer = Peer(http)
+        await peer.initialize(a)
+        assert (await http.delete(b, headers={"mcp-session-id": peer.sid})).status_code == 200
+        assert c.resumed() == 0  # ended without opening a backend session on b
+        for url in (a, b):
+            deadline = asyncio.get_running_loop().time() + 10
+            while (await peer.post(url, "tools/call", echo("x"))).status_code != 404:
+                assert asyncio.get_running_loop().time() < deadline, url
+                await asyncio.sleep(0.05)
+
+
+async def test_redis_down_refuses_a_resume_with_503_and_recovers(pair):
+    c, a, b = pair
+    async with httpx.AsyncClient(timeout=20) as http:
+        peer = Peer(http)
+        await peer.initialize(a)
+        c.stop_redis()
+        resp = await peer.post(b, "tools/call", echo("x"))
+        assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
+        error = resp.json()["error"]
+        assert "session store is unreachable" in error["message"] and error["data"]["limit"] == "session_store"
+        # the replica that holds the session does not need the store
+        assert (await peer.call(a, "tools/call", echo("still on a")))["result"]["content"][0]["text"] == "still on a"
+        c.start_redis()
+        deadline = asyncio.get_running_loop().time() + 15
+        while (resp := await peer.post(b, "tools/call", echo("back"))).status_code == 503:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.1)
+        assert resp.status_code == 200 and messages(resp)[-1]["result"]["content"][0]["text"] == "back"
+
+
+async def test_a_change_signalled_on_one_replica_reaches_the_get_stream_held_on_another(tmp_path):
+    """B's tools change (a backend added by a reload of B's file only); the client's copy
+    of its session on B has no stream open, so the signal goes to A, which holds the
+    client's GET stream. A itself saw no change: the one signal the client gets came from B."""
+    c = Cluster(tmp_path, peers.free_port())
+    try:
+        c.start_redis()
+        config = replica_config(c.redis_url, c.key)
+        a = c.start_replica(config).url
+        b = c.start_replica(dict(config, reload_interval=0.1)).url
+        async with httpx.AsyncClient(timeout=20) as http:
+            peer = Peer(http)
+            await peer.initialize(a)
+            async with peer.get_stream(a) as stream:
+                assert "result" in await peer.call(b, "tools/list")  # b holds a copy of the session now
+                grown = dict(config, reload_interval=0.1)
+                grown["backends"] = dict(config["backends"], two=config["backends"]["demo"])
+                c.configs[1].write_text(yaml.safe_dump(grown))
+                seen = []
+                while "notifications/tools/list_changed" not in seen:
+                    seen.append((await peers.bounded(stream.get(), 15))["method"])
+                names = [t["name"] for t in (await peer.call(b, "tools/list"))["result"]["tools"]]
+                assert "two__echo" in names
+                while not stream.empty():
+                    seen.append(stream.get_nowait()["method"])
+            assert len(seen) == len(set(seen)), seen  # each signal once
+    finally:
+        c.close()
