@@ -30,6 +30,7 @@ from tests.conftest import Proc
 from tests.deploy.deploy_files import (
     DOCKERFILE,
     REPLICAS,
+    REPLICAS_ENV,
     ROOT,
     context_files,
     copy_context,
@@ -37,7 +38,6 @@ from tests.deploy.deploy_files import (
     resource,
     stages,
     values,
-    without_state,
 )
 from tests.peers import MODES, bounded, client, free_port
 
@@ -197,7 +197,7 @@ def runtime(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("image")
     context, wheels, venv = copy_context(base / "context"), base / "wheels", base / "opt-hopline"
     s = stages()
-    env = clean_env(venv)
+    env = {**clean_env(venv), **REPLICAS_ENV}
     (build,) = [v for v in values(s["build"], "RUN") if "pip wheel" in v]
     run_step(build, context, env, **{"/wheels": wheels})
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -206,7 +206,7 @@ def runtime(tmp_path_factory) -> dict[str, Path]:
     run_step(install, base, env, **{"/wheels": wheels, "/opt/hopline": venv})
     assert not wheels.exists()  # the step removes it, as in the image
     config = base / "hopline.yaml"
-    config.write_text(without_state(REPLICAS.read_text()))  # without_state: until state: lands (issue 15, item 1)
+    config.write_text(REPLICAS.read_text())
     return {"venv": venv, "config": config, "cwd": venv, "env": env}
 
 

@@ -13,9 +13,9 @@ import sys
 import yaml
 
 from hopline.config.load import parse_config
-from tests.deploy.deploy_files import REPLICAS, ROOT, without_state
+from tests.deploy.deploy_files import REPLICAS, REPLICAS_ENV, ROOT
 
-ENV = {"REDIS_URL": "redis://127.0.0.1:6379/0", "HOPLINE_SESSION_KEY": "x" * 43}
+ENV = REPLICAS_ENV
 
 
 def test_it_needs_only_redis_url_and_the_session_key_from_the_environment():
@@ -28,8 +28,7 @@ def test_it_needs_only_redis_url_and_the_session_key_from_the_environment():
 
 
 def test_it_listens_on_every_interface_with_the_admin_listener_and_the_demo_backend():
-    # without_state: the schema has no `state:` section yet (issue 15, item 1); drop it when it lands.
-    config = parse_config(without_state(REPLICAS.read_text()), source=str(REPLICAS), env={})
+    config = parse_config(REPLICAS.read_text(), source=str(REPLICAS), env=ENV)
     assert config.mode == "forward"
     assert (config.listen.host, config.listen.port, config.listen.path) == ("0.0.0.0", 8000, "/mcp")
     metrics = config.observability.metrics
@@ -38,15 +37,13 @@ def test_it_listens_on_every_interface_with_the_admin_listener_and_the_demo_back
     assert list(config.backends) == ["demo"] and demo.kind() == "stdio"
     assert (demo.command, demo.args) == ("python", ["-m", "hopline.demo"])
     assert config.routing.delimiter == "__"  # so its echo tool is demo__echo
-    moved = parse_config(
-        without_state(REPLICAS.read_text()), env={"HOPLINE_PORT": "8001", "HOPLINE_ADMIN_PORT": "9101"}
-    )
+    moved = parse_config(REPLICAS.read_text(), env={**ENV, "HOPLINE_PORT": "8001", "HOPLINE_ADMIN_PORT": "9101"})
     assert (moved.listen.port, moved.observability.metrics.port) == (8001, 9101)
 
 
 def test_hopline_check_accepts_it(tmp_path):
     path = tmp_path / "replicas.yaml"
-    path.write_text(without_state(REPLICAS.read_text()))  # until state: lands (issue 15, item 1)
+    path.write_text(REPLICAS.read_text())
     env = {**os.environ, **ENV}
     proc = subprocess.run(
         [sys.executable, "-m", "hopline", "check", str(path)],

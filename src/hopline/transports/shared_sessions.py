@@ -133,7 +133,7 @@ class RedisSessions:
         self._ends: list[Callable[[str], None]] = []
         self._listeners: dict[str, Callable[[bytes], None]] = {}
         self._task: asyncio.Task | None = None
-        self._subscribed = asyncio.Event()
+        self._tried = asyncio.Event()  # the first subscription attempt is over, whatever its outcome
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisSessions:
@@ -219,12 +219,14 @@ class RedisSessions:
         self._ends.append(ended)
 
     async def ready(self, timeout: float) -> None:
-        """Subscribed (ends and notifications), or given up after ``timeout`` seconds."""
+        """The first subscription tried (ends and notifications), at most ``timeout`` seconds:
+        waited for once, by the first session; with Redis down the try fails at once (or
+        after ``self.timeout`` connecting) and sessions go on without it."""
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._subscriber(), name="session-store-pubsub")
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                await self._subscribed.wait()
+                await self._tried.wait()
 
     async def _subscriber(self) -> None:
         """One pub/sub connection for the ends channel and every replica's notifications;
@@ -236,7 +238,7 @@ class RedisSessions:
             try:
                 await pubsub.subscribe(ends)
                 await pubsub.psubscribe(note + b"*")
-                self._subscribed.set()
+                self._tried.set()
                 while True:
                     message = await pubsub.get_message(timeout=30.0)
                     if message is None or message.get("type") not in ("message", "pmessage"):
@@ -253,7 +255,7 @@ class RedisSessions:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis went away: try again shortly
-                self._subscribed.clear()
+                self._tried.set()
                 log.debug("session store pub/sub: %s", type(exc).__name__)
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
