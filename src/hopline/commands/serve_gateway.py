@@ -83,6 +83,7 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         gateway = _started(config)
         if gateway is None:
             return 1
+        await gateway.prime()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
         watch = asyncio.create_task(_watch(path, gateway))
@@ -186,6 +187,7 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         gateway = _started(config)
         if gateway is None:
             return 1
+        await gateway.prime()
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)

@@ -28,7 +28,7 @@ from typing import Any
 
 from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
-from hopline.compose.pipeline import build_pipeline, release
+from hopline.compose.pipeline import build_pipeline, prime, release
 from hopline.compose.resilience import build as build_resilience
 from hopline.compose.status import config_view, status
 from hopline.compose.surface import Surfaces
@@ -118,7 +118,7 @@ class Gateway:
             getattr(self, "pipeline", None),
             build_pipeline(config, resilience=self.resilience, observability=self.observability),
         )
-        if old is not None and (old.calls or old.tools.modes or old.endpoints):
+        if old is not None and (old.calls or old.surface or old.tools.modes or old.endpoints):
             self._release = asyncio.ensure_future(release(old))
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
@@ -220,6 +220,7 @@ class Gateway:
         for backend_id in gone:
             await self._remove_connector(backend_id)
         self._configure(new)
+        await prime(self.pipeline)
         for backend_id in diff.added + diff.changed:
             self._add_connector(backend_id)
         log.info(
@@ -230,6 +231,10 @@ class Gateway:
         if diff or surface:  # (sessions of the handshake era were told by `reloaded`)
             self.announce(CHANGE_SIGNALS)
         return diff
+
+    async def prime(self) -> None:
+        """Before the first client: what the layers read from shared state (pins)."""
+        await prime(self.pipeline)
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     def start(self) -> None:

@@ -35,9 +35,21 @@ def build_pipeline(
     return Pipeline(calls=calls, surface=surface, gates=gates, tools=main, endpoints=endpoints)
 
 
+async def prime(pipeline: Pipeline) -> None:
+    """What the surface layers read before the first list (pins shared by replicas)."""
+    for layer in pipeline.surface:
+        ready = getattr(layer, "prime", None)
+        if ready is not None:
+            await ready()
+
+
 async def release(pipeline: Pipeline, *, grace: float | None = None) -> None:
     """What a replaced pipeline holds (Redis connections, Code mode's sandbox workers) is
     let go on reload and at shutdown; Code runs in flight get ``grace`` seconds (``None``:
     their own time limit)."""
     await policy.aclose(pipeline.calls)
+    for layer in pipeline.surface:
+        close = getattr(layer, "aclose", None)
+        if close is not None:
+            await close()
     await toolmodes.aclose(pipeline.tools, *pipeline.endpoints.values(), grace=grace)

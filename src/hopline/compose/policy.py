@@ -90,6 +90,7 @@ def build(
                     check_interval=pin.check_interval,
                     audit=audit,
                     clock=clock,
+                    shared=_shared_pins(config),
                 )
             )
         except ValueError as exc:
@@ -121,6 +122,16 @@ def build(
             raise ConfigError(SOURCE, [(f"{where}.{'class' if spec.class_ else 'entry_point'}", str(exc))]) from None
     calls: list[CallLayer] = [InterceptorChain(entries, audit=audit)] if entries or audit is not None else []
     return surface, calls
+
+
+def _shared_pins(config: GatewayConfig) -> Any:
+    """Pins shared by replicas when they share a Redis (``state.redis_url``)."""
+    state = config.state
+    if state is None or state.redis_url is None:
+        return None
+    from hopline.layers.policy.pinning import RedisPins
+
+    return RedisPins.from_url(state.redis_url, prefix=state.prefix, timeout=state.timeout)
 
 
 def _rate_limiter(

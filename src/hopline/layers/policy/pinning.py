@@ -36,6 +36,15 @@ With ``write: true`` hopline writes first-sight and ``allow`` pins into it (coal
 atomic replace) — for bootstrapping one instance; replicas should share a committed
 file. An invoke whose definition is unknown (empty) gets the last verdict for that
 tool.
+
+Replicas (a :class:`PinStore` handed in: :class:`RedisPins`): pins are shared, so a
+definition that changed between two replicas' starts is a rug pull on the later one
+too. :meth:`ToolPinning.prime` loads the store's pins before the first list; a
+first-sight pin is claimed in the store (the first replica's wins: a replica that
+pinned another fingerprint takes the store's, judged again); the lockfile's pins, the
+operator's approvals, overwrite the store's; every ``check_interval`` the store is read
+again. Between a first sight and its claim's answer (one round trip) a replica judges
+by its own pin. The store down: pins stay local until it answers (logged once).
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ import logging
 import os
 import re
 import time
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping, Protocol
 
 from hopline.context import Principal
 from hopline.layers.policy.audit import AuditLog
@@ -106,6 +115,60 @@ def write_lockfile(path: str, pins: Mapping[tuple[str, str], str]) -> None:
     os.replace(tmp, path)
 
 
+Pin = tuple[str, str]  # (backend, tool)
+
+
+class PinStore(Protocol):
+    """Pins shared by replicas."""
+
+    async def claim(self, pins: Mapping[Pin, str], replace: Iterable[Pin]) -> dict[Pin, str]:
+        """Set each pin unless the store has one (``replace``: set it anyway); the store's
+        pin of each key after that."""
+        ...
+
+    async def load(self) -> dict[Pin, str]: ...
+
+
+class RedisPins:
+    """:class:`PinStore` in one Redis hash (``{prefix}pins``, field ``backend`` NUL ``tool``)."""
+
+    def __init__(self, client: Any, *, prefix: str = "hopline:", timeout: float = 0.25) -> None:
+        self.client = client
+        self.key = f"{prefix}pins"
+        self.timeout = timeout
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisPins:
+        import redis.asyncio
+
+        timeout = kwargs.get("timeout", 0.25)
+        return cls(redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout), **kwargs)
+
+    async def claim(self, pins: Mapping[Pin, str], replace: Iterable[Pin]) -> dict[Pin, str]:
+        replace = set(replace)
+        fields = [f"{b}\0{t}" for b, t in pins]
+        async with asyncio.timeout(self.timeout):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for (key, fp), field in zip(pins.items(), fields):
+                    (pipe.hset if key in replace else pipe.hsetnx)(self.key, field, fp)
+                pipe.hmget(self.key, fields)
+                answers = await pipe.execute()
+        return {key: value.decode() for key, value in zip(pins, answers[-1]) if value is not None}
+
+    async def load(self) -> dict[Pin, str]:
+        async with asyncio.timeout(self.timeout):
+            raw = await self.client.hgetall(self.key)
+        out: dict[Pin, str] = {}
+        for field, value in raw.items():
+            backend, _, tool = field.decode().partition("\0")
+            if is_fingerprint(value.decode()):
+                out[(backend, tool)] = value.decode()
+        return out
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
 class ToolPinning:
     """The pinning / allowlist / shadowing surface layer; see the module docstring."""
 
@@ -123,6 +186,7 @@ class ToolPinning:
         check_interval: float = 2.0,
         audit: AuditLog | None = None,
         clock: Callable[[], float] = time.monotonic,
+        shared: PinStore | None = None,
     ) -> None:
         self.delimiter = delimiter
         self.on_change = on_change
@@ -144,6 +208,15 @@ class ToolPinning:
         self._last: dict[tuple[str, str], bool] = {}
         self._events: set[tuple[str, str, str, str]] = set()
         self._flush_pending = False
+        self.shared = shared
+        self._claims: dict[Pin, str] = {}  # pins to claim in the shared store
+        self._replace: set[Pin] = set()  # ... overwriting what it has (lockfile approvals, on_change: allow)
+        self._sharing: asyncio.Task | None = None
+        self._next_share = 0.0  # when the shared store is read again
+        self._store_down = False
+        if shared is not None:  # the lockfile's pins are the operator's: they overwrite the store's
+            self._claims.update(self._pins)
+            self._replace.update(self._pins)
 
     # -- the surface layer --------------------------------------------------------------------
     def visible(self, principal: Principal, item: Item) -> bool:
@@ -151,6 +224,8 @@ class ToolPinning:
             return True
         if self.lockfile is not None and self._clock() >= self._next_check:
             self._check_lockfile()
+        if self.shared is not None and self._clock() >= self._next_share:
+            self._share_soon()
         definition = item.definition
         key = (id(definition), item.backend, item.name)
         memo = self._memo.get(key)
@@ -166,6 +241,8 @@ class ToolPinning:
         """Changes whenever an unchanged definition may be judged differently (lockfile edits)."""
         if self.lockfile is not None and self._clock() >= self._next_check:
             self._check_lockfile()
+        if self.shared is not None and self._clock() >= self._next_share:
+            self._share_soon()
         return self.version
 
     # -- judging one item ---------------------------------------------------------------------
@@ -204,6 +281,7 @@ class ToolPinning:
             self._pins[key] = fp
             self._event("pin", item, fp, decision="pin", reason="first sight", seen=fp)
             self._schedule_flush()
+            self._claim(key, fp, replace=False)
             return True
         if pinned == fp:
             return True
@@ -219,6 +297,7 @@ class ToolPinning:
         if self.on_change == "allow":
             self._pins[key] = fp
             self._schedule_flush()
+            self._claim(key, fp, replace=True)
             return True
         return self.on_change == "flag"
 
@@ -285,10 +364,69 @@ class ToolPinning:
             return
         merged = {**self._pins, **pins}
         if merged != self._pins:
+            for key, fp in pins.items():
+                if self._pins.get(key) != fp:
+                    self._claim(key, fp, replace=True)
             self._pins = merged
             self.version += 1
             self._last.clear()
             log.info("lockfile %s reloaded (%d pins)", self.lockfile, len(pins))
+
+    # -- the shared store -----------------------------------------------------------------------
+    async def prime(self) -> None:
+        """Take the shared store's pins (before the first list; the lockfile's stay)."""
+        if self.shared is not None:
+            await self._share()
+
+    def _claim(self, key: Pin, fp: str, *, replace: bool) -> None:
+        if self.shared is None:
+            return
+        self._claims[key] = fp
+        if replace:
+            self._replace.add(key)
+        self._share_soon()
+
+    def _share_soon(self) -> None:
+        if self._sharing is not None and not self._sharing.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._next_share = self._clock() + self.check_interval
+        self._sharing = loop.create_task(self._share(), name="pins-shared")
+
+    async def _share(self) -> None:
+        """Claim what was pinned here since, and take the store's pins."""
+        assert self.shared is not None
+        claims, replace = self._claims, self._replace
+        self._claims, self._replace = {}, set()
+        self._next_share = self._clock() + self.check_interval
+        try:
+            store = await self.shared.claim(claims, replace) if claims else {}
+            store.update({k: v for k, v in (await self.shared.load()).items() if k not in store})
+        except Exception as exc:  # Redis down or slow: keep the pins here, claim them later
+            for key, fp in claims.items():
+                self._claims.setdefault(key, fp)
+            self._replace |= replace & set(self._claims)
+            if not self._store_down:
+                self._store_down = True
+                log.warning("shared pin store unreachable (%s); pins stay local until it answers", type(exc).__name__)
+            return
+        if self._store_down:
+            self._store_down = False
+            log.warning("shared pin store reachable again")
+        changed = {k: v for k, v in store.items() if self._pins.get(k) != v and k not in self._claims}
+        if changed:
+            self._pins.update(changed)
+            self.version += 1
+            self._last.clear()
+
+    async def aclose(self) -> None:
+        if self._sharing is not None:
+            self._sharing.cancel()
+        if self.shared is not None and hasattr(self.shared, "aclose"):
+            await self.shared.aclose()
 
     def _schedule_flush(self) -> None:
         if not self.write or self._flush_pending:
