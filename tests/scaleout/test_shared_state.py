@@ -257,3 +257,47 @@ async def test_a_definition_changed_between_two_replicas_starts_is_a_rug_pull_on
         assert await tools(alone) == {"p__pid", "p__slow", "p__echo"}
     finally:
         c.close()
+
+
+async def test_relays_with_replica_share_sessions_too(tmp_path, hopline_relay):
+    """``hopline relay --replica``: the same sealed sessions (the key and Redis from the
+    environment); each relay starts its own child for a session it resumes."""
+    c = Cluster(tmp_path, peers.free_port())
+    try:
+        c.start_redis()
+        env = {"HOPLINE_SESSION_KEY": c.key, "REDIS_URL": c.redis_url}
+        a, b = hopline_relay("--replica", env=env).url, hopline_relay("--replica", env=env).url
+        async with httpx.AsyncClient(timeout=20) as http:
+            peer = Peer(http)
+            await peer.initialize(a)
+            for url in (b, a, b):
+                answer = await peer.call(url, "tools/call", {"name": "echo", "arguments": {"text": url}})
+                assert answer["result"]["content"][0]["text"] == url
+            assert (await http.delete(b, headers={"mcp-session-id": peer.sid})).status_code == 200
+            deadline = asyncio.get_running_loop().time() + 10
+            while (await peer.post(a, "tools/call", echo("x"))).status_code != 404:
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.05)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize(
+    "env, said",
+    [
+        ({}, "--replica needs HOPLINE_SESSION_KEY"),
+        ({"HOPLINE_SESSION_KEY": "c2hvcnQ"}, "HOPLINE_SESSION_KEY must decode to 32 bytes, not 5"),
+        ({"HOPLINE_SESSION_KEY": "not a key!"}, "HOPLINE_SESSION_KEY is not base64url"),
+        ({"HOPLINE_SESSION_KEY": "A" * 43, "REDIS_URL": "http://x"}, "REDIS_URL String should match pattern"),
+    ],
+)
+def test_relay_replica_without_a_usable_key_says_why(env, said):
+    import os
+    import subprocess
+
+    clean = {k: v for k, v in os.environ.items() if k not in ("HOPLINE_SESSION_KEY", "REDIS_URL")}
+    proc = subprocess.run(
+        [PY, "-m", "hopline", "relay", "--port", "0", "--replica"], env={**clean, **env}, capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and "c2hvcnQ" not in proc.stderr and "not a key" not in proc.stderr

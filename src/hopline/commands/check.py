@@ -131,6 +131,8 @@ def explain(config: GatewayConfig) -> list[str]:
             f"names: {{backend}}{config.routing.delimiter}{{name}}, at most {config.routing.max_name_length} characters"
         )
         lines.append(f"collisions: {config.routing.collision} ({COLLISIONS[config.routing.collision]})")
+    if config.state is not None:
+        lines.append(_replicas(config))
     lines.append("backends:")
     for bid, backend in config.backends.items():
         lines.append(
@@ -251,6 +253,19 @@ def _children(backend: BackendConfig) -> list[str]:
         f"spare{'s' if prewarm != 1 else ''} after first use, "
         f"a session idle {idle:g}s is parked and its child reaped"
     ]
+
+
+def _replicas(config: GatewayConfig) -> str:
+    """What replicas share (never the key, nor the Redis URL's password)."""
+    state = config.state
+    assert state is not None
+    keys = 1 + len(state.previous_session_keys)
+    line = f"replicas: session ids sealed ({keys} key{'' if keys == 1 else 's'}: any replica with it resumes a session)"
+    if state.redis_url is None:
+        return line + "; no redis_url: a DELETE and subscriptions stay on the replica that saw them"
+    u = urlsplit(state.redis_url)
+    where = f"{u.scheme}://{u.hostname or ''}{f':{u.port}' if u.port else ''}{u.path}"
+    return line + f"; shared in Redis {where} (prefix {state.prefix!r}; store down: {state.on_store_down})"
 
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:

@@ -10,6 +10,7 @@ they are never printed (the startup line names headers only, errors name the URL
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import dataclasses
 import logging
 import sys
@@ -192,6 +193,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="disable the Host check that is on by default when bound to loopback",
     )
+    p.add_argument(
+        "--replica",
+        action="store_true",
+        help="one of several relays behind a load balancer: handshake-era sessions any of them can resume; "
+        "reads HOPLINE_SESSION_KEY (required, the same on every replica) and REDIS_URL (optional) from the "
+        "environment (the `state:` section of a configuration file)",
+    )
     door = p.add_argument_group("front door (bounds of the HTTP listener)")
     d = DoorLimits()
     door.add_argument(
@@ -313,6 +321,31 @@ def _parse_env(values: list[str]) -> dict[str, str] | None:
     return env
 
 
+def _replica_state() -> Any:
+    """``--replica``: the state a ``state:`` section would give, from the environment; False
+    (said why) when it is missing or invalid. The key is never printed."""
+    import os
+
+    from pydantic import ValidationError
+
+    from hopline.config.state import StateConfig
+
+    key, url = os.environ.get("HOPLINE_SESSION_KEY"), os.environ.get("REDIS_URL")
+    if not key:
+        print(
+            "hopline relay: --replica needs HOPLINE_SESSION_KEY in the environment (32 random bytes, base64url)",
+            file=sys.stderr,
+        )
+        return False
+    try:
+        return StateConfig(session_key=key, redis_url=url or None)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = {"session_key": "HOPLINE_SESSION_KEY", "redis_url": "REDIS_URL"}.get(str(error["loc"][0]), "")
+            print(f"hopline relay: {where} {error['msg'].removeprefix('Value error, ')}", file=sys.stderr)
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     from hopline.modes.relay import serve_http, serve_stdio
     from hopline.transports.http_util import SecurityPolicy, public_url
@@ -348,6 +381,9 @@ def run(args: argparse.Namespace) -> int:
         log.error(
             "--max-children must be at least 1, --prewarm, --child-idle-timeout and --child-reclaim-after at least 0"
         )
+        return 2
+    args.state = _replica_state() if args.replica else None
+    if args.state is False:
         return 2
     from hopline import runtime
 

@@ -65,8 +65,9 @@ class StateConfig(Section):
 
 
 def _decode(text: str) -> bytes:
-    raw = text.strip()
-    return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
+    """base64url (or standard base64), padding optional; anything else is an error."""
+    raw = text.strip().replace("+", "-").replace("/", "_").rstrip("=")
+    return base64.b64decode(raw + "=" * (-len(raw) % 4), altchars=b"-_", validate=True)
 
 
 def key_problem(text: str) -> str | None:

@@ -56,6 +56,7 @@ def serve_http(
     names it; ``declaration(endpoints)``: the conformance declaration it serves."""
     from hopline import runtime
     from hopline.compose.connectors import RemoteBackends, StdioBackends
+    from hopline.compose.listen import replicas
     from hopline.transports import http_util as hu
     from hopline.transports.admission import StreamLimits
     from hopline.transports.app import DECLARATION_PATH, HoplineApp
@@ -81,6 +82,7 @@ def serve_http(
             max_pending=args.max_pending_sessions,
             handshake_timeout=args.handshake_timeout,
             stream_limits=StreamLimits(args.stream_buffer_messages, args.stream_buffer_bytes),
+            **replicas(getattr(args, "state", None)),
         )
         options = ListenerOptions(
             max_body=args.max_body, request_timeout=args.request_timeout, stateless=args.stateless_http
