@@ -75,7 +75,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
-        self.known_tasks = KnownTasks(hub.settings.tasks.max_per_caller)  # its tasks, for their notifications
+        self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -190,6 +190,12 @@ class GatewaySession(BackendLinks, ListComposer):
                 if value is not None:
                     return result(message.id, self._stamp(value, modern=ctx.era is Era.MODERN))
         return await self.invoke_named(message, ctx)
+
+    @property
+    def known_tasks(self) -> KnownTasks:
+        if self._known_tasks is None:
+            self._known_tasks = KnownTasks(self.hub.settings.tasks.max_per_caller)
+        return self._known_tasks
 
     @property
     def tool_plan(self) -> ToolPlan:
@@ -433,7 +439,8 @@ class GatewaySession(BackendLinks, ListComposer):
             if linked is not None:
                 answer = Message({**answer.body, "result": linked})
                 value = linked
-        if method == TOOLS_CALL:  # a created task is bound to its caller, under an id the gateway owns
+        if method == TOOLS_CALL and task_calls.created(value) is not None:
+            # A created task is bound to its caller, under an id the gateway owns.
             answer = await task_calls.adopt(self, ctx, backend_id, target or "", answer)
         if modern and isinstance(answer.body.get("result"), dict):
             return Message(
