@@ -39,7 +39,9 @@ from hopline.jsonrpc import Message
 
 # "method": a request the gateway does not mediate itself, passed on to the one backend
 # (sidecar mode); its name is the method. Policy rules decide on it like on any item.
-Kind = Literal["tool", "prompt", "resource", "resourceTemplate", "method"]
+# "task": a ``tasks/*`` request on a caller's task; its name is the backend's name of the tool
+# that created the task and its definition ``{"method": <the tasks method>}``.
+Kind = Literal["tool", "prompt", "resource", "resourceTemplate", "method", "task"]
 Direction = Literal["to_backend", "to_client"]
 
 

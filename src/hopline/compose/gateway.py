@@ -47,6 +47,7 @@ from hopline.layers.session.gateway_session import GatewaySession
 from hopline.layers.session.links import CHANGE_SIGNALS
 from hopline.layers.session.held import HeldCalls
 from hopline.layers.session.sharing import Sharing, describe
+from hopline.layers.session.task_store import MemoryTaskStore, TaskStore
 from hopline.compose.connectors import RemoteBackends, StdioBackends
 from hopline.transports.targets import RemoteTarget, StdioTarget
 
@@ -54,9 +55,10 @@ log = logging.getLogger("hopline.gateway")
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, *, propagation: Any = None) -> None:
+    def __init__(self, config: GatewayConfig, *, propagation: Any = None, tasks: TaskStore | None = None) -> None:
         """``propagation``: credentials toward the backends, if not the configuration's
-        (``auth.backends``); transparent mode passes the client's own on."""
+        (``auth.backends``); transparent mode passes the client's own on. ``tasks``: the
+        task store (who owns which task), if not this process's own (a shared one: Redis)."""
         self.cursors = CursorCodec()  # one key for the gateway's life: cursors outlive a reload
         self.sharing = Sharing(self)
         self.sessions: set[GatewaySession] = set()
@@ -64,6 +66,9 @@ class Gateway:
         self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
         self.listeners: set[Any] = set()
         self.held = HeldCalls()
+        bounds = config.tasks  # the store's bounds need a restart
+        own = MemoryTaskStore(max_tasks=bounds.max_tasks, max_per_owner=bounds.max_per_caller)
+        self.tasks = tasks if tasks is not None else own
         self.backend_listens = BackendListens(self)
         self.visible_cache: dict[tuple, Any] = {}
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend

@@ -222,7 +222,9 @@ class PolicyConfig(Section):
     rules: list[str | PolicyRule] = Field(
         default_factory=list,
         description="CEL allow rules over jwt.<claim>, mcp.method, mcp.backend, mcp.kind, mcp.tool.name, "
-        "mcp.prompt.name, mcp.resource.uri; an item is visible iff one is true. Empty: everything is visible.",
+        "mcp.prompt.name, mcp.resource.uri; an item is visible iff one is true. Empty: everything is visible. "
+        'tasks/get, tasks/update, tasks/cancel and tasks/result are items of mcp.kind "task" (mcp.method the '
+        "tasks method, mcp.tool.name the tool whose call created the task).",
     )
     cache_size: int = Field(100_000, ge=1, description="Most cached visibility decisions.")
     audit: AuditConfig | None = Field(None, description="Audit log (absent: none).")

@@ -310,6 +310,32 @@ class RoutingConfig(_Section):
         return self
 
 
+class TasksConfig(_Section):
+    """Tasks (the 2026-07-28 extension and 2025-11-25 tasks): who owns each task the gateway exposed,
+    and how a handshake-era client is given the normal result of a call a backend answered with a task."""
+
+    max_tasks: int = Field(10_000, ge=1, description="Tasks remembered at once; past it the oldest is forgotten.")
+    max_per_caller: int = Field(
+        1_000, ge=1, description="Tasks remembered per caller (principal or session); past it its oldest is forgotten."
+    )
+    default_ttl: float = Field(
+        3600.0, gt=0, description="Seconds a task is remembered when its backend gives no TTL (ttlMs null)."
+    )
+    max_ttl: float = Field(86_400.0, gt=0, description="Longest a task is remembered, whatever its backend's TTL.")
+    poll_interval: float = Field(
+        1.0, gt=0, description="Seconds between polls of a task whose backend suggests no interval (pollIntervalMs)."
+    )
+    min_poll_interval: float = Field(
+        0.01, gt=0, description="Shortest wait between two polls, whatever the backend suggests."
+    )
+    mediate: bool = Field(
+        True,
+        description="A handshake-era client's tools/call that a 2026-07-28 backend answers with a task is polled to "
+        "its result (progress relayed, cancelled on the client's cancel); false: such backends are not told the "
+        "gateway takes tasks for those clients.",
+    )
+
+
 class ListenLimits(_Section):
     """Bounds of every HTTP listener (MCP, admin, transparent) against slow, idle and oversized
     clients (transports/front_door.py). Only reading a request is timed: responses such as SSE
@@ -442,6 +468,7 @@ class GatewayConfig(_Section):
     resilience: ResilienceConfig = Field(default_factory=ResilienceConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
     acp: AcpConfig | None = Field(None, description="An ACP proxy chain (`hopline acp --config FILE`).")
     transparent: TransparentConfig | None = Field(
         None, description="Transparent mode (`mode: transparent`): destinations, header policy, TLS disposition."

@@ -11,7 +11,11 @@ never disagree and a hidden tool cannot be told apart from a missing one.
 What a rule sees
 - ``jwt``: the caller's verified claims (``Principal.claims``; ``{}`` when anonymous).
 - ``mcp.backend``: the operator-assigned backend id. ``mcp.kind``: ``tool``,
-  ``prompt``, ``resource`` or ``resourceTemplate``.
+  ``prompt``, ``resource`` or ``resourceTemplate``; ``task`` for ``tasks/get``,
+  ``tasks/update``, ``tasks/cancel``, ``tasks/result`` on a caller's task, with
+  ``mcp.method`` that method and ``mcp.tool.name`` the tool whose call created the task
+  (so a rule on a tool governs its tasks too; ``mcp.method != "tasks/cancel"`` keeps a
+  task from being cancelled). ``tasks/list`` lists the tasks ``tasks/get`` may reach.
 - ``mcp.method``: the method that *invokes* the item — ``tools/call``,
   ``prompts/get``, ``resources/read`` — both when a list is filtered and when the item
   is invoked, so a rule on the method cannot make the two differ.
@@ -82,6 +86,7 @@ KIND_KEY = {
     "resource": ("resource", "uri"),
     "resourceTemplate": ("resource", "uri"),
     "method": ("method", ""),
+    "task": ("tool", "name"),  # a task is judged by the tool that created it (and mcp.method)
 }
 ITEM_MAPS = frozenset({"tool", "prompt", "resource"})
 MCP_FIELDS = frozenset(
@@ -309,7 +314,7 @@ class CelPolicy:
     # -- the surface layer ----------------------------------------------------------------
     def visible(self, principal: Principal, item: Item) -> bool:
         ident, jwt = self._identity(principal)
-        key = (ident, item.kind, item.backend, item.name)
+        key = (ident, item.kind, item.backend, item.name if item.kind != "task" else f"{item.name}\n{_method(item)}")
         found = self._cache.get(key)
         if found is None:
             found = self._decide(jwt, principal, item)
@@ -350,6 +355,8 @@ class CelPolicy:
         kind_map, field = KIND_KEY[item.kind]
         if item.kind == "method":  # a method passed on (sidecar): rules see it as mcp.method, with mcp.kind "method"
             mcp = {"method": item.name, "backend": item.backend, "kind": "method"}
+        elif item.kind == "task":  # tasks/*: the tasks method, and the tool whose call created the task
+            mcp = {"method": _method(item), "backend": item.backend, "kind": "task", "tool": {"name": item.name}}
         else:
             mcp = {
                 "method": INVOKE_METHOD[item.kind],
@@ -421,3 +428,8 @@ class CelPolicy:
 
     def __repr__(self) -> str:
         return f"<CelPolicy {len(self.rules)} rules, claims={self._claims!r}, {len(self._cache)} cached decisions>"
+
+
+def _method(item: Item) -> str:
+    method = item.definition.get("method")
+    return method if isinstance(method, str) else ""

@@ -415,6 +415,9 @@ def _outcome(answer: Message | None, failure: BaseException | None) -> str:
 
 
 # -- the visibility guard ----------------------------------------------------------------------
+TASKS_PREFIX = "tasks/"
+
+
 def item_of(
     method: str, backend: str, target: str | None, params: Mapping[str, Any], definition: dict[str, Any] | None = None
 ) -> Item | None:
@@ -436,6 +439,8 @@ def item_of(
                 return Item("prompt", backend, ref["name"], {})
             if isinstance(ref.get("uri"), str):
                 return Item("resource", backend, ref["uri"], {})
+    if method.startswith(TASKS_PREFIX):  # a caller's own task, named by the tool that created it
+        return Item("task", backend, target, {"method": method}) if isinstance(target, str) else None
     if target is not None and target == method:  # a method the gateway passes on (sidecar mode)
         return Item("method", backend, method, {})
     return None
@@ -447,6 +452,8 @@ def unknown_error(method: str, shown: str | None, params: Mapping[str, Any] | No
         return InvalidParams(f"Unknown tool: {shown!r}")
     if method == "prompts/get":
         return InvalidParams(f"Unknown prompt: {shown!r}")
+    if method.startswith(TASKS_PREFIX):
+        return InvalidParams(f"Unknown task: {shown!r}")
     if method == "completion/complete":
         ref = (params or {}).get("ref")
         if isinstance(ref, dict) and ref.get("type") == "ref/prompt":

@@ -24,7 +24,17 @@ from hopline.layers.routing.tasks import TaskIds
 from hopline.layers.routing.uris import SingleBackend, UriMapper
 
 Route = Literal[
-    "initialize", "discover", "ping", "list", "by_name", "by_uri", "complete", "set_level", "task", "listen"
+    "initialize",
+    "discover",
+    "ping",
+    "list",
+    "by_name",
+    "by_uri",
+    "complete",
+    "set_level",
+    "task",
+    "task_list",
+    "listen",
 ]
 
 _OWN: dict[str, Route] = {
@@ -38,6 +48,8 @@ _OWN: dict[str, Route] = {
     "tasks/get": "task",
     "tasks/update": "task",
     "tasks/cancel": "task",
+    "tasks/result": "task",  # 2025-11-25
+    "tasks/list": "task_list",  # 2025-11-25: the caller's own tasks, answered by the gateway
     "subscriptions/listen": "listen",
 }
 _BY_URI = frozenset({RESOURCES_READ})

@@ -3,9 +3,12 @@ reference/mcp-wire.md §8 "2026-07-28 extension", §9 "Tasks").
 
 Task ids are minted by backends, so two backends may mint the same one, and
 ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` must reach the backend that
-holds the task. Rather than a ``taskId -> backend`` table (state that would have
-to be shared between gateway processes and expire with the task), the id itself
-carries the route.
+holds the task. The id the gateway exposes carries its route in front
+(``backend:…``), readable in logs and in the ``Mcp-Name`` header a load balancer
+routes on. What follows the separator is the gateway's own random id, not the
+backend's: which caller owns the task and the backend's own id are kept in the
+session layer's task store (``layers/session/task_store.py``), which resolves
+every ``tasks/*`` request.
 
 Contract
 - ``expose(backend, task_id)`` gives ``f"{backend}{sep}{task_id}"``; the backend's
@@ -19,8 +22,8 @@ Contract
   ``Namespace.check_backend_id`` contains it; ``expose`` raises ValueError on one
   that does. The exposed id is what the client echoes in the ``Mcp-Name`` header
   and (2025-11-25) in ``related-task`` ``_meta``; rewrite those with it too.
-- Routing only: it does not authorize. Whether a principal may touch a task is the
-  backend's (or a policy layer's) decision. Pure; no I/O.
+- Routing only: it does not authorize (the task store binds each task to its caller,
+  policy rules see ``tasks/*`` as items). Pure; no I/O.
 """
 
 from __future__ import annotations

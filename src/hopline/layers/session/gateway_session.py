@@ -41,11 +41,12 @@ from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
 from hopline.layers.routing.tables import METHODS
-from hopline.layers.session import held_invoke, sharing
+from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
+from hopline.layers.session.task_calls import TASKS_EXTENSION, KnownTasks
 from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
+        self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -190,6 +192,12 @@ class GatewaySession(BackendLinks, ListComposer):
         return await self.invoke_named(message, ctx)
 
     @property
+    def known_tasks(self) -> KnownTasks:
+        if self._known_tasks is None:
+            self._known_tasks = KnownTasks(self.hub.settings.tasks.max_per_caller)
+        return self._known_tasks
+
+    @property
     def tool_plan(self) -> ToolPlan:
         """How this session's endpoint shows tools (Layer 7), as configured now."""
         return self.hub.pipeline.plan_for(self.endpoint)
@@ -291,12 +299,12 @@ class GatewaySession(BackendLinks, ListComposer):
         return await self._forward(message, ctx, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
 
     async def _task(self, message: Message, ctx: Context) -> Message:
-        """Tasks extension (2026-07-28): a task id names its backend (``backend:id``)."""
-        task_id = message.params.get("taskId")
-        target = self.hub.routes.tasks.resolve(task_id) if isinstance(task_id, str) else None
-        if target is None or target[0] not in self.hub.registry.connectors:
-            raise InvalidParams(f"Unknown task: {task_id!r}", request_id=message.id)
-        return await self._forward(message, ctx, target[0], {**message.params, "taskId": target[1]})
+        """``tasks/*`` to the backend holding the caller's own task (``task_calls.py``)."""
+        return await task_calls.route(self, message, ctx)
+
+    async def _task_list(self, message: Message, ctx: Context) -> Message:
+        """``tasks/list`` (2025-11-25): the caller's own tasks, answered by the gateway."""
+        return await task_calls.listing(self, message, ctx)
 
     async def _listen(self, message: Message, ctx: Context) -> Message | None:
         """``subscriptions/listen`` (2026-07-28): acknowledge what the gateway will deliver,
@@ -374,13 +382,15 @@ class GatewaySession(BackendLinks, ListComposer):
             # the breaker counts, and a retry after a reconnect uses the new session.
             session = await self.backend(backend_id)
             sent = call.params
+            mediates_tasks = not modern and session.info.era is Era.MODERN and self.hub.settings.tasks.mediate
             if not modern and session.info.era is Era.MODERN:
                 # A handshake client's capabilities travel per request to a 2026-07-28 backend
-                # (truthfully: only what this client declared), so the backend may ask for input.
-                sent = {
-                    **sent,
-                    "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: self.client_capabilities},
-                }
+                # (what this client declared, so the backend may ask for input; plus the Tasks
+                # extension, which the gateway takes on for it: task_mediation.py).
+                caps = self.client_capabilities
+                if mediates_tasks and call.method == TOOLS_CALL:
+                    caps = {**caps, "extensions": {**(caps.get("extensions") or {}), TASKS_EXTENSION: {}}}
+                sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: caps}}
             if modern and held_invoke.applies(
                 self, session, message, sent
             ):  # a handshake backend that may ask this 2026-07-28 client for input
@@ -395,6 +405,8 @@ class GatewaySession(BackendLinks, ListComposer):
                     call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self
                 )  # noqa: E731
                 answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
+                if mediates_tasks and call.method == TOOLS_CALL and task_mediation.is_task(answer):
+                    answer = await self._settle(session, call, answer, token)
             return answer
 
         pipeline = self.hub.pipeline
@@ -427,19 +439,37 @@ class GatewaySession(BackendLinks, ListComposer):
             if linked is not None:
                 answer = Message({**answer.body, "result": linked})
                 value = linked
-        if isinstance(value, dict) and isinstance(value.get("taskId"), str):
-            # A created task (or a task's status) names its task by the gateway's id.
-            answer = Message(
-                {
-                    **answer.body,
-                    "result": {**value, "taskId": self.hub.routes.tasks.expose(backend_id, value["taskId"])},
-                }
-            )
+        if method == TOOLS_CALL and task_calls.created(value) is not None:
+            # A created task is bound to its caller, under an id the gateway owns.
+            answer = await task_calls.adopt(self, ctx, backend_id, target or "", answer)
         if modern and isinstance(answer.body.get("result"), dict):
             return Message(
                 {**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)}
             )
         return answer
+
+    async def _settle(self, session: BackendSession, call: Call, answer: Message, token: Any) -> Message:
+        """A handshake client's call answered with a task: polled to its outcome (task_mediation.py)."""
+
+        async def backend_call(method: str, params: dict[str, Any], timeout: float | None) -> Message:
+            return await session.call(method, params, timeout=timeout, owner=self)
+
+        def progress(count: int, text: str | None) -> None:
+            params: dict[str, Any] = {"progressToken": token, "progress": count}
+            if text is not None:
+                params["message"] = text
+            self.end.notify(notification("notifications/progress", params))
+
+        loop = asyncio.get_running_loop()
+        return await task_mediation.settle(
+            backend_call,
+            self.end.ask,
+            answer,
+            settings=self.hub.settings.tasks,
+            deadline=None if call.timeout is None else loop.time() + call.timeout,
+            progress=None if token is None else progress,
+            backend=session.id,
+        )
 
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
@@ -490,6 +520,11 @@ class GatewaySession(BackendLinks, ListComposer):
             method = message.method or ""
             if method in CHANGE_SIGNALS:
                 return  # handled through on_changed, once per kind
+            if task_calls.is_task_message(message):  # only to this session, and only for its own task
+                related = task_calls.relate(self, backend_id, message)
+                if related is not None:
+                    self.end.notify(related)
+                return
             if method == "notifications/resources/updated" and isinstance(message.params.get("uri"), str):
                 params = {**message.params, "uri": self.hub.routes.uris.expose(backend_id, message.params["uri"])}
                 self.end.notify(notification(method, params))
@@ -539,6 +574,7 @@ _HANDLERS = {
     "complete": GatewaySession._complete,
     "set_level": GatewaySession._set_level,
     "task": GatewaySession._task,
+    "task_list": GatewaySession._task_list,
     "listen": GatewaySession._listen,
     None: GatewaySession._pass_on,  # Sidecar: not in the table, passed on mediated
 }

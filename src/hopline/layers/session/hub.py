@@ -6,7 +6,7 @@ it reaches beyond that it reaches through a :class:`Hub`, which the composition 
 (``compose/gateway.py``) builds and hands in: the discovery registry (Layer 2), the
 routing tables (Layer 3), the call pipeline with its gates and surface (Layers 4, 5,
 7's tool plans), and the gateway-wide session state (shared backend sessions, listen
-streams, held calls). Settings are read through the small Protocols below, which the
+streams, held calls, the task store). Settings are read through the small Protocols below, which the
 configuration's sections satisfy; nothing here imports the configuration.
 """
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from hopline.layers.discovery.registry import Registry
     from hopline.layers.routing.tables import Routes
     from hopline.layers.session.held import HeldCalls
+    from hopline.layers.session.task_calls import TaskSettings
+    from hopline.layers.session.task_store import TaskStore
     from hopline.pipeline import Pipeline
 
 
@@ -54,6 +56,7 @@ class Settings(Protocol):
     instructions: str | None
     routing: RoutingSettings
     backends: Mapping[str, BackendSettings]
+    tasks: TaskSettings
 
 
 class Hub(Protocol):
@@ -64,6 +67,7 @@ class Hub(Protocol):
     sharing: Any  # sharing.Sharing: the shared backend sessions (typed loosely: it uses this Hub)
     backend_listens: Any  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
     held: HeldCalls
+    tasks: TaskStore  # exposed task id → (backend, owner…): layers/session/task_store.py
     sessions: set[Any]  # the open GatewaySessions
     listeners: set[Any]  # open 2026-07-28 listen streams
     resilience: Any  # the resilience layer (breaker outcomes, fan-out policy)

@@ -51,6 +51,7 @@ from hopline.binding import Era
 from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import Message, UnavailableError, notification
 from hopline.layers.discovery.backend import CHANGED, BackendSession
+from hopline.layers.session import task_calls
 
 if TYPE_CHECKING:
     from hopline.layers.session.hub import Hub
@@ -418,6 +419,10 @@ class Sharing:
                 return
             if method == "notifications/subscriptions/acknowledged":
                 g.backend_listens.acknowledged(backend_id)
+                return
+            if task_calls.is_task_message(message):  # a task's news: to the client session whose task it is
+                if not task_calls.deliver_to_owner(g.sessions, backend_id, session, message):
+                    self.count(backend_id, "notification_dropped")
                 return
             owner = session.owners.sole()
             if owner is None:

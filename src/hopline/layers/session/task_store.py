@@ -1,0 +1,160 @@
+"""Who owns each task the gateway exposed, and where it lives (Layer 6; reference/mcp-wire.md §8).
+
+A backend mints its task ids, often guessably (``task-1``, ``task-2``), and several callers
+may reach one backend through the same credential, so the backend cannot tell them apart.
+The gateway therefore exposes ids of its own (:func:`mint`: 128 random bits; in Forward
+mode with the backend id in front so the route stays readable) and keeps, per exposed id, a
+:class:`TaskRecord`: the backend, the backend's own id, the owner and the tool that
+created it. Every ``tasks/*`` request is resolved through the record, and a record whose
+owner is not the caller is answered exactly like a task that does not exist.
+
+The owner (:func:`owner_of`) is the authenticated principal (issuer and subject) or, where
+nobody authenticated, the client session. A 2026-07-28 request with no principal has no
+session either: its tasks are bound to ``anonymous`` and the unguessable id is the only
+capability (the extension's own model; documented in the README).
+
+:class:`TaskStore` is the seam: four async methods, so that a store shared between
+replicas (Redis, issue 15) can replace :class:`MemoryTaskStore`, which is the default
+for one process. The composition root hands the store in (``compose/gateway.py``).
+
+Contract of a store
+- ``put(task, record, ttl)`` keeps the record for ``ttl`` seconds (then it is gone, as if
+  deleted); ``get(task)`` is the record or None; ``delete(task)`` forgets it (no error if
+  absent); ``owned(owner, limit)`` is at most ``limit`` of that owner's live records, oldest
+  first, as ``(task, record)`` pairs.
+- Bounded: a store holds at most ``max_tasks`` records and ``max_per_owner`` per owner; a
+  ``put`` past a bound drops the oldest record (of that owner first). A dropped task is
+  unknown from then on: fail closed, never another caller's.
+- Records are plain data (:meth:`TaskRecord.as_dict` / :meth:`TaskRecord.of`) so that a
+  shared store can serialise them.
+
+Sans-io: no sockets, no timers (expiry is checked when a record is read or the store is
+full); the clock is injectable for tests.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Protocol
+
+from hopline.context import Principal
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    backend: str  # the operator-assigned backend id
+    task_id: str  # the backend's own task id
+    owner: str  # owner_of(...) of the caller that created it
+    tool: str = ""  # the backend's own name of the tool whose call created it (policy rules see it)
+    era: str = "modern"  # "modern" (the 2026-07-28 extension) or "handshake" (2025-11-25 tasks)
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> TaskRecord:
+        return cls(**{k: str(data[k]) for k in ("backend", "task_id", "owner", "tool", "era") if k in data})
+
+
+class TaskStore(Protocol):
+    """Exposed task id → :class:`TaskRecord`, with a TTL and bounded in size."""
+
+    async def get(self, task: str) -> TaskRecord | None: ...
+
+    async def put(self, task: str, record: TaskRecord, ttl: float) -> None: ...
+
+    async def delete(self, task: str) -> None: ...
+
+    async def owned(self, owner: str, limit: int) -> list[tuple[str, TaskRecord]]: ...
+
+
+def owner_of(principal: Principal, session: str | None) -> str:
+    """The key a task is bound to: the principal when one authenticated (it has an issuer),
+    else the client session (``None``: a 2026-07-28 request, which has none)."""
+    if principal.issuer is not None:
+        return f"principal:{principal.issuer}:{principal.subject}"
+    return f"session:{session}" if session is not None else "anonymous"
+
+
+def mint() -> str:
+    """The gateway's part of a fresh exposed task id: 128 random bits (routing puts the
+    backend id in front in Forward mode, ``layers/routing/tasks.py``)."""
+    return secrets.token_urlsafe(16)
+
+
+class MemoryTaskStore:
+    """The one-process :class:`TaskStore`: a dict in insertion order, expiry checked on read."""
+
+    def __init__(
+        self, *, max_tasks: int = 10_000, max_per_owner: int = 1_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if max_tasks < 1 or max_per_owner < 1:
+            raise ValueError("a task store holds at least one task")
+        self.max_tasks = max_tasks
+        self.max_per_owner = max_per_owner
+        self._clock = clock
+        self._records: OrderedDict[str, tuple[TaskRecord, float]] = OrderedDict()
+        self._by_owner: dict[str, OrderedDict[str, None]] = {}
+        self.dropped = 0  # records dropped to keep a bound (expired ones are not counted)
+
+    async def get(self, task: str) -> TaskRecord | None:
+        entry = self._records.get(task)
+        if entry is None:
+            return None
+        if entry[1] <= self._clock():
+            self._forget(task)
+            return None
+        return entry[0]
+
+    async def put(self, task: str, record: TaskRecord, ttl: float) -> None:
+        self._forget(task)
+        mine = self._by_owner.setdefault(record.owner, OrderedDict())
+        if len(mine) >= self.max_per_owner:
+            self._drop(next(iter(mine)))
+        if len(self._records) >= self.max_tasks:
+            self._expire()
+            if len(self._records) >= self.max_tasks:
+                self._drop(next(iter(self._records)))
+        self._records[task] = (record, self._clock() + max(ttl, 0.0))
+        self._by_owner.setdefault(record.owner, OrderedDict())[task] = None
+
+    async def delete(self, task: str) -> None:
+        self._forget(task)
+
+    async def owned(self, owner: str, limit: int) -> list[tuple[str, TaskRecord]]:
+        out: list[tuple[str, TaskRecord]] = []
+        for task in list(self._by_owner.get(owner, ())):
+            record = await self.get(task)
+            if record is not None:
+                out.append((task, record))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def _drop(self, task: str) -> None:
+        self.dropped += 1
+        self._forget(task)
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for task in [t for t, (_, expires) in self._records.items() if expires <= now]:
+            self._forget(task)
+
+    def _forget(self, task: str) -> None:
+        entry = self._records.pop(task, None)
+        if entry is None:
+            return
+        mine = self._by_owner.get(entry[0].owner)
+        if mine is not None:
+            mine.pop(task, None)
+            if not mine:
+                del self._by_owner[entry[0].owner]
+
+    def __repr__(self) -> str:
+        return f"<MemoryTaskStore {len(self._records)}/{self.max_tasks} tasks, {self.dropped} dropped>"
