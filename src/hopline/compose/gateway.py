@@ -47,7 +47,7 @@ from hopline.layers.session.gateway_session import GatewaySession
 from hopline.layers.session.links import CHANGE_SIGNALS
 from hopline.layers.session.held import HeldCalls
 from hopline.layers.session.sharing import Sharing, describe
-from hopline.layers.session.task_store import MemoryTaskStore, TaskStore
+from hopline.layers.session.task_store import MemoryTaskStore, RedisTaskStore, TaskStore
 from hopline.compose.connectors import RemoteBackends, StdioBackends
 from hopline.transports.targets import RemoteTarget, StdioTarget
 
@@ -59,7 +59,9 @@ class Gateway:
         """``propagation``: credentials toward the backends, if not the configuration's
         (``auth.backends``); transparent mode passes the client's own on. ``tasks``: the
         task store (who owns which task), if not this process's own (a shared one: Redis)."""
-        self.cursors = CursorCodec()  # one key for the gateway's life: cursors outlive a reload
+        # One key for the gateway's life (cursors outlive a reload); replicas derive theirs from
+        # the session key, so a cursor one of them issued pages on any other.
+        self.cursors = CursorCodec(config.state.cursor_secret() if config.state is not None else None)
         self.sharing = Sharing(self)
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}
@@ -67,6 +69,13 @@ class Gateway:
         self.listeners: set[Any] = set()
         self.held = HeldCalls()
         bounds = config.tasks  # the store's bounds need a restart
+        if tasks is None and config.state is not None and config.state.redis_url is not None:  # replicas
+            tasks = RedisTaskStore.from_url(
+                config.state.redis_url,
+                prefix=config.state.prefix,
+                timeout=config.state.timeout,
+                max_per_owner=bounds.max_per_caller,
+            )
         own = MemoryTaskStore(max_tasks=bounds.max_tasks, max_per_owner=bounds.max_per_caller)
         self.tasks = tasks if tasks is not None else own
         self.backend_listens = BackendListens(self)
@@ -286,6 +295,7 @@ class Gateway:
         self.start()
         session = GatewaySession(self, stateful=True, endpoint=endpoint)
         self.sessions.add(session)
+        session.end.rename = session.named  # a replicas' listener names it as every replica knows it
         return session.end
 
     async def open_exchange(self, era: Era, *, endpoint: str | None = None) -> ClientEnd:
@@ -307,6 +317,8 @@ class Gateway:
         await self.sharing.aclose()
         await self.propagation.aclose()
         await self.registry.aclose()
+        if isinstance(self.tasks, RedisTaskStore):
+            await self.tasks.aclose()
         await asyncio.to_thread(self.observability.close)  # flushes batched spans
 
     # -- the Hub (what sessions call) ---------------------------------------------------------

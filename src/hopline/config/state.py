@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -58,6 +59,10 @@ class StateConfig(Section):
             if problem is not None:
                 raise ValueError(problem)
         return value
+
+    def cursor_secret(self) -> bytes:
+        """The list cursors' key, derived from the sealing key: the same on every replica."""
+        return hashlib.sha256(b"hopline cursors\0" + self.keys()[0]).digest()
 
     def keys(self) -> list[bytes]:
         """The keys, the sealing one first, as bytes."""

@@ -476,6 +476,9 @@ class SessionTable:
             shared=(shared, self.shared) if shared is not None and self.shared is not None else None,
         )
         self.sessions[session.id] = session
+        rename = getattr(backend, "rename", None)
+        if shared is not None and rename is not None:  # the gateway binds tasks and cursors to it
+            rename(shared)
         session.start()
         self._ensure_sweeper()
         if session.shared is not None and not self._watching:

@@ -52,6 +52,9 @@ class ClientEnd:
         # task; only while the outbox is empty, so nothing queued before (a notification)
         # is overtaken. False: not taken, it is queued as usual.
         self.settle: Callable[[Message], bool] | None = None
+        # The listener names the session as all replicas know it (a sealed session's shared
+        # id): what tasks and list cursors are bound to, so they work on any replica.
+        self.rename: Callable[[str], None] | None = None
 
     # -- the listener's side (Channel + Source) ---------------------------------------
     async def send(self, message: Message) -> None:

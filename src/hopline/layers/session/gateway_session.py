@@ -98,6 +98,11 @@ class GatewaySession(BackendLinks, ListComposer):
                 self.arrival = chain  # carried on into this session's handshakes and list fetches
         return await _HANDLERS[route](self, message, self.context(message, chain))
 
+    def named(self, name: str) -> None:
+        """Bind this session's cursors and tasks to ``name`` (the same on every replica)."""
+        if self.stateful:
+            self._binding = name
+
     def context(self, message: Message, hops: list[Any] | None = None) -> Context:
         """The exchange's context, made once as it arrives and passed down explicitly: who,
         which session, which era, its one deadline (``listen.request_timeout`` from now)."""

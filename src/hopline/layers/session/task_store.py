@@ -29,18 +29,27 @@ Contract of a store
   shared store can serialise them.
 
 Sans-io: no sockets, no timers (expiry is checked when a record is read or the store is
-full); the clock is injectable for tests.
+full); the clock is injectable for tests. :class:`RedisTaskStore`, for replicas, talks to
+the Redis client it is handed (as the rate limits' store does): a record is a key
+``{prefix}task:{id}`` with the record's TTL, each owner's tasks a sorted set
+``{prefix}tasks:{owner}`` (oldest first, capped at ``max_per_owner``); the whole is
+bounded by those TTLs and caps. Redis down: the task request gets a clear error
+(UnavailableError), never another caller's task.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Protocol
 
+import orjson
+
 from hopline.context import Principal
+from hopline.jsonrpc import UnavailableError
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +167,78 @@ class MemoryTaskStore:
 
     def __repr__(self) -> str:
         return f"<MemoryTaskStore {len(self._records)}/{self.max_tasks} tasks, {self.dropped} dropped>"
+
+
+class RedisTaskStore:
+    """The :class:`TaskStore` replicas share, in Redis (redis-py's asyncio client)."""
+
+    def __init__(self, client: Any, *, prefix: str = "hopline:", timeout: float = 0.25, max_per_owner: int = 1_000):
+        self.client = client
+        self.prefix = prefix
+        self.timeout = timeout
+        self.max_per_owner = max_per_owner
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisTaskStore:
+        import redis.asyncio
+
+        timeout = kwargs.get("timeout", 0.25)
+        return cls(redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout), **kwargs)
+
+    async def _run(self, what: Callable[[], Any]) -> Any:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await what()
+        except Exception as exc:  # redis errors, OSError, timeouts: the store is down
+            raise UnavailableError(
+                f"the task store is unreachable ({type(exc).__name__}); retry shortly", reason="task_store"
+            ) from None
+
+    async def get(self, task: str) -> TaskRecord | None:
+        raw = await self._run(lambda: self.client.get(f"{self.prefix}task:{task}"))
+        return TaskRecord.of(orjson.loads(raw)) if raw is not None else None
+
+    async def put(self, task: str, record: TaskRecord, ttl: float) -> None:
+        owned = f"{self.prefix}tasks:{record.owner}"
+        ms = max(1, int(ttl * 1000))
+
+        async def run() -> None:
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.set(f"{self.prefix}task:{task}", orjson.dumps(record.as_dict()), px=ms)
+                pipe.zadd(owned, {task: time.time()})
+                pipe.pexpire(owned, ms, gt=True)
+                pipe.zcard(owned)
+                *_, size = await pipe.execute()
+            if size > self.max_per_owner:  # the oldest go: unknown from now on (fail closed)
+                dropped = await self.client.zpopmin(owned, size - self.max_per_owner)
+                if dropped:
+                    await self.client.delete(*(f"{self.prefix}task:{t.decode()}" for t, _ in dropped))
+
+        await self._run(run)
+
+    async def delete(self, task: str) -> None:
+        async def run() -> None:
+            raw = await self.client.getdel(f"{self.prefix}task:{task}")
+            if raw is not None:
+                await self.client.zrem(f"{self.prefix}tasks:{TaskRecord.of(orjson.loads(raw)).owner}", task)
+
+        await self._run(run)
+
+    async def owned(self, owner: str, limit: int) -> list[tuple[str, TaskRecord]]:
+        async def run() -> list[tuple[str, TaskRecord]]:
+            tasks = [t.decode() for t in await self.client.zrange(f"{self.prefix}tasks:{owner}", 0, limit - 1)]
+            if not tasks:
+                return []
+            raws = await self.client.mget([f"{self.prefix}task:{t}" for t in tasks])
+            gone = [t for t, r in zip(tasks, raws) if r is None]  # expired: out of the owner's set too
+            if gone:
+                await self.client.zrem(f"{self.prefix}tasks:{owner}", *gone)
+            return [(t, TaskRecord.of(orjson.loads(r))) for t, r in zip(tasks, raws) if r is not None]
+
+        return await self._run(run)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def __repr__(self) -> str:
+        return f"<RedisTaskStore {self.prefix!r}>"
