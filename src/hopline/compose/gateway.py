@@ -49,6 +49,7 @@ from hopline.layers.session.held import HeldCalls
 from hopline.layers.session.sharing import Sharing, describe
 from hopline.layers.session.task_store import MemoryTaskStore, RedisTaskStore, TaskStore
 from hopline.compose.connectors import RemoteBackends, StdioBackends
+from hopline.transports.replica_link import ReplicaLink
 from hopline.transports.targets import RemoteTarget, StdioTarget
 
 log = logging.getLogger("hopline.gateway")
@@ -67,7 +68,14 @@ class Gateway:
         self.catalogs: dict[tuple, Any] = {}
         self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
         self.listeners: set[Any] = set()
-        self.held = HeldCalls()
+        self.replicas: ReplicaLink | None = None
+        state = config.state
+        if state is not None and state.redis_url is not None:  # the replicas hand each other held calls
+            self.replicas = ReplicaLink.from_url(
+                state.redis_url, secret=state.keys()[0], prefix=state.prefix, timeout=state.timeout
+            )
+            self.replicas.handler = self._handed
+        self.held = HeldCalls(replica=self.replicas.replica if self.replicas is not None else None)
         bounds = config.tasks  # the store's bounds need a restart
         if tasks is None and config.state is not None and config.state.redis_url is not None:  # replicas
             tasks = RedisTaskStore.from_url(
@@ -252,7 +260,10 @@ class Gateway:
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     def start(self) -> None:
-        """Start the background work the gateway owns (breaker trials, health probes). Idempotent."""
+        """Start the background work the gateway owns (breaker trials, health probes, the
+        link other replicas hand held calls over). Idempotent."""
+        if self.replicas is not None:
+            self.replicas.start()
         if self._supervisor is None:
             self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
         if self._health is None and self.config.routing.health_interval > 0:
@@ -302,6 +313,27 @@ class Gateway:
         self.start()
         return GatewaySession(self, stateful=False, endpoint=endpoint).end
 
+    async def _handed(self, body: dict[str, Any], who: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """A request another replica handed us (a retry of a call held here), answered as
+        the caller it names would be answered here."""
+        end = await self.open_exchange(Era.MODERN)
+        try:
+            message = Message(body)
+            message.principal = Principal(
+                str(who.get("subject", "anonymous")),
+                claims=who.get("claims") if isinstance(who.get("claims"), dict) else {},
+                scopes=frozenset(who.get("scopes") or ()),
+                issuer=who.get("issuer"),
+            )
+            await end.send(message)
+            async with asyncio.timeout(timeout):
+                while True:
+                    answer = await end.receive()
+                    if "method" not in answer.body and answer.body.get("id") == body.get("id"):
+                        return answer.body
+        finally:
+            await end.aclose()
+
     def endpoint(self, path: str) -> Endpoint:
         """What a listener at another MCP endpoint (``tools.endpoints``) opens sessions on."""
         return Endpoint(self, path)
@@ -319,6 +351,8 @@ class Gateway:
         await self.registry.aclose()
         if isinstance(self.tasks, RedisTaskStore):
             await self.tasks.aclose()
+        if self.replicas is not None:
+            await self.replicas.aclose()
         await asyncio.to_thread(self.observability.close)  # flushes batched spans
 
     # -- the Hub (what sessions call) ---------------------------------------------------------

@@ -13,8 +13,9 @@ Contract
 - A held call belongs to the principal that started it; a ``requestState`` presented by
   anyone else, unknown, or expired is treated as unknown.
 - ``requestState`` is ``hopline-held:`` + 192 random bits: unguessable, so it needs no
-  signature, and it only means something to this process (a held call cannot move to
-  another replica; documented).
+  signature, and it only means something to this process. Behind a load balancer the
+  replica's id comes first (``hopline-held:<replica>.<random>``): a retry reaching another
+  replica is handed to this one (transports/replica_link.py, :meth:`HeldCalls.elsewhere`).
 - A held call the client abandons expires after ``ttl`` seconds: its backend requests
   are answered with an error and its backend session closed (``on_expire``).
 - Progress and logs of the held call reach the client request of the round in flight
@@ -125,12 +126,14 @@ class Held:
 class HeldCalls:
     """Every held call of one gateway, by ``requestState``."""
 
-    def __init__(self, ttl: float = 300.0) -> None:
+    def __init__(self, ttl: float = 300.0, replica: str | None = None) -> None:
         self.ttl = ttl
+        self.replica = replica  # this process's id among replicas (None: alone)
         self._held: dict[str, Held] = {}
 
     def hold(self, owner: Any, start: Callable[[Held], Awaitable[Message]], on_expire: Callable[[Held], None]) -> Held:
-        held = Held(secrets.token_urlsafe(24), owner)
+        token = secrets.token_urlsafe(24)
+        held = Held(token if self.replica is None else f"{self.replica}.{token}", owner)
         self._held[held.token] = held
 
         async def run() -> None:
@@ -170,6 +173,13 @@ class HeldCalls:
 
     def is_ours(self, state: Any) -> bool:
         return isinstance(state, str) and state.startswith(PREFIX)
+
+    def elsewhere(self, state: Any) -> str | None:
+        """The replica holding the call ``state`` names, when it is another one."""
+        if self.replica is None or not self.is_ours(state):
+            return None
+        replica, dot, _ = state[len(PREFIX) :].partition(".")
+        return replica if dot and replica != self.replica else None
 
     def __len__(self) -> int:
         return len(self._held)

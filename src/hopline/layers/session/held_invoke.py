@@ -37,6 +37,16 @@ def applies(gs: Any, session: BackendSession, message: Message, params: dict[str
     return wanted and bool(_asks(message))
 
 
+async def _handed(gs: Any, replica: str, message: Message, call: Call) -> Message:
+    """The client's retry, answered by the replica that holds its call (as this caller)."""
+    p = gs.principal
+    who = {"subject": p.subject, "claims": p.claims, "scopes": sorted(p.scopes), "issuer": p.issuer}
+    deadline = call.context.deadline if call.context is not None else None
+    timeout = 300.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+    answer = await gs.hub.replicas.forward(replica, message.body, who, timeout)
+    return Message(answer)
+
+
 def _asks(message: Message) -> dict[str, Any]:
     caps = message.meta.get(META_CLIENT_CAPABILITIES)
     return {k: v for k, v in caps.items() if k in ASKS} if isinstance(caps, dict) else {}
@@ -48,6 +58,9 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
     g = gs.hub
     owner = gs.principal.key
     state = call.params.get("requestState")
+    there = g.held.elsewhere(state)
+    if there is not None and g.replicas is not None:  # held by another replica: it answers
+        return await _handed(gs, there, message, call)
     if g.held.is_ours(state):
         held = g.held.take(state, owner)
         if held is None:
@@ -72,6 +85,8 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
             finally:
                 asyncio.ensure_future(dedicated.aclose())
 
+        if g.replicas is not None:  # the state we hand out names this replica: be reachable first
+            await g.replicas.ready(1.0)
         held = g.held.hold(owner, start, on_expire=_expired)
     token = message.meta.get("progressToken")
     held.attend(

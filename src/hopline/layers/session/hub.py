@@ -59,6 +59,16 @@ class Settings(Protocol):
     tasks: TaskSettings
 
 
+class Replicas(Protocol):
+    """Requests handed to the replica that holds their state (transports/replica_link.py)."""
+
+    async def forward(
+        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float
+    ) -> dict[str, Any]: ...
+
+    async def ready(self, timeout: float) -> None: ...
+
+
 class Hub(Protocol):
     settings: Settings
     registry: Registry
@@ -67,6 +77,7 @@ class Hub(Protocol):
     sharing: Any  # sharing.Sharing: the shared backend sessions (typed loosely: it uses this Hub)
     backend_listens: Any  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
     held: HeldCalls
+    replicas: Replicas | None  # the other replicas, to hand them what they hold (None: alone)
     tasks: TaskStore  # exposed task id → (backend, owner…): layers/session/task_store.py
     sessions: set[Any]  # the open GatewaySessions
     listeners: set[Any]  # open 2026-07-28 listen streams
