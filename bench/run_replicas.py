@@ -2,7 +2,7 @@
 
     . .venv/bin/activate
     python bench/run_replicas.py --quick                 # every part, about 4 min on 2 cores
-    python bench/run_replicas.py                         # 3 rounds x 5 s cells, 100 resumes
+    python bench/run_replicas.py                         # 3 rounds x 5 s cells, 100 resumes (about 10 min)
     python bench/run_replicas.py --parts state --eras legacy -c 1,16 --rounds 4
     python bench/run_replicas.py --parts lb,resume --replicas 2
 
