@@ -100,17 +100,6 @@ EXCEPTIONS: list[tuple[tuple[str, ...], str, str, tuple[str, ...], str]] = [
         SERVE,
         "2026-07-28",
         "server-stateless",
-        tuple(
-            f"sep-2575-http-server-method-not-found-404-{m}"
-            for m in ("initialize", "ping", "logging-setlevel", "resources-subscribe", "resources-unsubscribe")
-        ),
-        _GAP + "the gateway answers the methods 2026-07-28 removed (initialize, ping, logging/setLevel, "
-        "resources/subscribe, resources/unsubscribe) in that era instead of HTTP 404 + -32601",
-    ),
-    (
-        SERVE,
-        "2026-07-28",
-        "server-stateless",
         ("sep-2575-http-server-no-independent-requests-on-stream", "sep-2575-server-no-log-without-loglevel"),
         _UNKNOWN_TOOL.format(tools="test_streaming_elicitation, test_logging_tool"),
     ),
@@ -134,12 +123,12 @@ EXCEPTIONS: list[tuple[tuple[str, ...], str, str, tuple[str, ...], str]] = [
         _UNKNOWN_TOOL.format(tools="greet, slow_compute"),
     ),
     (
-        ("forward",),
+        SERVE,
         "2026-07-28",
         "tasks-dispatch-and-envelope",
         ("sep-2663-tasks-get-invalid-task-id-32602",),
-        "passes through forward only: the aggregating gateway answers tasks/get for a task id it never issued "
-        "itself, with -32602 (an id names its backend there); the SDK backend has no tasks/get (-32601)",
+        "passes through the gateway only: it owns every task id it shows (bound to its creator), so it answers "
+        "tasks/get for an id it never issued itself, with -32602; the SDK backend has no tasks/get (-32601)",
     ),
 ]
 

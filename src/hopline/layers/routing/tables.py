@@ -53,6 +53,18 @@ _OWN: dict[str, Route] = {
     "subscriptions/listen": "listen",
 }
 _BY_URI = frozenset({RESOURCES_READ})
+# Methods the 2026-07-28 era removed: a request of that era naming one is -32601 (HTTP 404).
+REMOVED_IN_MODERN = frozenset(
+    {
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "tasks/result",
+        "tasks/list",
+    }
+)
 
 METHODS: dict[str, Route] = {
     **{m: "list" for m in sorted(MCP_HANDSHAKE.list_methods | MCP_MODERN.list_methods)},

@@ -40,7 +40,7 @@ from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing.catalog import Catalog
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
-from hopline.layers.routing.tables import METHODS
+from hopline.layers.routing.tables import METHODS, REMOVED_IN_MODERN
 from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks
@@ -83,6 +83,8 @@ class GatewaySession(BackendLinks, ListComposer):
         route = METHODS.get(method)
         if route is None and not self.hub.routes.pass_on:
             raise MethodNotFound(f"Method not found: {method}")
+        if method in REMOVED_IN_MODERN and not self.stateful and era_of_message(message.body) is Era.MODERN:
+            raise MethodNotFound(f"Method not found: {method} (not part of the 2026-07-28 protocol)")
         principal = getattr(message, "principal", None)
         if principal is not None:
             self.principal = principal
