@@ -57,10 +57,9 @@ class ReplicaLink:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> ReplicaLink:
-        import redis.asyncio
+        from hopline.redis_client import connect
 
-        timeout = kwargs.get("timeout", 0.25)
-        return cls(redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout), **kwargs)
+        return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     def _channel(self, replica: str) -> str:
         return f"{self.prefix}r:{replica}"

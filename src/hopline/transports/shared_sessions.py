@@ -137,13 +137,9 @@ class RedisSessions:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisSessions:
-        import redis.asyncio
+        from hopline.redis_client import connect
 
-        timeout = kwargs.get("timeout", 0.25)
-        client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
-        )
-        return cls(client, **kwargs)
+        return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     async def _call(self, what: Callable[[], Any]) -> Any:
         if self._down_until is not None and time.monotonic() < self._down_until:

@@ -139,10 +139,9 @@ class RedisPins:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisPins:
-        import redis.asyncio
+        from hopline.redis_client import connect
 
-        timeout = kwargs.get("timeout", 0.25)
-        return cls(redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout), **kwargs)
+        return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     async def claim(self, pins: Mapping[Pin, str], replace: Iterable[Pin]) -> dict[Pin, str]:
         replace = set(replace)

@@ -188,13 +188,9 @@ class RedisStore:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisStore:
-        import redis.asyncio
+        from hopline.redis_client import connect
 
-        timeout = kwargs.get("timeout", 0.25)
-        client = redis.asyncio.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry_on_timeout=False
-        )
-        return cls(client, **kwargs)
+        return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     async def take(self, buckets: Sequence[Bucket]) -> tuple[float, int] | None:
         if self._down_until is not None and self._monotonic() < self._down_until:

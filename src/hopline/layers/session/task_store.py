@@ -180,10 +180,9 @@ class RedisTaskStore:
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskStore:
-        import redis.asyncio
+        from hopline.redis_client import connect
 
-        timeout = kwargs.get("timeout", 0.25)
-        return cls(redis.asyncio.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout), **kwargs)
+        return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     async def _run(self, what: Callable[[], Any]) -> Any:
         try:
