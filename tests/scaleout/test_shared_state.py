@@ -301,3 +301,41 @@ def test_relay_replica_without_a_usable_key_says_why(env, said):
     )
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and "c2hvcnQ" not in proc.stderr and "not a key" not in proc.stderr
+
+
+async def test_a_subscription_made_on_one_replica_is_replayed_where_the_session_is_resumed(tmp_path):
+    """The client subscribes through A; B, resuming the session, subscribes its own backend
+    (the backends record each subscribe); a change on B's backend reaches the client's GET
+    stream on A; after an unsubscribe (through A) a third replica resuming it subscribes nothing."""
+    fault_server = str(Path(__file__).resolve().parents[1] / "servers" / "fault_server.py")
+    events = tmp_path / "events.txt"
+    events.touch()
+    c = Cluster(tmp_path, peers.free_port())
+
+    def subscribes() -> list[str]:
+        return [line for line in events.read_text().splitlines() if line.startswith(("subscribe", "unsubscribe"))]
+
+    try:
+        c.start_redis()
+        config = replica_config(c.redis_url, c.key)
+        config["backends"] = {"f": {"command": PY, "args": [fault_server, "--subscribe", "--events", str(events)]}}
+        a, b, third = (c.start_replica(config).url for _ in range(3))
+        async with httpx.AsyncClient(timeout=20) as http:
+            peer = Peer(http)
+            await peer.initialize(a)
+            assert "result" in await peer.call(a, "resources/subscribe", {"uri": "hopline://f/demo://watched"})
+            assert subscribes() == ["subscribe demo://watched"]
+            async with peer.get_stream(a) as stream:
+                assert "result" in await peer.call(b, "tools/list")  # b resumes it: replays the subscribe
+                assert subscribes() == ["subscribe demo://watched"] * 2
+                other = Peer(http)
+                await other.initialize(b)
+                await other.call(b, "tools/call", {"name": "f__touch", "arguments": {"uri": "demo://watched"}})
+                note = await peers.bounded(stream.get(), 10)
+                assert note["method"] == "notifications/resources/updated"
+                assert note["params"]["uri"] == "hopline://f/demo://watched"
+            assert "result" in await peer.call(a, "resources/unsubscribe", {"uri": "hopline://f/demo://watched"})
+            assert "result" in await peer.call(third, "tools/list")  # resumed after the unsubscribe
+            assert subscribes() == ["subscribe demo://watched"] * 2 + ["unsubscribe demo://watched"]
+    finally:
+        c.close()
