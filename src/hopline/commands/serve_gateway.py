@@ -12,7 +12,7 @@ import asyncio
 import logging
 
 from hopline import runtime
-from hopline.binding import Era
+from hopline.binding import LATEST_MODERN, Era
 from hopline.compose.listen import session_table
 from hopline.compose.preflight import preflight
 from hopline.compose.startup import report
@@ -93,7 +93,9 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         gateway.observability.track_listener(sessions.admission.counts)
         # More endpoints (tools.endpoints): the same gateway, sessions of their own (an id is one endpoint's).
         tables = {p: sessions.sibling(p) for p in config.tools.endpoints}
-        options = ListenerOptions(max_body=listen.max_body, request_timeout=listen.request_timeout)
+        options = ListenerOptions(
+            max_body=listen.max_body, request_timeout=listen.request_timeout, discover_versions=(LATEST_MODERN,)
+        )
         deployment = for_config(config)
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
         federation = None

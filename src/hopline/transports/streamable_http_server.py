@@ -88,6 +88,8 @@ class ListenerOptions:
     request_timeout: float = 300.0
     stateless: bool = False
     keepalive: float = 15.0
+    # What this endpoint's server/discover reports (None: a relay, whose backend answers it).
+    discover_versions: tuple[str, ...] | None = None
 
 
 class StreamableHttpListener(ResponseWriter):
@@ -112,10 +114,7 @@ class StreamableHttpListener(ResponseWriter):
         try:
             version = _trimmed(headers.get(b"mcp-protocol-version"))
             if version is not None and version not in KNOWN_VERSIONS:
-                raise UnsupportedProtocolVersion(
-                    f"Unsupported protocol version: {version[:40]}",
-                    data={"supported": sorted(KNOWN_VERSIONS, reverse=True), "requested": version[:40]},
-                )
+                await self._unsupported(receive, headers, version, method)
             era = era_of_version(version)
             if method == "POST":
                 await self._post(scope, receive, send, headers, era, principal)
@@ -132,6 +131,24 @@ class StreamableHttpListener(ResponseWriter):
             await hu.send_error(send, exc)
         except ConnectionResetError:
             pass
+
+    async def _unsupported(self, receive: hu.Receive, headers: hu.Headers, version: str, method: str) -> None:
+        """An unknown ``MCP-Protocol-Version``: -32022 to the request's own id (its body is read,
+        within the usual bounds), listing the versions this endpoint's ``server/discover``
+        reports to a 2026-07-28 request (all it speaks to anything else)."""
+        request_id = None
+        supported = sorted(KNOWN_VERSIONS, reverse=True)
+        if method == "POST":
+            with contextlib.suppress(HoplineError):
+                message = parse(await hu.read_body(receive, headers, self.options.max_body))
+                request_id = message.id
+                if META_PROTOCOL_VERSION in message.meta and self.options.discover_versions:
+                    supported = list(self.options.discover_versions)
+        raise UnsupportedProtocolVersion(
+            f"Unsupported protocol version: {version[:40]}",
+            data={"supported": supported, "requested": version[:40]},
+            request_id=request_id,
+        )
 
     # -- POST --------------------------------------------------------------------
     async def _post(
