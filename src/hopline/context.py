@@ -46,6 +46,29 @@ class Principal:
 ANONYMOUS = Principal("anonymous")
 
 
+def principal_fields(principal: Principal, session: str | None = None) -> dict[str, Any]:
+    """Who asks, as plain data another replica can act on (never the token), and the
+    client session the request belongs to (tasks of anonymous callers are bound to it)."""
+    return {
+        "subject": principal.subject,
+        "claims": principal.claims,
+        "scopes": sorted(principal.scopes),
+        "issuer": principal.issuer,
+        "session": session,
+    }
+
+
+def principal_of(fields: dict[str, Any]) -> Principal:
+    """The :class:`Principal` :func:`principal_fields` described (without a token)."""
+    claims = fields.get("claims")
+    return Principal(
+        str(fields.get("subject", "anonymous")),
+        claims=claims if isinstance(claims, dict) else {},
+        scopes=frozenset(str(s) for s in fields.get("scopes") or ()),
+        issuer=fields.get("issuer") if isinstance(fields.get("issuer"), str) else None,
+    )
+
+
 @dataclass(slots=True)
 class Context:
     """One exchange's context: made once as a request reaches the client session

@@ -67,3 +67,32 @@ async def test_with_redis_down_a_task_request_gets_a_clear_error_and_works_again
         assert await refused(alice_a, "tasks/get", run["taskId"]) == unknown(run["taskId"])
         again = await peers.bounded(call_task(alice_a, "jobs__job", {"steps": 1}))
         assert (await until_status(alice_a, again["taskId"], {"completed"}))["status"] == "completed"
+
+
+async def test_a_task_in_one_replicas_stdio_child_is_driven_through_another(tmp_path):
+    """A stdio backend is each replica's own child: the task lives in A's. Asked through B,
+    the request is handed to A (transports/replica_link.py), still bound to its creator."""
+    c = Cluster(tmp_path, peers.free_port())
+    try:
+        c.start_redis()
+        config = replica_config(c.redis_url, c.key)
+        config["backends"] = {"jobs": {"command": PY, "args": [str(SERVERS / "sdk_task_server.py")]}}
+        config["auth"] = api_keys()
+        a, b = c.start_replica(config).url, c.start_replica(config).url
+        alice_a, _ = tasks_client(a, headers={"x-api-key": KEYS["alice"]})
+        alice_b, _ = tasks_client(b, headers={"x-api-key": KEYS["alice"]})
+        bob_b, _ = tasks_client(b, headers={"x-api-key": KEYS["bob"]})
+        async with alice_a, alice_b, bob_b:
+            job = await peers.bounded(call_task(alice_a, "jobs__job", {"steps": 2}))
+            done = await until_status(alice_b, job["taskId"], {"completed"})
+            assert done["taskId"] == job["taskId"] and done["result"]["content"][0]["text"] == "job done after 2 steps"
+            run = await peers.bounded(call_task(alice_a, "jobs__forever"))
+            assert await refused(bob_b, "tasks/cancel", run["taskId"]) == unknown(run["taskId"])
+            assert (await peers.bounded(task_rpc(alice_b, "tasks/cancel", run["taskId"])))["resultType"] == "complete"
+            assert (await until_status(alice_a, run["taskId"], {"cancelled"}))["status"] == "cancelled"
+            c.kill(c.replicas[0])  # A and its child are gone: so is the task, and B says so at once
+            with pytest.raises(Exception) as caught:
+                await peers.bounded(task_rpc(alice_b, "tasks/get", run["taskId"]))
+            assert "the replica holding this task is gone" in str(caught.value)
+    finally:
+        c.close()

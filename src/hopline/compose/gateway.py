@@ -34,7 +34,7 @@ from hopline.compose.status import config_view, status
 from hopline.compose.surface import Surfaces
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
-from hopline.context import Principal
+from hopline.context import Principal, principal_of
 from hopline.jsonrpc import Message
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.discovery.registry import Registry
@@ -314,17 +314,15 @@ class Gateway:
         return GatewaySession(self, stateful=False, endpoint=endpoint).end
 
     async def _handed(self, body: dict[str, Any], who: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """A request another replica handed us (a retry of a call held here), answered as
-        the caller it names would be answered here."""
-        end = await self.open_exchange(Era.MODERN)
+        """A request another replica handed us (a retry of a call held here, a task of a
+        stdio backend of ours), answered as the caller it names would be answered here."""
+        self.start()
+        session = GatewaySession(self, stateful=False)
+        session.acting_for = who.get("session") if isinstance(who.get("session"), str) else None
+        end = session.end
         try:
             message = Message(body)
-            message.principal = Principal(
-                str(who.get("subject", "anonymous")),
-                claims=who.get("claims") if isinstance(who.get("claims"), dict) else {},
-                scopes=frozenset(who.get("scopes") or ()),
-                issuer=who.get("issuer"),
-            )
+            message.principal = principal_of(who)
             await end.send(message)
             async with asyncio.timeout(timeout):
                 while True:

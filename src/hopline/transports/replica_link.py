@@ -90,8 +90,11 @@ class ReplicaLink:
             async with asyncio.timeout(timeout):
                 await self._ready.wait()
 
-    async def forward(self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """The answer replica ``replica`` gives to ``body``, asked as ``who``."""
+    async def forward(
+        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float, what: str = "call"
+    ) -> dict[str, Any]:
+        """The answer replica ``replica`` gives to ``body``, asked as ``who`` (``what`` it
+        holds, for the errors: a held call, a task)."""
         if len(self._waiting) >= MAX_WAITING:
             raise UnavailableError("too many requests handed to other replicas at once; retry shortly")
         await self.ready(min(timeout, 1.0))
@@ -104,16 +107,17 @@ class ReplicaLink:
                 async with asyncio.timeout(self.timeout):
                     heard = await self.client.publish(self._channel(replica), self._sign(envelope))
             except Exception as exc:  # Redis down
+                why = type(exc).__name__
                 raise UnavailableError(
-                    f"this call is held by another replica and the session store is unreachable ({type(exc).__name__})"
+                    f"this {what} is held by another replica and the session store is unreachable ({why})"
                 ) from None
             if not heard:
-                raise UnavailableError("the replica holding this call is gone; start the call again")
+                raise UnavailableError(f"the replica holding this {what} is gone; start the {what} again")
             try:
                 async with asyncio.timeout(timeout):
                     return await future
             except TimeoutError:
-                raise UnavailableError("the replica holding this call did not answer in time") from None
+                raise UnavailableError(f"the replica holding this {what} did not answer in time") from None
         finally:
             self._waiting.pop(rid, None)
 

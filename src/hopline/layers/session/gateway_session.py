@@ -76,6 +76,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
+        self.acting_for: str | None = None  # a request handed over by another replica: its client session
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -112,7 +113,7 @@ class GatewaySession(BackendLinks, ListComposer):
         meta = message.meta
         return Context(
             self.principal,
-            self._binding if self.stateful else None,
+            self._binding if self.stateful else self.acting_for,
             Era.MODERN if not self.stateful or era_of_message(message.body) is Era.MODERN else Era.HANDSHAKE,
             None if timeout is None else asyncio.get_running_loop().time() + timeout,
             hops if hops is not None else [],

@@ -16,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era
+from hopline.context import principal_fields
 from hopline.jsonrpc import InvalidParams, Message, result
 from hopline.layers.session.held import Held
 from hopline.pipeline import Call
@@ -39,8 +40,7 @@ def applies(gs: Any, session: BackendSession, message: Message, params: dict[str
 
 async def _handed(gs: Any, replica: str, message: Message, call: Call) -> Message:
     """The client's retry, answered by the replica that holds its call (as this caller)."""
-    p = gs.principal
-    who = {"subject": p.subject, "claims": p.claims, "scopes": sorted(p.scopes), "issuer": p.issuer}
+    who = principal_fields(gs.principal)
     deadline = call.context.deadline if call.context is not None else None
     timeout = 300.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
     answer = await gs.hub.replicas.forward(replica, message.body, who, timeout)

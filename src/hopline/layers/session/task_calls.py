@@ -30,12 +30,13 @@ import asyncio
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Protocol
 
+from hopline.context import principal_fields
 from hopline.jsonrpc import InvalidParams, Message, notification, result
 from hopline.layers.session.task_store import TaskRecord, mint, owner_of
 from hopline.pipeline import Item
 
 if TYPE_CHECKING:
-    from hopline.context import Context
+    from hopline.context import principal_fields, Context
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -110,7 +111,8 @@ async def adopt(session: Any, ctx: Context, backend: str, tool: str, answer: Mes
     task_id, era, ttl_ms = found
     hub = session.hub
     exposed = hub.routes.tasks.expose(backend, mint())
-    record = TaskRecord(backend, task_id, owner_of(ctx.principal, ctx.session), tool, era)
+    here = hub.replicas.replica if hub.replicas is not None and hub.settings.backends[backend].command else ""
+    record = TaskRecord(backend, task_id, owner_of(ctx.principal, ctx.session), tool, era, here)
     await hub.tasks.put(exposed, record, ttl_seconds(ttl_ms, hub.settings.tasks))
     session.known_tasks.add(backend, task_id, exposed)
     return Message({**answer.body, "result": renamed(value, exposed)})  # type: ignore[arg-type]
@@ -140,6 +142,15 @@ async def route(session: Any, message: Message, ctx: Context) -> Message:
     record = await lookup(session, ctx, exposed)
     if record is None:
         raise unknown(exposed, message.id)
+    replicas = session.hub.replicas
+    if record.replica and replicas is not None and record.replica != replicas.replica:  # in another's child
+        deadline = ctx.deadline
+        timeout = 300.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        return Message(
+            await replicas.forward(
+                record.replica, message.body, principal_fields(ctx.principal, ctx.session), timeout, "task"
+            )
+        )
     params = {**message.params, "taskId": record.task_id}
     answer = await session._forward(message, ctx, record.backend, params, target=record.tool, exposed=exposed)
     value = answer.body.get("result")

@@ -59,13 +59,14 @@ class TaskRecord:
     owner: str  # owner_of(...) of the caller that created it
     tool: str = ""  # the backend's own name of the tool whose call created it (policy rules see it)
     era: str = "modern"  # "modern" (the 2026-07-28 extension) or "handshake" (2025-11-25 tasks)
+    replica: str = ""  # the replica whose own backend (a stdio child) holds it; "" where any replica reaches it
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> TaskRecord:
-        return cls(**{k: str(data[k]) for k in ("backend", "task_id", "owner", "tool", "era") if k in data})
+        return cls(**{k: str(data[k]) for k in ("backend", "task_id", "owner", "tool", "era", "replica") if k in data})
 
 
 class TaskStore(Protocol):
