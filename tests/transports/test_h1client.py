@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from hopline.transports.h1client import LeanClient, lean_or_httpx, usable_for
-from tests.peers import eventually
+from tests.peers import bounded, eventually
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -139,6 +139,20 @@ async def test_with_body_hands_the_response_over_with_its_first_bytes_not_at_its
             assert await resp.aread() == expected
             client._release(client._busy.pop(), resp)
         assert server.connections == 1  # both read to their end: the connection was kept
+        await client.aclose()
+
+
+async def test_with_body_a_connection_lost_after_the_head_is_a_read_error_not_a_hang():
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        writer.transport.abort()
+
+    async with Server(handler) as server:
+        client = LeanClient()
+        with pytest.raises(httpx.ReadError):
+            await bounded(client.stream("POST", server.url, content=b"{}", timeout=5, with_body=True).__aenter__(), 10)
         await client.aclose()
 
 

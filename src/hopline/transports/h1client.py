@@ -145,7 +145,7 @@ class _Connection(asyncio.Protocol):
 
     # -- ours ------------------------------------------------------------------------------------
     def _fail(self, error: BaseException) -> None:
-        if not self.with_body and self.ready is not None and not self.ready.done():
+        if self.ready is not None and not self.ready.done():
             self.ready.set_exception(error)
         if self.response is not None:
             self.response._end(error)
