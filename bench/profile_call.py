@@ -18,6 +18,9 @@ stdlib and library calls it makes, costs what share of a request (``modes`` vs `
 ``--relay`` profiles ``hopline relay --stdio URL`` instead (one stdio client, this script,
 relayed to the same backend). ``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
 (``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
+``--callgrind`` runs hopline under valgrind's callgrind (no profiler) and prints the machine
+instructions it ran per call: like the call counts, independent of load, but counting everything
+(interpreter, uvloop, parsers); slow under valgrind, so ``-n 200 --warmup 50``.
 ``--src`` runs other sources, e.g. ``git archive <commit> src | tar -x -C /tmp/old`` then
 ``--src /tmp/old/src``, for a before/after comparison on the same machine state.
 
