@@ -18,6 +18,9 @@ stdlib and library calls it makes, costs what share of a request (``modes`` vs `
 ``--relay`` profiles ``hopline relay --stdio URL`` instead (one stdio client, this script,
 relayed to the same backend). ``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
 (``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
+``--callgrind`` runs hopline under valgrind's callgrind (no profiler) and prints the machine
+instructions it ran per call: like the call counts, independent of load, but counting everything
+(interpreter, uvloop, parsers); slow under valgrind, so ``-n 200 --warmup 50``.
 ``--src`` runs other sources, e.g. ``git archive <commit> src | tar -x -C /tmp/old`` then
 ``--src /tmp/old/src``, for a before/after comparison on the same machine state.
 
@@ -148,7 +151,18 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
     return main()
 
 
-def _wait_file(path: Path, text: str, timeout: float = 30.0) -> None:
+WAIT = 30.0  # seconds to wait for the child (much longer under --callgrind)
+CALLGRIND: dict[str, str] = {}  # --callgrind: {"out": the dump file}
+
+
+def _callgrind(pid: int, *commands: str) -> None:
+    """Instrumentation of the hopline child under valgrind on or off, counters zeroed, dumped."""
+    for command in commands:
+        subprocess.run(["callgrind_control", command, str(pid)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_file(path: Path, text: str, timeout: float | None = None) -> None:
+    timeout = WAIT if timeout is None else timeout
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if path.exists() and path.read_text() == text:
@@ -157,9 +171,10 @@ def _wait_file(path: Path, text: str, timeout: float = 30.0) -> None:
     raise RuntimeError(f"{path} never said {text!r}")
 
 
-def _wait_port(port: int, timeout: float = 30.0) -> None:
+def _wait_port(port: int, timeout: float | None = None) -> None:
     import socket
 
+    timeout = WAIT if timeout is None else timeout
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         try:
@@ -195,9 +210,13 @@ async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: 
         await asyncio.sleep(1.0)  # strace attaches asynchronously; a bench, not a test
     child.send_signal(signal.SIGUSR1)
     await asyncio.to_thread(_wait_file, ready, "on")
+    if CALLGRIND:
+        await asyncio.to_thread(_callgrind, child.pid, "-z", "--instr=on")
     for _ in range(n):
         if not await cl.call_once(True):
             raise RuntimeError(f"call failed: {stats.errors}")
+    if CALLGRIND:
+        await asyncio.to_thread(_callgrind, child.pid, "--instr=off", "-d")
     if tracer is not None:
         tracer.send_signal(signal.SIGINT)
         await asyncio.to_thread(tracer.wait, 30)
@@ -243,8 +262,12 @@ def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era:
         echo(i)
     child.send_signal(signal.SIGUSR1)
     _wait_file(ready, "on")
+    if CALLGRIND:
+        _callgrind(child.pid, "-z", "--instr=on")
     for i in range(n):
         echo(i)
+    if CALLGRIND:
+        _callgrind(child.pid, "--instr=off", "-d")
     child.send_signal(signal.SIGUSR2)
     _wait_file(ready, "off")
     child.stdin.close()
@@ -265,14 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", action="store_true", help="no profiler: print hopline's CPU-ms per call instead (schedstat; depends on machine load)")
     p.add_argument("--relay", action="store_true", help="profile `hopline relay --stdio URL` (a stdio client relayed to the backend) instead of `hopline serve`")
     p.add_argument("--by-module", action="store_true", help="instead of cProfile: every call (Python and builtin) charged to the innermost hopline module on the stack, per request")
+    p.add_argument("--callgrind", action="store_true", help="no profiler: run hopline under valgrind's callgrind and print the machine instructions it ran per call (deterministic, independent of load; slow: use -n 200 --warmup 50)")
     p.add_argument("--by-function", action="store_true", help="the same, charged to the innermost hopline function (module:function)")
     args = p.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="hopline-profile-"))
     bport, gport = _free_port(), _free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(args.src).resolve()), os.environ.get("PYTHONPATH", "")])}
-    if args.cpu:
+    if args.cpu or args.callgrind:
         env["HOPLINE_PROFILE_CPU_ONLY"] = "1"
+    wrap: list[str] = []
+    if args.callgrind:
+        global WAIT
+        WAIT = 600.0
+        CALLGRIND["out"] = str(tmp / "callgrind.out")
+        wrap = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={CALLGRIND['out']}"]
     if args.by_module or args.by_function:
         env["HOPLINE_PROFILE_BY_MODULE"] = "function" if args.by_function else "1"
     backend_cmd = [PY, str(BENCH / "echo_server.py"), "http", "--port", str(bport)] + (["--sse"] if args.sse else [])
@@ -288,11 +318,11 @@ def main(argv: list[str] | None = None) -> int:
             _wait_port(bport)
             if args.relay:
                 relay_argv = ["--log-level", args.log_level, "relay", "--stdio", f"http://127.0.0.1:{bport}/mcp"]
-                child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *relay_argv], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=hlog)
+                child = subprocess.Popen([*wrap, PY, __file__, "_serve", str(stats_path), str(ready), *relay_argv], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=hlog)
                 procs.append(child)
                 _drive_stdio(child, args.n, args.warmup, ready, args.era)
             else:
-                child = subprocess.Popen([PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
+                child = subprocess.Popen([*wrap, PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
                 procs.append(child)
                 _wait_port(gport)
                 asyncio.run(_drive(f"http://127.0.0.1:{gport}/mcp", args.n, args.warmup, child, ready, tmp / "strace.txt" if args.strace else None, args.era))
@@ -307,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
 
     n = args.n
     extra = json.loads(Path(str(stats_path) + ".json").read_text())
+    if args.callgrind:
+        totals = [line for path in sorted(tmp.glob("callgrind.out*")) for line in Path(path).read_text().splitlines() if line.startswith(("summary:", "totals:"))]
+        instructions = max(int(line.split()[1]) for line in totals)
+        print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'}): hopline ran {instructions / n / 1e3:.1f} k instructions per call (callgrind Ir)")  # fmt: skip
+        return 0
     if args.cpu:
         print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
               f"({100 * extra['system_ticks'] / max(1, extra['user_ticks'] + extra['system_ticks']):.0f}% of it in the kernel), "

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from hopline.transports.h1client import LeanClient, lean_or_httpx, usable_for
+from tests.peers import bounded, eventually
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -103,6 +104,71 @@ async def test_chunked_stream_is_delivered_as_it_arrives():
             assert await chunks.__anext__() == b"first\n"  # before the server sent the rest
             release.set()
             assert b"".join([c async for c in chunks]) == b"second\n"
+        await client.aclose()
+
+
+async def test_with_body_hands_the_response_over_with_its_first_bytes_not_at_its_head():
+    head_sent, release = asyncio.Event(), asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for body in (b"6\r\nfirst\n\r\n0\r\n\r\n", b"0\r\n\r\n"):  # an event, then an empty body
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: Text/Event-Stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            await writer.drain()
+            head_sent.set()
+            await release.wait()
+            release.clear()
+            writer.write(body)
+            await writer.drain()
+        await reader.read()
+
+    async with Server(handler) as server:
+        client = LeanClient()
+        for expected in (b"first\n", b""):
+            head_sent.clear()
+            entering = asyncio.ensure_future(client.stream("POST", server.url, content=b"{}", timeout=5, with_body=True).__aenter__())
+            await head_sent.wait()
+            # The client has parsed the head (its status is in), and still holds the response back.
+            await eventually(lambda: any(c.response is not None and c.response.status_code == 200 for c in client._busy))
+            (conn,) = client._busy
+            assert conn.ready is not None and not conn.ready.done() and not entering.done()
+            release.set()
+            resp = await entering
+            assert resp.status_code == 200 and resp.content_type == "text/event-stream"
+            assert resp.headers.get("content-type") == "Text/Event-Stream"  # made from the head when first read
+            assert await resp.aread() == expected
+            client._release(client._busy.pop(), resp)
+        assert server.connections == 1  # both read to their end: the connection was kept
+        await client.aclose()
+
+
+async def test_with_body_a_connection_lost_after_the_head_is_a_read_error_not_a_hang():
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        await writer.drain()
+        writer.transport.abort()
+
+    async with Server(handler) as server:
+        client = LeanClient()
+        with pytest.raises(httpx.ReadError):
+            await bounded(client.stream("POST", server.url, content=b"{}", timeout=5, with_body=True).__aenter__(), 10)
+        await client.aclose()
+
+
+async def test_the_head_is_kept_as_received_and_read_lazily():
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 201 Made It\r\nX-Twice: a\r\nx-twice: b\r\nCONTENT-TYPE: Application/JSON\r\ncontent-length: 2\r\n\r\n{}")
+        await writer.drain()
+        await reader.read()
+
+    async with Server(handler) as server:
+        client = LeanClient()
+        resp = await client.get(server.url, timeout=5)
+        assert resp.raw_headers[0] == (b"X-Twice", b"a") and resp.reason_phrase == "Made It"
+        assert resp.content_type == "application/json"  # an unusual spelling, through the headers
+        assert resp.headers.get("X-TWICE") == "a, b" and resp.headers["content-length"] == "2"
         await client.aclose()
 
 

@@ -42,7 +42,7 @@ def test_oversize_event_is_refused():
         parser.feed(b"data: " + b"x" * 200 + b"\n")
 
 
-LINES = st.sampled_from([b"data: {\"a\":1}", b"data:x", b"data", b"data: ", b"id: 7", b"id", b"event: other", b"retry: 20", b"retry: x", b": ping", b"", b"datax: y", b"data: \xff\xfe"])
+LINES = st.sampled_from([b"data: {\"a\":1}", b"data:x", b"data", b"data: ", b"id: 7", b"id", b"event: other", b"event: message", b"event: messages", b"retry: 20", b"retry: x", b": ping", b"", b"datax: y", b"data: \xff\xfe"])
 
 
 @given(st.lists(LINES, max_size=30), st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=20))

@@ -11,6 +11,10 @@ from typing import Any, Protocol
 import httpx
 
 HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
+# Response header names as received → their lower-cased text: a server sends the same
+# handful each time (one decode and lower per header fewer; an SSE answer has eight).
+MAX_NAMES = 256
+_NAMES: dict[bytes, str] = {}
 
 
 class Feed(Protocol):
@@ -43,20 +47,20 @@ class Response:
         "_conn",
         "_done",
         "_error",
+        "_headers",
+        "_reason",
         "_timeout",
         "_until",
         "_waiter",
         "content",
-        "headers",
         "raw_headers",
-        "reason_phrase",
         "status_code",
     )
 
     def __init__(self, conn: Feed, timeout: float | None) -> None:
         self.status_code = 0
-        self.reason_phrase = ""
-        self.headers = Headers()
+        self._reason = b""
+        self._headers: Headers | None = None
         self.raw_headers: list[tuple[bytes, bytes]] = []  # as received, repeats kept (for a proxy that passes them on)
         self.content = b""
         self._conn = conn
@@ -67,6 +71,37 @@ class Response:
         self._buffered = 0
         self._timeout = timeout
         self._until: float | None = None  # see read_until
+
+    # -- the head, made from what was received when first read -------------------------------
+    @property
+    def headers(self) -> Headers:
+        """Lower-cased names to their text; repeated fields joined with ", " (made once, when first read)."""
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = Headers()
+            for name, value in self.raw_headers:
+                key = _NAMES.get(name)
+                if key is None:
+                    key = name.decode("latin-1").lower()
+                    if len(_NAMES) < MAX_NAMES:
+                        _NAMES[name] = key
+                text = value.decode("latin-1")
+                headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        return headers
+
+    @property
+    def content_type(self) -> str:
+        """The Content-Type, lower-cased ("" without one), read without making ``headers``
+        (the fields as usually spelt; any other spelling through ``headers``)."""
+        if self._headers is None:
+            for name, value in self.raw_headers:
+                if name == b"content-type" or name == b"Content-Type":
+                    return value.decode("latin-1").lower()
+        return self.headers.get("content-type", "").lower()
+
+    @property
+    def reason_phrase(self) -> str:
+        return self._reason.decode("latin-1")
 
     # -- fed by the connection ------------------------------------------------------------
     def _wake(self) -> None:

@@ -84,6 +84,8 @@ class SSEParser:
                     self._size += len(value)
                     if self._size > self.max_event:
                         raise ValueError(f"SSE event larger than {self.max_event} bytes")
+                elif line == b"event: message":  # every MCP event's type line: what _line makes of it, in place
+                    self._event = "message"
                 else:
                     ev = self._line(line.decode("utf-8", self._errors if line.startswith(b"data") else "replace"))
                     if ev is not None:

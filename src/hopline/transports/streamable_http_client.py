@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from hopline.transports.h1client import lean_or_httpx
+from hopline.transports.h1client import LeanClient, lean_or_httpx
 from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
 from hopline.jsonrpc import (
     BackendTimeout,
@@ -93,6 +93,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         )  # never the URL's userinfo or query: names reach errors and logs
         self._own_client = client is None
         self._client = client if client is not None else lean_or_httpx(url)
+        # The lean client hands a POST's response over with the first bytes of its body, not
+        # at its head alone: one wake-up per exchange fewer (an SDK server writes them apart).
+        self._lean = isinstance(self._client, LeanClient)
         self._timeout = httpx.Timeout(timeout, read=read_timeout)  # streams may idle for long
         self._short = httpx.Timeout(timeout)  # one-way POSTs and DELETE
         self._base = {**clean_headers(headers), "accept": ACCEPT_BOTH, "content-type": "application/json"}
@@ -209,9 +212,14 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         msg = flight.message
         headers = self._modern_headers(msg.body) if flight.modern else self._handshake_headers(msg.body)
         last_id = retry = None
-        async with self._client.stream(
-            "POST", self.url, content=msg.encode(), headers=headers, timeout=self._timeout
-        ) as resp:
+        content, timeout = msg.encode(), self._timeout
+        if self._lean:
+            streaming = self._client.stream(
+                "POST", self.url, content=content, headers=headers, timeout=timeout, with_body=True
+            )
+        else:
+            streaming = self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout)
+        async with streaming as resp:
             status, ctype = resp.status_code, _ctype(resp)
             if status == 404 and "mcp-session-id" in headers:
                 raise _SessionGone

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 import httpx
 
 from hopline.jsonrpc import Message, ProtocolError, UnavailableError, parse
+from hopline.transports.h1response import Response
 from hopline.transports.sse import SSEParser
 
 log = logging.getLogger("hopline.http_upstream")
@@ -26,6 +27,8 @@ def _ok(status: int) -> bool:
 
 
 def _ctype(resp: httpx.Response) -> str:
+    if resp.__class__ is Response:  # the lean client's: read without making its headers dict
+        return resp.content_type
     return resp.headers.get("content-type", "").lower()
 
 

@@ -401,3 +401,31 @@ async def test_one_lost_connection_is_one_failure_however_many_calls_it_fails():
     assert gate.available("b")  # ten calls, one loss: one failure of the two that trip it
     await lose_a_connection_under(3)
     assert not gate.available("b")  # a second loss is a second failure
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["ok", "tool_error", "lost", "answered", "tick"]), max_size=40))
+async def test_the_call_layer_counts_exactly_as_record_does(ops):
+    """The call layer's shortcut for a result on a closed circuit (no walk through the table)
+    leaves the breaker exactly as ``record(permit, classifier.answer(...))`` would."""
+    clock = Clock()
+    settings_ = BreakerSettings(failures=3, failure_rate=0.5, min_calls=4, window=10, cool_down=5)
+    gate, twin = Breakers(settings_, clock=clock), Breaker("b", settings_, clock)
+    pipe = Pipeline(calls=[gate], gates=[gate])
+    answers = {"ok": OK, "tool_error": TOOL_ERROR, "lost": error_answer(-31001, "b"), "answered": error_answer(-32602, None)}
+    for op in ops:
+        if op == "tick":
+            clock.now += 2.5
+            continue
+        try:
+            await pipe.run(call(), answering(answers[op]))
+        except j.HoplineError:
+            pass
+        try:
+            permit = twin.acquire()
+        except CircuitOpen:
+            pass
+        else:
+            twin.record(permit, gate.classifier.answer("b", answers[op]))
+        b = gate.breaker("b")
+        assert (b.state, b.epoch, b._consecutive, b._window.totals()) == (twin.state, twin.epoch, twin._consecutive, twin._window.totals())

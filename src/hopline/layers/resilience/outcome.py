@@ -57,10 +57,8 @@ class Outcome(enum.Enum):
     @property
     def is_failure(self) -> bool:
         """Counts against the backend (breaker, error metrics)."""
-        return self in _FAILURES
-
-
-_FAILURES = frozenset({Outcome.NEVER_SENT, Outcome.FAILED, Outcome.TIMEOUT})
+        # By identity: membership of a set would hash the member (Enum.__hash__ is Python).
+        return self is Outcome.NEVER_SENT or self is Outcome.FAILED or self is Outcome.TIMEOUT
 
 
 class Classifier:

@@ -146,6 +146,8 @@ class Retry:
                 if not self._again(call, self.classifier.error(exc), retry, budget):
                     raise
             else:
+                if answer.body.get("error") is None:  # a result (Classifier.answer: OK) is never retried
+                    return answer
                 if not self._again(call, self.classifier.answer(call.backend, answer), retry, budget):
                     return answer
             delay = self.backoff.delay(retry, self._rng)

@@ -73,8 +73,8 @@ class Timeouts:
         if limit is None:
             return await next(call)
         # One timer handle rather than asyncio.timeout(): same effect, half the CPU per call.
-        task = asyncio.current_task()
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task(loop)
         fired: list[bool] = []
         handle = loop.call_at(loop.time() + limit + self.backstop, _expire, task, fired)
         try:
