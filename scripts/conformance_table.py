@@ -146,11 +146,12 @@ def suite_version() -> str:
     return json.loads((SUITE_DIR / "package.json").read_text())["version"]
 
 
-def requirement_set(revision: str) -> dict[str, list[str]]:
-    """``{"required": [...], "not_scored": [...], "tasks": [...]}``: the set's server scenarios, in its order."""
+def requirement_set(revision: str, role: str = "server") -> dict[str, list[str]]:
+    """``{"required": [...], "not_scored": [...], "tasks": [...]}``: the set's scenarios for ``role``
+    (``server``, or ``client``: then no tasks group), in its order."""
     out: dict[str, list[str]] = {"required": [], "not_scored": [], TASKS: []}
     listing = subprocess.run(
-        [str(NODE22), str(SUITE), "list", "--server", "--requirements", revision],
+        [str(NODE22), str(SUITE), "list", f"--{role}", "--requirements", revision],
         capture_output=True,
         text=True,
         timeout=60,
@@ -159,16 +160,18 @@ def requirement_set(revision: str) -> dict[str, list[str]]:
     section = None
     for line in listing.splitlines():
         if line.startswith("Server scenarios"):
-            section = "required"
+            section = "required" if role == "server" else None
         elif line.startswith("Client scenarios"):
-            section = None
+            section = "required" if role == "client" else None
         elif "never scored" in line:
             section = "not_scored"
         elif section and (m := re.match(r"\s+- (\S+)(?: \[(\w+)\])?", line)):
-            if section == "not_scored" and m.group(2) != "server":
+            if section == "not_scored" and m.group(2) != role:
                 continue
             name = m.group(1)
             out[TASKS if section == "not_scored" and name.startswith("tasks-") else section].append(name)
+    if role == "client":
+        del out[TASKS]
     return out
 
 
@@ -374,12 +377,225 @@ def differences(data: dict[str, Any]) -> list[str]:
     return wrong
 
 
+# -- the client scenarios: hopline's upstream side as the suite's client -----------------------------
+CLIENT = ROOT / "scripts" / "conformance_client.py"
+CLIENT_WORKERS = 2  # scenarios run at once (each is the suite, hopline serve and a front client)
+# What runs: (scenario, wire). Each scenario at each wire the pinned suite lists it for (an extension
+# scenario, which is on no spec timeline, at both). sse-retry first: it times the client's reconnect.
+CLIENT_RUNS: list[tuple[str, str]] = [
+    ("sse-retry", "2025-11-25"),
+    ("initialize", "2025-11-25"),
+    ("tools_call", "2025-11-25"),
+    ("tools_call", "2026-07-28"),
+    ("request-metadata", "2026-07-28"),
+    ("http-standard-headers", "2026-07-28"),
+    ("http-custom-headers", "2026-07-28"),
+    ("http-invalid-tool-headers", "2026-07-28"),
+    ("json-schema-ref-no-deref", "2026-07-28"),
+    ("sep-2322-client-request-state", "2026-07-28"),
+    ("json-schema-2020-12-preservation", "2025-11-25"),
+    ("json-schema-2020-12-preservation", "2026-07-28"),
+    ("auth/client-credentials-basic", "2025-11-25"),
+    ("auth/client-credentials-basic", "2026-07-28"),
+]
+_INVALID_TOOL_CHECKS = (
+    "sep-2243-x-mcp-header-charset",
+    "sep-2243-x-mcp-header-not-empty",
+    "sep-2243-x-mcp-header-primitive-only",
+    "sep-2243-x-mcp-header-unique",
+)
+# A run's failed checks, where any fail: (scenario, wire, check ids, why). The test asserts each run fails
+# exactly these checks (none elsewhere; an entry whose checks pass again is stale and fails too).
+CLIENT_EXCEPTIONS: list[tuple[str, str, tuple[str, ...], str]] = [
+    (
+        "http-invalid-tool-headers",
+        "2026-07-28",
+        _INVALID_TOOL_CHECKS,
+        _GAP + "hopline lists a backend tool whose x-mcp-header annotation is invalid (empty, non-token, on a "
+        "non-primitive or number property, duplicated) and forwards calls to it; it only stops mirroring its "
+        "arguments into Mcp-Param-* headers. SEP-2243: a client MUST exclude such a tool",
+    ),
+]
+_AUTH_CODE = (
+    "an OAuth authorization-code flow (WWW-Authenticate / RFC 9728 discovery, DCR or CIMD, PKCE, scope "
+    "step-up, iss checks); hopline authenticates to a backend only with inject, client_credentials, RFC 8693 "
+    "exchange or passthrough, so it has no such flow to test"
+)
+# Client scenarios of the pinned suite that are not run, and why (every scenario the suite lists is either
+# run or here; the test checks it).
+CLIENT_NOT_APPLICABLE: dict[str, str] = {
+    "elicitation-sep1034-client-defaults": (
+        "applying a form's defaults is the job of the client that shows the form; hopline relays "
+        "elicitation/create and the answer unchanged, so the verdict would be its front client's"
+    ),
+    "auth/client-credentials-jwt": (
+        "private_key_jwt client authentication; hopline's client_credentials uses client_secret_basic or "
+        "client_secret_post"
+    ),
+    "auth/enterprise-managed-authorization": "SEP-990 ID-JAG grants, which hopline does not implement",
+    "auth/wif-jwt-bearer": "the RFC 7523 JWT-bearer grant (workload identity), which hopline does not implement",
+    "auth/dpop": "DPoP-bound tokens (RFC 9449), which hopline does not implement",
+    "auth/dpop-nonce": "DPoP-bound tokens (RFC 9449), which hopline does not implement",
+    **{
+        f"sep-2640-client-{s}": "a skills host's verification of skill files (SEP-2640); hopline relays resources"
+        for s in ("no-prefetch", "verify-digest", "verify-size", "verify-frontmatter")
+    },
+}
+_NOT_AUTH_CODE = {"auth/client-credentials-basic", *CLIENT_NOT_APPLICABLE}
+
+
+def client_not_applicable(scenario: str) -> str | None:
+    if scenario in CLIENT_NOT_APPLICABLE:
+        return CLIENT_NOT_APPLICABLE[scenario]
+    if scenario.startswith("auth/") and scenario not in _NOT_AUTH_CODE:
+        return _AUTH_CODE
+    return None
+
+
+def client_scenarios() -> dict[str, list[str]]:
+    """Every client scenario of the pinned suite with the wires it is listed for (``[extension]``: none)."""
+    listing = subprocess.run(
+        [str(NODE22), str(SUITE), "list", "--client"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    return {
+        m.group(1): [v for v in m.group(2).split(",") if v in SETS]
+        for m in re.finditer(r"^\s+- (\S+) \[([^\]]*)\]", listing, re.M)
+    }
+
+
+def run_client(scenario: str, wire: str, out: Path) -> dict[str, Any]:
+    """One client scenario at one wire: ``{"passed", "failed": [check ids], "seconds"}``."""
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            str(NODE22), str(SUITE), "client", "--command", f"{sys.executable} {CLIENT}",
+            "--scenario", scenario, "--spec-version", wire, "--force", "-o", str(out),
+        ],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )  # fmt: skip
+    (out / "stdout.txt").write_text(done.stdout + done.stderr)
+    found = sorted(out.glob("**/checks.json"))
+    if len(found) != 1:
+        tail = (done.stdout + done.stderr)[-3000:]
+        raise RuntimeError(f"client scenario {scenario} ({wire}) gave no result:\n{tail}")
+    failed = sorted({c["id"] for c in json.loads(found[0].read_text()) if c.get("status") == "FAILURE"})
+    return {"passed": not failed, "failed": failed, "seconds": round(time.monotonic() - started, 1)}
+
+
+def measure_client(keep: Path | None = None) -> dict[str, Any]:
+    """Every run of :data:`CLIENT_RUNS`: ``{"suite", "scenarios": {name: wires}, "sets": {rev: {...}},
+    "results": {wire: {scenario: verdict}}}``; the suite's output under ``keep/WIRE/SCENARIO`` if given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    results: dict[str, dict[str, Any]] = {wire: {} for wire in SETS}
+    with tempfile.TemporaryDirectory(prefix="hopline-conformance-client-") as tmp:
+        out = keep or Path(tmp)
+        with ThreadPoolExecutor(CLIENT_WORKERS) as pool:
+            futures = {
+                (scenario, wire): pool.submit(run_client, scenario, wire, out / wire / scenario.replace("/", "_"))
+                for scenario, wire in CLIENT_RUNS
+            }
+            for (scenario, wire), future in futures.items():
+                results[wire][scenario] = future.result()
+    return {
+        "suite": suite_version(),
+        "scenarios": client_scenarios(),
+        "sets": {r: requirement_set(r, "client") for r in SETS},
+        "results": results,
+    }
+
+
+def client_documented(scenario: str, wire: str) -> tuple[set[str], str | None]:
+    for name, rev, checks, why in CLIENT_EXCEPTIONS:
+        if (name, rev) == (scenario, wire):
+            return set(checks), why
+    return set(), None
+
+
+def client_differences(data: dict[str, Any]) -> list[str]:
+    """What the test asserts is empty: a run whose failed checks are not what :data:`CLIENT_EXCEPTIONS` says."""
+    wrong = []
+    for scenario, wire in CLIENT_RUNS:
+        got = data["results"][wire].get(scenario)
+        if got is None:
+            wrong.append(f"{scenario} {wire}: not run")
+            continue
+        want, _ = client_documented(scenario, wire)
+        if set(got["failed"]) != want:
+            wrong.append(
+                f"{scenario} {wire}: failed {got['failed']}, documented {sorted(want)} "
+                f"(undocumented: {sorted(set(got['failed']) - want)}; stale: {sorted(want - set(got['failed']))})"
+            )
+    return wrong
+
+
+def client_table(data: dict[str, Any]) -> str:
+    """The README table: each client scenario of the suite × wire, run or not applicable, and why."""
+    scored: dict[str, dict[str, str]] = {}  # scenario → wire → "required" / "not scored"
+    for revision, groups in data["sets"].items():
+        for group, names in groups.items():
+            for name in names:
+                scored.setdefault(name, {})[revision] = "required" if group == "required" else "not scored"
+    lines = [
+        f"Client scenarios of `@modelcontextprotocol/conformance@{data['suite']}` with hopline as the client "
+        "(`hopline serve`, Reverse mode, the suite's server its backend), by wire:",
+        "",
+        "| scenario | " + " | ".join(SETS) + " |",
+        "|---|" + "---|" * len(SETS),
+    ]
+    notes: list[str] = []
+    inapplicable: dict[str, list[str]] = {}
+    for scenario, wires in data["scenarios"].items():
+        runs = [w for s, w in CLIENT_RUNS if s == scenario]
+        why = client_not_applicable(scenario)
+        if not runs and why is None:
+            lines.append(f"| `{scenario}` | NOT DOCUMENTED: neither run nor not applicable |")
+            continue
+        if not runs:
+            if set(wires) & set(SETS) or scenario in scored or not wires:  # not: only older revisions
+                inapplicable.setdefault(why or "", []).append(scenario)
+            continue
+        cells = []
+        for wire in SETS:
+            if wire not in runs:
+                cells.append("—")
+                continue
+            got = data["results"][wire].get(scenario)
+            label = scored.get(scenario, {}).get(wire, "extension" if not wires else "not in the set")
+            if got is None:
+                cells.append(f"not run ({label})")
+            elif got["passed"]:
+                cells.append(f"pass ({label})")
+            else:
+                _, reason = client_documented(scenario, wire)
+                cells.append(f"**fail** ({label})")
+                checks = ", ".join(f"`{c}`" for c in got["failed"])
+                notes.append(f"- `{scenario}` · {wire}: {checks}: {reason or 'NOT DOCUMENTED'}")
+        lines.append(f"| `{scenario}` | " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Where a scenario fails, and why:", "", *notes]
+    if inapplicable:
+        lines += ["", "Not run, because they test what hopline does not do:", ""]
+        lines += [f"- {', '.join(f'`{s}`' for s in names)}: {why}" for why, names in inapplicable.items()]
+    if wrong := client_differences(data):
+        lines += ["", "NOT DOCUMENTED in CLIENT_EXCEPTIONS:", "", *(f"- {w}" for w in wrong)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", metavar="FILE", help="also write every verdict as JSON")
     parser.add_argument("--keep", metavar="DIR", help="keep the suite's checks.json files under DIR/PATH/SET")
     parser.add_argument(
         "--paths", default=",".join(PATHS), help=f"comma-separated subset of {','.join(PATHS)} (direct always)"
+    )
+    parser.add_argument(
+        "--client", action="store_true", help="the client scenarios instead (hopline's upstream side as the client)"
     )
     args = parser.parse_args(argv)
     if not SUITE.exists() or not NODE22.exists():
@@ -389,15 +605,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     only = tuple(p for p in PATHS if p == "direct" or p in args.paths.split(","))
     started = time.monotonic()
+    keep = Path(args.keep).resolve() if args.keep else None
     try:
-        data = measure(only, keep=Path(args.keep).resolve() if args.keep else None)
+        data = measure_client(keep) if args.client else measure(only, keep=keep)
     except (RuntimeError, subprocess.SubprocessError, OSError) as e:
         print(f"conformance_table: {e}", file=sys.stderr)
         return 1
     data["seconds"] = round(time.monotonic() - started, 1)
     if args.json:
         Path(args.json).write_text(json.dumps(data, indent=1))
-    print(table(data))
+    print(client_table(data) if args.client else table(data))
     print(f"\n({data['seconds']} s)", file=sys.stderr)
     return 0
 

@@ -291,6 +291,9 @@ async def _discover(
     }
     probe = await peer.call("server/discover", {"_meta": meta}, timeout=timeout)
     _hop_refusal(peer, probe)
+    if _offers_modern(probe):  # -32022 naming a version hopline speaks: negotiate, once, with it
+        probe = await peer.call("server/discover", {"_meta": meta}, timeout=timeout)
+        _hop_refusal(peer, probe)
     result = probe.body.get("result")
     if isinstance(result, dict) and LATEST_MODERN in (result.get("supportedVersions") or []):
         server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
@@ -319,6 +322,16 @@ async def _initialize(
         result.get("serverInfo") or {},
         result.get("instructions"),
     )
+
+
+def _offers_modern(answer: Message) -> bool:
+    """An UnsupportedProtocolVersionError (-32022) whose ``data.supported`` lists the version
+    hopline speaks (SEP-2575: the client retries with a mutually supported version). hopline
+    has one modern version, so the retry repeats the request; a second refusal is final."""
+    error = answer.body.get("error")
+    data = error.get("data") if isinstance(error, dict) else None
+    supported = data.get("supported") if isinstance(data, dict) else None
+    return isinstance(supported, list) and LATEST_MODERN in supported and error.get("code") == -32022
 
 
 def _hop_refusal(peer: RpcPeer, answer: Message) -> None:
