@@ -398,24 +398,11 @@ CLIENT_RUNS: list[tuple[str, str]] = [
     ("auth/client-credentials-basic", "2025-11-25"),
     ("auth/client-credentials-basic", "2026-07-28"),
 ]
-_INVALID_TOOL_CHECKS = (
-    "sep-2243-x-mcp-header-charset",
-    "sep-2243-x-mcp-header-not-empty",
-    "sep-2243-x-mcp-header-primitive-only",
-    "sep-2243-x-mcp-header-unique",
-)
 # A run's failed checks, where any fail: (scenario, wire, check ids, why). The test asserts each run fails
-# exactly these checks (none elsewhere; an entry whose checks pass again is stale and fails too).
-CLIENT_EXCEPTIONS: list[tuple[str, str, tuple[str, ...], str]] = [
-    (
-        "http-invalid-tool-headers",
-        "2026-07-28",
-        _INVALID_TOOL_CHECKS,
-        _GAP + "hopline lists a backend tool whose x-mcp-header annotation is invalid (empty, non-token, on a "
-        "non-primitive or number property, duplicated) and forwards calls to it; it only stops mirroring its "
-        "arguments into Mcp-Param-* headers. SEP-2243: a client MUST exclude such a tool",
-    ),
-]
+# exactly these checks (none elsewhere; an entry whose checks pass again is stale and fails too). Empty:
+# every client scenario run passes (http-invalid-tool-headers since the catalogue leaves out a tool whose
+# x-mcp-header annotation is invalid, layers/routing/catalog.py).
+CLIENT_EXCEPTIONS: list[tuple[str, str, tuple[str, ...], str]] = []
 _AUTH_CODE = (
     "an OAuth authorization-code flow (WWW-Authenticate / RFC 9728 discovery, DCR or CIMD, PKCE, scope "
     "step-up, iss checks); hopline authenticates to a backend only with inject, client_credentials, RFC 8693 "

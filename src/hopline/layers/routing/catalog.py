@@ -41,6 +41,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from hopline.header_codec import param_map
 from hopline.layers.routing.collide import Claim, Collision, settle, show
 from hopline.layers.routing.namespace import Namespace
 
@@ -111,6 +112,10 @@ class Catalog:
                     continue
                 if name in seen:
                     diagnostics.append(f"{backend}:{show(name)} listed more than once; later copies ignored")
+                    continue
+                schema = item.get("inputSchema")
+                if isinstance(schema, dict) and param_map(schema) is None:  # SEP-2243: clients MUST exclude it
+                    diagnostics.append(f"{backend}:{show(name)} has an invalid x-mcp-header annotation; not listed")
                     continue
                 seen.add(name)
                 claims.append(_claim(namespace, backend, name, item, opts, rank, diagnostics))
