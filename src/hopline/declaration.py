@@ -212,11 +212,27 @@ def _transparent(config: Any) -> Deployment:
     Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
     t = config.transparent
     layers = ({1, 5} if t.rules else {1}) if t.level == 1 else layers_for(config) | ({5} if t.rules else set())
-    how = (
-        "the Host header, as the client addressed it"
-        if t.destination == "host"
-        else f"the {t.header!r} header, set by the interception layer"
-    )
+    how, mechanism, interception = {
+        "host": (
+            "the Host header, as the client addressed it",
+            "Host",
+            "by the surrounding network (DNS-based interception, or an L7 redirect such as an Envoy/Istio listener "
+            "that keeps Host); hopline intercepts nothing itself",
+        ),
+        "header": (
+            f"the {t.header!r} header, set by the interception layer",
+            "header",
+            "by the surrounding network (an L7 redirect that names the original destination in a header); hopline "
+            "intercepts nothing itself",
+        ),
+        "socket": (
+            "the accepted socket's original destination (getsockopt SO_ORIGINAL_DST, IP6T_SO_ORIGINAL_DST for IPv6)"
+            + (", which the request's Host must name (421 otherwise)" if t.check_host else ""),
+            "SO_ORIGINAL_DST",
+            "by the surrounding network: an iptables/nftables REDIRECT (or a mesh's redirect) of the clients' "
+            "connections to hopline's listener, hopline's own outbound connections excluded (its uid)",
+        ),
+    }[t.destination]
     return Deployment(
         modes=["transparent"],
         client_transports=["streamable-http", "sse"],
@@ -227,8 +243,8 @@ def _transparent(config: Any) -> Deployment:
         handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
         transparent={
             "awareness_level": t.level,
-            "interception": "by the surrounding network (DNS-based interception, "
-            "or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
+            "interception": interception,
+            "mechanism": mechanism,
             "original_destination": how,
             "destinations": sorted(t.destinations),
             "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",

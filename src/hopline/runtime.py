@@ -71,7 +71,9 @@ async def serve_http(
     graceful: float = 5.0,
     limits: DoorLimits | None = None,
     counters: DoorCounters | None = None,
+    protocol: Callable[[type], type] | None = None,
 ) -> None:
+    """``protocol``: wraps the front door's protocol class (transparent mode's interception)."""
     import uvicorn
 
     from hopline.transports.front_door import FrontDoor
@@ -86,7 +88,7 @@ async def serve_http(
         app,
         host=host,
         port=port,
-        http=door.protocol(),
+        http=door.protocol() if protocol is None else protocol(door.protocol()),
         ws="none",
         timeout_keep_alive=door.limits.idle_timeout,  # the front door's idle timer replaces uvicorn's
         loop="none",

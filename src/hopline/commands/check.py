@@ -114,7 +114,12 @@ def explain(config: GatewayConfig) -> list[str]:
         )
         lines.append(
             f"awareness level {t.level}: {what}; the destination comes from "
-            f"{'Host' if t.destination == 'host' else t.header}"
+            + {
+                "host": "Host",
+                "header": t.header,
+                "socket": "the socket (SO_ORIGINAL_DST after a REDIRECT)"
+                + ("; a Host that does not name it is refused" if t.check_host else ""),
+            }[t.destination]
         )
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(

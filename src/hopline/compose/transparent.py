@@ -61,6 +61,7 @@ def settings(t: TransparentConfig) -> ProxySettings:
         max_body=t.max_body,
         max_method_body=t.max_method_body,
         connect_timeout=t.connect_timeout,
+        check_host=t.check_host,
     )
 
 

@@ -3,12 +3,14 @@
 hopline implements Transparent mode at **awareness level 1** (transport-aware: HTTP
 method, path and headers; request and response bodies are streamed through unparsed)
 and does not intercept traffic itself: the surrounding network does (DNS-based
-interception, or an L7 redirect such as an Envoy/Istio listener), and the original
-destination reaches hopline as the request's ``Host`` (``destination: host``) or in a
-header the interception layer sets (``destination: header``). ``destinations`` is an
-allow-list from that original destination to where it really is; a request for any
-other destination is refused (421), so a client can never make hopline connect to a
-host of its choosing.
+interception, an L7 redirect such as an Envoy/Istio listener, or an iptables/nftables
+REDIRECT), and the original destination reaches hopline as the request's ``Host``
+(``destination: host``), in a header the interception layer sets (``destination:
+header``), or from the accepted socket (``destination: socket``: ``SO_ORIGINAL_DST``, the
+address the client dialled, which the kernel keeps across the redirect; its ``Host``
+must then agree with it, ``check_host``). ``destinations`` is an allow-list from that
+original destination to where it really is; a request for any other destination is
+refused (421), so a client can never make hopline connect to a host of its choosing.
 
 ``rules`` are CEL allow rules over ``http`` (Layer 5, header-based filtering only):
 ``http.method``, ``http.path``, ``http.destination``, ``http.source`` (the client's
@@ -23,6 +25,7 @@ what happens then (default: refused, fail closed).
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -40,10 +43,20 @@ class TransparentConfig(Section):
         "(protocol-aware: a Reverse-mode gateway per destination, dual-handshaken, with this file's policy, "
         "resilience, observability and tool modes).",
     )
-    destination: Literal["host", "header"] = Field(
+    destination: Literal["host", "header", "socket"] = Field(
         "host",
-        description="Where the original destination comes from: the Host header (DNS or L7 interception), or `header` "
-        "(set by the interception layer).",
+        description="How the original destination reaches hopline (the interception mechanism it expects): `host`, "
+        "the Host header (DNS-based interception, or an L7 redirect that keeps Host); `header`, a header set by the "
+        "interception layer; `socket`, recovered from the accepted connection with SO_ORIGINAL_DST (IPv4) / "
+        "IP6T_SO_ORIGINAL_DST (IPv6), after an iptables/nftables REDIRECT or a mesh's redirect: `destinations` are "
+        "then named ip:port ([ip6]:port) and hopline's own outbound connections must be excluded from the redirect "
+        "(its uid, `-m owner ! --uid-owner`).",
+    )
+    check_host: bool = Field(
+        True,
+        description="With `destination: socket`: a request whose Host (and SNI, where hopline terminates TLS) does "
+        "not name the connection's original destination (the same IP, or a name resolving to it, and the same port) "
+        "is refused (421), so no client reaches one destination with another's name.",
     )
     header: str = Field(
         "x-original-destination",
@@ -113,6 +126,27 @@ class TransparentConfig(Section):
                 problems.append(((name,), "a destination is a host or host:port, as in the Host header"))
         raise_problems(problems)
         return {name.lower(): url.rstrip("/") for name, url in destinations.items()}
+
+    @model_validator(mode="after")
+    def _socket_names(self) -> TransparentConfig:
+        """With ``destination: socket`` a destination is the ip:port a client dials (named as recovered)."""
+        if self.destination != "socket":
+            return self
+        named: dict[str, str] = {}
+        problems: list[tuple[Loc, str]] = []
+        for name, url in self.destinations.items():
+            host, _, port = name.rpartition(":")
+            try:
+                ip = ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
+                if (ip.version == 6) != host.startswith("[") or not 0 < int(port) < 65536:
+                    raise ValueError(name)
+                named[f"[{ip.compressed}]:{port}" if ip.version == 6 else f"{ip}:{int(port)}"] = url
+            except ValueError:
+                why = "with destination: socket, a destination is the ip:port clients dial ([ip6]:port for IPv6)"
+                problems.append((("destinations", name), why))
+        raise_problems(problems)
+        self.destinations = named
+        return self
 
     @field_validator("paths")
     @classmethod

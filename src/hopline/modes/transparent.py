@@ -88,8 +88,19 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
         from hopline.transports.door_limits import DoorLimits
 
         limits = DoorLimits(**listen.limits.model_dump())
+        protocol = None
+        if t.destination == "socket":  # each connection's original destination, from the socket (SO_ORIGINAL_DST)
+            from hopline.transports.interception import intercepting
+
+            protocol = intercepting
         await runtime.serve_http(
-            app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose, limits=limits
+            app,
+            host=listen.host,
+            port=listen.port,
+            on_ready=ready,
+            on_shutdown=app.aclose,
+            limits=limits,
+            protocol=protocol,
         )
         return 0
 

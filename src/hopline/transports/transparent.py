@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -43,6 +45,7 @@ import orjson
 from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
+from hopline.transports.interception import ORIGINAL_DESTINATION
 
 log = logging.getLogger("hopline.transparent")
 
@@ -69,12 +72,13 @@ class ProxySettings:
     """What the proxy is handed of the ``transparent`` section."""
 
     destinations: dict[str, str]  # original destination (lower-case host[:port]) -> real base URL
-    destination: str  # where the destination is named: "host" or "header"
+    destination: str  # where the destination is named: "host", "header" or "socket" (SO_ORIGINAL_DST)
     header: str  # with destination "header": that header's (lower-case) name
     unknown_method: str  # "refuse", "read_body" or "allow"
     max_body: int
     max_method_body: int
     connect_timeout: float
+    check_host: bool = True  # with "socket": the Host must name the original destination
 
 
 class HeaderRules(Protocol):
@@ -124,6 +128,7 @@ class TransparentProxy:
         self.timeout = httpx.Timeout(settings.connect_timeout, read=None)
         self.wait = wait
         self.client = client or LeanClient(timeout=self.timeout)
+        self.names = Names()
 
     async def aclose(self) -> None:
         if self.aware is not None:
@@ -141,12 +146,25 @@ class TransparentProxy:
                 send, 400, _error(self.rules.error, f"the {repeated.title()} header is repeated; send it once")
             )
             return
-        named = first.get("host") if c.destination == "host" else first.get(c.header)
+        if c.destination == "socket":  # the address the client dialled, as the kernel kept it
+            named = (scope.get("extensions") or {}).get(ORIGINAL_DESTINATION)
+        else:
+            named = first.get("host") if c.destination == "host" else first.get(c.header)
         target = c.destinations.get(named.strip().lower()) if named else None
         if target is None:
             await self._own(scope, send, named)
             return
         destination = named.strip().lower()  # type: ignore[union-attr]
+        if c.destination == "socket" and c.check_host:
+            host = first.get("host")
+            if host is not None and not await self.names.agree(host, destination, scope.get("scheme") == "https"):
+                log.info("refused %s %s: Host %r is not %s", scope["method"], scope["path"], host, destination)
+                message = (
+                    f"misdirected request: its Host ({host}) does not name the address the connection was made to "
+                    f"({destination})"
+                )
+                await hu.send_json(send, 421, _error(REFUSED, message))
+                return
         method, problem = self.rules.claimed(scope["method"], first)
         if problem is not None:
             await hu.send_json(send, 400, _error(self.rules.error, problem))
@@ -208,7 +226,11 @@ class TransparentProxy:
 
     async def _own(self, scope: hu.Scope, send: hu.Send, named: str | None) -> None:
         """A request this intermediary serves itself, or refuses: it names no destination it forwards to."""
-        if scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
+        if self.settings.destination == "socket" and named is not None:  # intercepted, for an unlisted address
+            log.info("refused %s %s: %s is not an allowed destination", scope["method"], scope["path"], named)
+            message = f"misdirected request: the connection was made to {named}, not an allowed destination"
+            await hu.send_json(send, 421, _error(REFUSED, message))
+        elif scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
             await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
         elif scope["method"] == "GET" and scope["path"] == "/healthz":
             await hu.send_json(send, 200, b'{"status":"ok"}')
@@ -269,6 +291,69 @@ class TransparentProxy:
             await _stream(response, receive, send)
         finally:
             await streaming.__aexit__(None, None, None)
+
+
+class Names:
+    """Whether a ``Host`` (or SNI) names an original destination ``ip:port``: the same IP
+    literal, or a name that resolves to it (looked up once a minute at most), and the same
+    port (80, or 443 over TLS, when it gives none)."""
+
+    TTL = 60.0
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.resolved: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def agree(self, host: str, destination: str, tls: bool = False) -> bool:
+        name, port = split_host(host.strip().lower(), 443 if tls else 80)
+        ip, _, dport = destination.rpartition(":")
+        if port is None or str(port) != dport:
+            return False
+        if name is None:
+            return False
+        ip = ip.strip("[]")
+        try:
+            return ipaddress.ip_address(name).compressed == ip
+        except ValueError:
+            pass
+        return ip in await self.addresses(name)
+
+    async def addresses(self, name: str) -> frozenset[str]:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        cached = self.resolved.get(name)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            infos = await loop.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+            found = frozenset(ipaddress.ip_address(str(info[4][0]).split("%")[0]).compressed for info in infos)
+        except (OSError, ValueError):
+            found = frozenset()
+        if len(self.resolved) >= self.MAX:
+            self.resolved.clear()
+        self.resolved[name] = (now + self.TTL, found)
+        return found
+
+
+def split_host(host: str, default: int) -> tuple[str | None, int | None]:
+    """``(name, port)`` of a Host value (``name``, ``name:port``, ``[ip6]:port``); None parts when malformed."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return None, None
+        name, rest = host[1:end], host[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None, None
+        port = rest[1:]
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+    elif ":" in host:
+        return None, None
+    else:
+        name, port = host, ""
+    if not port:
+        return name or None, default
+    return (name or None), (int(port) if port.isdigit() and 0 < int(port) < 65536 else None)
 
 
 class Endpoint(Protocol):

@@ -1,0 +1,97 @@
+"""A client that dials an address itself, for tests that run it inside a network namespace
+(``ip netns exec NS python -m tests.servers.dial ...``, from the repository root), where
+an iptables REDIRECT may send its connection elsewhere. Prints one JSON line.
+
+Usage::
+
+    python -m tests.servers.dial sdk URL MODE        # the official SDK client: exercise()'s results, or its error
+    python -m tests.servers.dial post URL [--host H] [--header K:V]...  # one initialize POST: status, headers, body
+    python -m tests.servers.dial wait HOST PORT      # until HOST:PORT accepts a connection (15 s at most)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import time
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "dial", "version": "1"}},
+}
+
+
+async def sdk(url: str, mode: str) -> dict:
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.peers import client, exercise
+
+    try:
+        async with client(streamable_http_client(url), mode) as c:
+            info = c.server_info.name if mode == "legacy" else None
+            return {"ok": await asyncio.wait_for(exercise(c), 20), "server": info}
+    except BaseException as exc:  # noqa: BLE001 (the test reads what failed)
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+async def post(url: str, host: str | None, extra: list[str]) -> dict:
+    import httpx
+
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if host is not None:
+        headers["host"] = host
+    for item in extra:
+        k, _, v = item.partition(":")
+        headers[k.strip()] = v.strip()
+    try:
+        async with httpx.AsyncClient(timeout=20, trust_env=False) as http:
+            r = await http.post(url, json=INIT, headers=headers)
+            text = r.text if "event-stream" not in r.headers.get("content-type", "") else r.text[:4000]
+            return {"status": r.status_code, "headers": dict(r.headers), "body": text}
+    except httpx.HTTPError as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def wait(host: str, port: int) -> dict:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex((host, port)) == 0:
+                return {"ok": True}
+        time.sleep(0.05)
+    return {"error": f"{host}:{port} not listening after 15 s"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="what", required=True)
+    s = sub.add_parser("sdk")
+    s.add_argument("url")
+    s.add_argument("mode")
+    p = sub.add_parser("post")
+    p.add_argument("url")
+    p.add_argument("--host")
+    p.add_argument("--header", action="append", default=[])
+    w = sub.add_parser("wait")
+    w.add_argument("host")
+    w.add_argument("port", type=int)
+    args = parser.parse_args()
+    if args.what == "sdk":
+        out = asyncio.run(sdk(args.url, args.mode))
+    elif args.what == "post":
+        out = asyncio.run(post(args.url, args.host, args.header))
+    else:
+        out = wait(args.host, args.port)
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
