@@ -32,6 +32,13 @@ LEVEL_HANDSHAKE = {
     1: "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
     2: "level 2: dual-handshake on every connection (the destination's own identity and surface, as Reverse mode)",
 }
+TLS_DISPOSITIONS = {  # transparent.tls -> what the declaration says (draft §5.4.4)
+    "plaintext": "plaintext",
+    "terminated": "termination by the surrounding infrastructure",
+    "terminate": "termination and re-origination by hopline: a certificate for the original hostname (SNI) minted "
+    "from the operator CA, and hopline's own verified TLS to the destination",
+    "passthrough": "passthrough: the encrypted stream forwarded unread; policy on the original destination and SNI",
+}
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 
 
@@ -237,7 +244,7 @@ def _transparent(config: Any) -> Deployment:
         modes=["transparent"],
         client_transports=["streamable-http", "sse"],
         backend_transports=["streamable-http", "sse"],
-        tls="termination by the surrounding infrastructure" if t.tls == "terminated" else "plaintext",
+        tls=TLS_DISPOSITIONS[t.tls],
         token_propagation="passthrough",
         layers=layers,
         handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
@@ -246,6 +253,13 @@ def _transparent(config: Any) -> Deployment:
             "interception": interception,
             "mechanism": mechanism,
             "original_destination": how,
+            "tls_disposition": {
+                "plaintext": "plaintext",
+                "terminated": "termination by the surrounding infrastructure",
+                "terminate": "termination and re-origination",
+                "passthrough": "passthrough",
+            }[t.tls],
+            "tls_downgrade": "allowed (trusted_network: a trusted network boundary)" if t.trusted_network else "never",
             "destinations": sorted(t.destinations),
             "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",
         },

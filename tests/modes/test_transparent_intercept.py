@@ -15,6 +15,7 @@ scripts/test installs Debian's iptables and iproute2): without them they fail, s
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import shutil
@@ -53,6 +54,12 @@ class Namespace:
     def __init__(self) -> None:
         self.name = f"hlt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.procs: list[Proc] = []
+        self.etc = Path("/etc/netns") / self.name  # ip netns exec mounts its files over /etc's
+
+    def hosts(self, text: str) -> None:
+        """/etc/hosts as the namespace's processes see it."""
+        self.etc.mkdir(parents=True, exist_ok=True)
+        (self.etc / "hosts").write_text(text)
 
     def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(["ip", "netns", "exec", self.name, *argv], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
@@ -60,9 +67,9 @@ class Namespace:
             raise AssertionError(f"{' '.join(argv)} in {self.name} failed ({done.returncode}): {done.stderr.strip()}")
         return done
 
-    def start(self, *argv: str, user: int | None = None) -> Proc:
+    def start(self, *argv: str, user: int | None = None, env: dict[str, str] | None = None) -> Proc:
         prefix = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"] if user is not None else []
-        proc = start(["ip", "netns", "exec", self.name, *prefix, *argv], env=ENV)
+        proc = start(["ip", "netns", "exec", self.name, *prefix, *argv], env={**ENV, **(env or {})})
         self.procs.append(proc)
         return proc
 
@@ -79,15 +86,15 @@ class Namespace:
             "-j", "REDIRECT", "--to-ports", str(HOPLINE_PORT),
         )  # fmt: skip
 
-    def backend(self, port: int) -> Proc:
-        proc = self.start(sys.executable, str(ROOT / "tests" / "servers" / "sdk_server.py"), "http", "--port", str(port))
+    def backend(self, port: int, *flags: str) -> Proc:
+        proc = self.start(sys.executable, str(ROOT / "tests" / "servers" / "sdk_server.py"), "http", "--port", str(port), *flags)
         assert self.dial("wait", "127.0.0.1", str(port)) == {"ok": True}
         return proc
 
-    def hopline(self, config: Path) -> Proc:
+    def hopline(self, config: Path, env: dict[str, str] | None = None) -> Proc:
         """``hopline serve`` as nobody, announced on the example's port."""
-        proc = self.start(sys.executable, "-m", "hopline", "serve", str(config), user=NOBODY)
-        m = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)")
+        proc = self.start(sys.executable, "-m", "hopline", "serve", str(config), user=NOBODY, env=env)
+        m = proc.wait_line(r"at ((?:https?|tcp)://\S+) \((?:Streamable HTTP|TLS passthrough)\)")
         proc.url = m.group(1)
         return proc
 
@@ -95,6 +102,7 @@ class Namespace:
         for proc in self.procs:
             proc.stop()
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=30)
+        shutil.rmtree(self.etc, ignore_errors=True)
 
 
 @pytest.fixture
@@ -108,6 +116,7 @@ def netns():
     finally:
         ns.close()
     assert ns.name not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not ns.etc.exists()
 
 
 @pytest.fixture
@@ -200,3 +209,191 @@ def test_the_original_destination_is_read_from_the_socket_for_ipv4_and_ipv6(netn
     netns.run(table, "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-d", host, "--dport", "8082", "-j", "REDIRECT", "--to-ports", "15002")
     found = json.loads(netns.run(sys.executable, "-c", PROBE, family).stdout)
     assert found == {"8082": [host, 8082], "15002": None}  # the address dialled; none when hopline itself was dialled
+
+
+# -- TLS dispositions (draft §5.4.4) ---------------------------------------------------------
+
+HOSTS = "127.0.0.1 localhost tools.test\n127.0.0.2 other.test\n::1 localhost\n"
+
+
+def _ca(common_name: str):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    return cert, key
+
+
+def _pem(cert=None, key=None) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    out = b""
+    if key is not None:
+        out += key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    if cert is not None:
+        out += cert.public_bytes(serialization.Encoding.PEM)
+    return out
+
+
+def _leaf(ca, ca_key, name: str):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.fixture
+def pki(readable):
+    """Two CAs: the destination's (its own certificate for tools.test) and the operator's (hopline mints from it)."""
+    files = {}
+    dest, dest_key = _ca("destination test CA")
+    operator, operator_key = _ca("operator test CA")
+    leaf, leaf_key = _leaf(dest, dest_key, "tools.test")
+    for name, data in {
+        "dest-ca.pem": _pem(dest), "operator-ca.pem": _pem(operator), "operator-key.pem": _pem(key=operator_key),
+        "server.pem": _pem(leaf), "server-key.pem": _pem(key=leaf_key),
+    }.items():  # fmt: skip
+        (readable / name).write_bytes(data)
+        (readable / name).chmod(0o644)  # hopline runs as nobody (an operator keeps the CA key to hopline's uid)
+        files[name] = str(readable / name)
+    return files
+
+
+def tls_config(readable: Path, tls: str, level: int, pki: dict, **extra) -> Path:
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config["transparent"].update(
+        level=level, tls=tls, destinations={"127.0.0.1:8443": "https://tools.test:8443", **extra.pop("destinations", {})}, **extra
+    )
+    if tls == "terminate":
+        config["transparent"]["ca"] = {"cert": pki["operator-ca.pem"], "key": pki["operator-key.pem"]}
+    path = readable / f"tls-{tls}-{level}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def tls_backend(netns, pki, port: int = 8443) -> None:
+    netns.backend(port, "--tls-cert", pki["server.pem"], "--tls-key", pki["server-key.pem"], "--allow-host", f"tools.test:{port}")
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_tls_termination_presents_a_certificate_for_the_original_host_and_reoriginates_verified_tls(netns, readable, pki, level):
+    netns.hosts(HOSTS)
+    tls_backend(netns, pki)
+    url = "https://tools.test:8443/mcp"
+    direct = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    assert all("ok" in direct[mode] for mode in MODES), direct
+    netns.redirect(8443)
+    netns.hopline(tls_config(readable, "terminate", level, pki), env={"SSL_CERT_FILE": pki["dest-ca.pem"]})
+    through = {mode: netns.dial("sdk", url, mode, "--ca", pki["operator-ca.pem"]) for mode in MODES}  # trusting only the operator CA
+    assert through == direct
+    seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
+    assert seen["issuer"] == "operator test CA" and seen["names"] == ["tools.test"] and seen["status"] == 200, seen
+    trusting_the_destination = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
+    assert "CERTIFICATE_VERIFY_FAILED" in trusting_the_destination["error"]  # hopline's certificate, not the destination's
+    other = netns.dial("tls", "127.0.0.1", "8443", "--sni", "other.test", "--ca", pki["operator-ca.pem"], "--host", "other.test:8443")
+    assert other["status"] == 421 and "TLS server name (other.test) does not name" in other["body"], other
+    fronted = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"], "--host", "localhost:8443")
+    assert fronted["status"] == 421 and "and its TLS server name (tools.test) differ" in fronted["body"], fronted
+
+
+def test_tls_termination_verifies_the_destination(netns, readable, pki):
+    """Without the destination's CA in hopline's trust store, its own TLS to it fails: 502, nothing forwarded."""
+    netns.hosts(HOSTS)
+    tls_backend(netns, pki)
+    netns.redirect(8443)
+    netns.hopline(tls_config(readable, "terminate", 1, pki))
+    answer = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
+    assert answer["status"] == 502 and "destination unreachable" in answer["body"], answer
+
+
+def test_tls_passthrough_forwards_the_encrypted_stream_and_judges_the_sni(netns, readable, pki):
+    netns.hosts(HOSTS)
+    tls_backend(netns, pki)
+    tls_backend(netns, pki, 8444)  # reachable, not on the allow-list
+    url = "https://tools.test:8443/mcp"
+    direct = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    assert all("ok" in direct[mode] for mode in MODES), direct
+    netns.redirect(8443, 8444)
+    gw = netns.hopline(tls_config(readable, "passthrough", 1, pki))
+    assert gw.url.startswith("tcp://")
+    through = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    assert through == direct
+    seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
+    assert seen["issuer"] == "destination test CA" and seen["status"] == 200, seen  # the destination's own certificate
+    other = netns.dial("tls", "127.0.0.1", "8443", "--sni", "other.test", "--ca", pki["dest-ca.pem"])
+    assert "UNRECOGNIZED_NAME" in other["error"], other
+    unlisted = netns.dial("tls", "127.0.0.1", "8444", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
+    assert "ACCESS_DENIED" in unlisted["error"], unlisted
+    gw.stop()
+    stopped = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
+    assert "error" in stopped, stopped
+
+
+# -- what the section accepts (no namespace needed) ------------------------------------------
+
+def _transparent(**section):
+    from hopline.config.schema import GatewayConfig
+
+    return GatewayConfig.model_validate({"mode": "transparent", "transparent": section})
+
+
+@pytest.mark.parametrize(
+    ("section", "says"),
+    [
+        ({"destination": "socket", "destinations": {"tools.internal:8080": "http://10.0.0.1"}}, "a destination is the ip:port clients dial"),
+        ({"destination": "socket", "destinations": {"::1:8080": "http://10.0.0.1"}}, "[ip6]:port"),
+        ({"tls": "terminate", "destinations": {"a:443": "https://10.0.0.1"}}, "give ca.cert and ca.key"),
+        ({"tls": "terminate", "ca": {"cert": "c", "key": "k"}, "destinations": {"a:443": "http://10.0.0.1"}}, "downgrades TLS"),
+        ({"tls": "plaintext", "ca": {"cert": "c", "key": "k"}, "destinations": {"a": "http://10.0.0.1"}}, "only with tls: terminate"),
+        ({"tls": "passthrough", "destinations": {"a:443": "https://10.0.0.1"}}, "the destination comes from the socket"),
+        ({"tls": "passthrough", "level": 2, "destination": "socket", "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "level 1 only"),
+        ({"tls": "passthrough", "destination": "socket", "rules": ["true"], "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "header rules need tls: terminate"),
+        ({"tls": "passthrough", "destination": "socket", "destinations": {"10.0.0.1:80": "http://10.0.0.1"}}, "https://host:port"),
+    ],
+)
+def test_the_section_refuses_what_cannot_be_honoured(section, says):
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        _transparent(**section)
+    assert says in str(caught.value)
+
+
+def test_socket_destinations_are_named_as_recovered_and_trusted_networks_may_downgrade():
+    t = _transparent(destination="socket", destinations={"[0:0::1]:8080": "http://127.0.0.1:1", "10.0.0.1:443": "https://x"}).transparent
+    assert set(t.destinations) == {"[::1]:8080", "10.0.0.1:443"}  # as the socket gives them
+    assert _transparent(tls="terminate", ca={"cert": "c", "key": "k"}, trusted_network=True, destinations={"a": "http://10.0.0.1"})
+
+
+def test_a_ca_that_is_not_a_ca_stops_serve_with_one_line(readable, pki):
+    config = tls_config(readable, "terminate", 1, {**pki, "operator-ca.pem": pki["server.pem"], "operator-key.pem": pki["server-key.pem"]})
+    done = subprocess.run([sys.executable, "-m", "hopline", "serve", str(config)], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
+    assert done.returncode == 1 and done.stderr.strip() == "hopline serve: transparent.ca: the CA certificate is not a CA (basicConstraints CA:FALSE)", done.stderr

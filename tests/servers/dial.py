@@ -4,7 +4,9 @@ an iptables REDIRECT may send its connection elsewhere. Prints one JSON line.
 
 Usage::
 
-    python -m tests.servers.dial sdk URL MODE        # the official SDK client: exercise()'s results, or its error
+    python -m tests.servers.dial sdk URL MODE [--ca PEM]  # the official SDK client: exercise()'s results, or its error
+    python -m tests.servers.dial tls IP PORT --sni NAME --ca PEM [--host H]  # an initialize POST over TLS, and the
+                                                     # certificate presented (its issuer, its names), or the error
     python -m tests.servers.dial post URL [--host H] [--header K:V]...  # one initialize POST: status, headers, body
     python -m tests.servers.dial wait HOST PORT      # until HOST:PORT accepts a connection (15 s at most)
 """
@@ -15,6 +17,7 @@ import argparse
 import asyncio
 import json
 import socket
+import ssl
 import sys
 import time
 
@@ -26,19 +29,46 @@ INIT = {
 }
 
 
-async def sdk(url: str, mode: str) -> dict:
+async def sdk(url: str, mode: str, ca: str | None = None) -> dict:
+    import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     from tests.peers import client, exercise
 
+    http = None
+    if ca is not None:  # trusting this CA only
+        http = httpx2.AsyncClient(verify=ssl.create_default_context(cafile=ca), timeout=httpx2.Timeout(30, read=300), trust_env=False)
     try:
-        async with client(streamable_http_client(url), mode) as c:
+        async with client(streamable_http_client(url, http_client=http), mode) as c:
             info = c.server_info.name if mode == "legacy" else None
             return {"ok": await asyncio.wait_for(exercise(c), 20), "server": info}
     except BaseException as exc:  # noqa: BLE001 (the test reads what failed)
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def tls(ip: str, port: int, sni: str, ca: str, host: str | None) -> dict:
+    """One initialize POST over TLS to ip:port asking for ``sni``, trusting ``ca`` only."""
+    context = ssl.create_default_context(cafile=ca)
+    body = json.dumps(INIT).encode()
+    try:
+        with socket.create_connection((ip, port), timeout=20) as raw, context.wrap_socket(raw, server_hostname=sni) as s:
+            cert = s.getpeercert()
+            head = (
+                f"POST /mcp HTTP/1.1\r\nHost: {host or f'{sni}:{port}'}\r\ncontent-type: application/json\r\n"
+                f"accept: application/json, text/event-stream\r\ncontent-length: {len(body)}\r\nconnection: close\r\n\r\n"
+            )
+            s.sendall(head.encode() + body)
+            data = b""
+            while chunk := s.recv(65536):  # connection: close: the answer ends with the connection
+                data += chunk
+    except (OSError, ssl.SSLError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    issuer = dict(x[0] for x in cert["issuer"])["commonName"]
+    names = sorted(v for _, v in cert.get("subjectAltName", ()))
+    status = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/") else 0
+    return {"issuer": issuer, "names": names, "status": status, "body": data.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")}
 
 
 async def post(url: str, host: str | None, extra: list[str]) -> dict:
@@ -75,6 +105,13 @@ def main() -> int:
     s = sub.add_parser("sdk")
     s.add_argument("url")
     s.add_argument("mode")
+    s.add_argument("--ca")
+    t = sub.add_parser("tls")
+    t.add_argument("ip")
+    t.add_argument("port", type=int)
+    t.add_argument("--sni", required=True)
+    t.add_argument("--ca", required=True)
+    t.add_argument("--host")
     p = sub.add_parser("post")
     p.add_argument("url")
     p.add_argument("--host")
@@ -84,7 +121,9 @@ def main() -> int:
     w.add_argument("port", type=int)
     args = parser.parse_args()
     if args.what == "sdk":
-        out = asyncio.run(sdk(args.url, args.mode))
+        out = asyncio.run(sdk(args.url, args.mode, args.ca))
+    elif args.what == "tls":
+        out = tls(args.ip, args.port, args.sni, args.ca, args.host)
     elif args.what == "post":
         out = asyncio.run(post(args.url, args.host, args.header))
     else:

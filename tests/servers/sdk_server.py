@@ -3,7 +3,7 @@
 Usage::
 
     python sdk_server.py stdio
-    python sdk_server.py http --port P [--stateless] [--json]
+    python sdk_server.py http --port P [--stateless] [--json] [--tls-cert PEM --tls-key PEM --allow-host H:P]
 
 ``http`` serves Streamable HTTP at ``http://127.0.0.1:P/mcp`` with uvicorn.
 ``--stateless`` sets ``stateless_http=True`` (no ``Mcp-Session-Id`` on the
@@ -252,17 +252,27 @@ def main(argv: list[str] | None = None) -> int:
     http.add_argument("--stateless", action="store_true", help="stateless_http=True (no legacy sessions)")
     http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
     http.add_argument("--handshake-only", action="store_true", help="refuse the 2026-07-28 era (as servers before it do): 400 for its requests")
+    http.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    http.add_argument("--tls-key", help="... and this key (PEM)")
+    http.add_argument("--allow-host", action="append", default=[], help="a Host value the SDK's DNS-rebinding protection accepts, besides 127.0.0.1 and localhost")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
         mcp.run("stdio")
         return 0
     import uvicorn
 
-    app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    security = None
+    if args.allow_host:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        allowed = ["127.0.0.1:*", "localhost:*", "[::1]:*", *args.allow_host]
+        security = TransportSecuritySettings(allowed_hosts=allowed, allowed_origins=[f"http://{h}" for h in allowed] + [f"https://{h}" for h in allowed])
+    app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json, transport_security=security)
     if args.handshake_only:
         app = _handshake_only(app)
-    print(f"sdk_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    scheme = "https" if args.tls_cert else "http"
+    print(f"sdk_server: {scheme}://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
     return 0
 
 

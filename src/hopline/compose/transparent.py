@@ -4,6 +4,11 @@ Level 1: :func:`settings` (the proxy's share of the ``transparent`` section) and
 :class:`Rules` (the header policy, ``layers/policy/transparent.py``, as the proxy asks it:
 :class:`~hopline.transports.transparent.HeaderRules`).
 
+TLS (draft §5.4.4): :func:`addresses` (what a client without SNI gets a certificate for,
+with ``tls: terminate``), :func:`passthrough` (``tls: passthrough``: the TCP listener that
+forwards each allowed connection's encrypted stream unread), :func:`warn_plaintext` (the
+draft's warning for plaintext outside development).
+
 Level 2 (draft §5.4, protocol-aware, every layer): :func:`endpoints`. Each original
 destination (and MCP endpoint path on it) gets a Reverse-mode gateway of its own, built
 from the file's ``policy``, ``resilience``, ``observability``, ``tools`` and ``routing``
@@ -27,6 +32,8 @@ clients must first discover its authorization server belongs at level 1.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +57,7 @@ from hopline.transports.streamable_http_server import ListenerOptions, Streamabl
 from hopline.transports.transparent import Endpoints, ProxySettings
 
 UNVERIFIED = "transparent:unverified"
+log = logging.getLogger("hopline.transparent")
 
 
 def settings(t: TransparentConfig) -> ProxySettings:
@@ -62,6 +70,7 @@ def settings(t: TransparentConfig) -> ProxySettings:
         max_method_body=t.max_method_body,
         connect_timeout=t.connect_timeout,
         check_host=t.check_host,
+        terminates=t.tls == "terminate",
     )
 
 
@@ -189,3 +198,68 @@ def endpoints(
         )
 
     return Endpoints(t.paths, make, caller)
+
+
+def addresses(destinations: dict[str, str]) -> list[str]:
+    """The IP addresses among the destinations' names (what a client without SNI gets a certificate for)."""
+    out = []
+    for name in destinations:
+        host = name.rpartition(":")[0] if name.count(":") == 1 or name.startswith("[") else name
+        try:
+            out.append(ipaddress.ip_address(host.strip("[]")).compressed)
+        except ValueError:
+            continue
+    return out
+
+
+def warn_plaintext(config: Any, loopback: Callable[[str], bool]) -> None:
+    """The draft's warning (§5.4.4) for plaintext outside development: hopline's listener, or a
+    destination, off this machine."""
+    t = config.transparent
+    if t.tls != "plaintext":
+        return
+    listen = config.listen
+    remote = [url for url in t.destinations.values() if url.startswith("http://") and not loopback(_host(url))]
+    if not loopback(listen.host) or remote:
+        where = listen.host if not loopback(listen.host) else "destinations off this machine"
+        log.warning(
+            "transparent mode on plaintext HTTP (%s): traffic and credentials cross the network unencrypted "
+            "(fine in development only; tls: terminate or passthrough otherwise)",
+            where,
+        )
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname or ""
+
+
+async def passthrough(config: Any, runtime: Any) -> int:
+    """``tls: passthrough``: a TCP listener that splices each allowed connection's encrypted bytes, unread."""
+    from hopline.transports.transparent import Names
+    from hopline.transports.transparent_tls import Passthrough
+
+    t = config.transparent
+    listen = config.listen
+    names = Names()
+
+    async def agree(sni: str, destination: str) -> bool:
+        return await names.agree(f"{sni}:{destination.rpartition(':')[2]}", destination)
+
+    handler = Passthrough(
+        t.destinations,
+        agree if t.check_host else None,
+        connect_timeout=t.connect_timeout,
+        hello_timeout=listen.limits.header_timeout,
+        max_connections=listen.limits.max_connections,
+    )
+
+    def ready(host: str, port: int) -> None:
+        runtime.announce(
+            f"hopline serve: transparent intermediary (level 1, TLS passthrough) for {len(t.destinations)} "
+            f"destinations at tcp://{host}:{port} (TLS passthrough)"
+        )
+
+    await runtime.serve_tcp(handler, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=handler.aclose)
+    return 0

@@ -34,8 +34,15 @@ from pydantic import Field, field_validator, model_validator
 from hopline.config.section import Loc, Section, raise_problems
 
 
+class MintingCA(Section):
+    """The operator CA for ``tls: terminate`` (PEM files)."""
+
+    cert: str = Field(min_length=1, description="The CA certificate (PEM); clients must trust it.")
+    key: str = Field(min_length=1, description="Its private key (PEM, unencrypted), readable by hopline's uid only.")
+
+
 class TransparentConfig(Section):
-    """Transparent mode, awareness level 1 (no body parsing)."""
+    """Transparent mode, awareness level 1 (no body parsing) or 2 (a gateway per destination)."""
 
     level: Literal[1, 2] = Field(
         1,
@@ -94,14 +101,24 @@ class TransparentConfig(Section):
         gt=0,
         description="With `unknown_method: read_body`: the largest body read for its method, in bytes (403 above).",
     )
-    tls: Literal["plaintext", "terminated"] = Field(
+    tls: Literal["plaintext", "terminated", "terminate", "passthrough"] = Field(
         "plaintext",
-        description="Client side: plaintext, or TLS terminated in front of hopline by the surrounding infrastructure "
-        "(declared).",
+        description="The TLS disposition (declared): `plaintext` (hopline warns when the traffic crosses a network); "
+        "`terminated`, by the surrounding infrastructure in front of hopline; `terminate`, by hopline itself: "
+        "termination and re-origination, a certificate for the name the client asked for (SNI) minted on the fly "
+        "from `ca` (the clients trust that CA), and hopline's own TLS to the destination (https, verified against the "
+        "system's trust store: SSL_CERT_FILE); `passthrough`: the encrypted stream forwarded unread (level 1, "
+        "`destination: socket`, no header rules: the connection is judged on its original destination and SNI).",
+    )
+    ca: MintingCA | None = Field(
+        None,
+        description="With `tls: terminate`: the operator CA that signs the certificates hopline presents (needs "
+        "cryptography: the auth extra).",
     )
     trusted_network: bool = Field(
         False,
-        description="Allow forwarding in plaintext what arrived over TLS (tls: terminated, http:// destinations).",
+        description="Allow forwarding in plaintext what arrived over TLS (tls: terminated or terminate, http:// "
+        "destinations): only inside a trusted network boundary.",
     )
     max_body: int = Field(4 * 1024 * 1024, gt=0, description="Largest request body forwarded, in bytes (413 above).")
     connect_timeout: float = Field(10.0, gt=0, description="Seconds to connect to a destination (502 after).")
@@ -166,17 +183,36 @@ class TransparentConfig(Section):
 
     @model_validator(mode="after")
     def _no_downgrade(self) -> TransparentConfig:
-        if self.tls == "terminated" and not self.trusted_network:
+        problems: list[tuple[Loc, str]] = []
+        if self.tls == "terminate" and self.ca is None:
+            problems.append((("ca",), "tls: terminate mints certificates from an operator CA: give ca.cert and ca.key"))
+        if self.ca is not None and self.tls != "terminate":
+            problems.append((("ca",), "ca is used only with tls: terminate"))
+        if self.tls == "passthrough":
+            if self.level != 1:
+                problems.append((("level",), "tls: passthrough reads no body: awareness level 1 only"))
+            if self.destination != "socket":
+                problems.append(
+                    (("destination",), "tls: passthrough sees no Host or header: the destination comes from the socket")
+                )
+            if self.rules:
+                problems.append((("rules",), "tls: passthrough sees no HTTP headers: header rules need tls: terminate"))
+            plain = [name for name, url in self.destinations.items() if not url.startswith("https://")]
+            if plain:
+                problems.append(
+                    (("destinations", plain[0]), "tls: passthrough forwards TLS: the destination is https://host:port")
+                )
+        raise_problems(problems)
+        if self.tls in ("terminated", "terminate") and not self.trusted_network:
             plain = [name for name, url in self.destinations.items() if url.startswith("http://")]
             if plain:
                 why = (
-                    "TLS arrives terminated but this destination is plaintext: that downgrades TLS; use https, or set "
-                    "trusted_network: true inside a trusted network boundary"
+                    "TLS arrives (or is terminated here) but this destination is plaintext: that downgrades TLS; use "
+                    "https, or set trusted_network: true inside a trusted network boundary"
                 )
                 raise_problems([(("destinations", plain[0]), why)])
         from hopline.layers.policy.transparent import compile_rules  # the CEL programs, checked when the file loads
 
-        problems: list[tuple[Loc, str]] = []
         for i, expr in enumerate(self.rules):
             try:
                 compile_rules([expr])

@@ -12,7 +12,9 @@ itself is the network's (see README, "Transparent interception").
 connection; every request on the connection then carries it in its ASGI scope as
 ``scope["extensions"][ORIGINAL_DESTINATION]``: ``"ip:port"`` (``"[ip6]:port"``), or
 None when the connection was not redirected (it was dialled to hopline itself: its
-declaration and ``/healthz``) or the platform cannot say.
+declaration and ``/healthz``) or the platform cannot say; and, where hopline terminated
+the connection's TLS (``transports/transparent_tls.py``), the SNI the client sent as
+``scope["extensions"][SNI]``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import struct
 from typing import Any
 
 ORIGINAL_DESTINATION = "hopline.original_destination"
+SNI = "hopline.sni"  # the server name a client asked for where hopline terminates its TLS (None: none)
 SO_ORIGINAL_DST = 80  # linux/netfilter_ipv4.h
 IP6T_SO_ORIGINAL_DST = 80  # linux/netfilter_ipv6/ip6_tables.h
 SOL_IPV6 = getattr(socket, "SOL_IPV6", 41)
@@ -66,16 +69,19 @@ def intercepting(protocol: type) -> type:
 
     class Intercepting(protocol):  # type: ignore[valid-type, misc]
         _original: str | None = None
+        _sni: str | None = None
 
         def connection_made(self, transport: Any) -> None:
             sock = transport.get_extra_info("socket")
             found = original_destination(sock) if sock is not None else None
             self._original = address(*found) if found is not None else None
+            sslobj = transport.get_extra_info("ssl_object")  # a terminated connection: its SNI's context
+            self._sni = getattr(sslobj.context, "hopline_sni", None) if sslobj is not None else None
             super().connection_made(transport)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
-            self.scope["extensions"] = {ORIGINAL_DESTINATION: self._original}
+            self.scope["extensions"] = {ORIGINAL_DESTINATION: self._original, SNI: self._sni}
 
     Intercepting.__name__ = Intercepting.__qualname__ = f"Intercepting{protocol.__name__}"
     return Intercepting

@@ -45,7 +45,7 @@ import orjson
 from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
-from hopline.transports.interception import ORIGINAL_DESTINATION
+from hopline.transports.interception import ORIGINAL_DESTINATION, SNI
 
 log = logging.getLogger("hopline.transparent")
 
@@ -79,6 +79,7 @@ class ProxySettings:
     max_method_body: int
     connect_timeout: float
     check_host: bool = True  # with "socket": the Host must name the original destination
+    terminates: bool = False  # hopline terminates the clients' TLS: the Host must name what their SNI did
 
 
 class HeaderRules(Protocol):
@@ -155,15 +156,11 @@ class TransparentProxy:
             await self._own(scope, send, named)
             return
         destination = named.strip().lower()  # type: ignore[union-attr]
-        if c.destination == "socket" and c.check_host:
-            host = first.get("host")
-            if host is not None and not await self.names.agree(host, destination, scope.get("scheme") == "https"):
-                log.info("refused %s %s: Host %r is not %s", scope["method"], scope["path"], host, destination)
-                message = (
-                    f"misdirected request: its Host ({host}) does not name the address the connection was made to "
-                    f"({destination})"
-                )
-                await hu.send_json(send, 421, _error(REFUSED, message))
+        if c.destination == "socket" or c.terminates:
+            problem = await self._misdirected(scope, first.get("host"), destination)
+            if problem is not None:
+                log.info("refused %s %s for %s: %s", scope["method"], scope["path"], destination, problem)
+                await hu.send_json(send, 421, _error(REFUSED, f"misdirected request: {problem}"))
                 return
         method, problem = self.rules.claimed(scope["method"], first)
         if problem is not None:
@@ -223,6 +220,24 @@ class TransparentProxy:
             )
             return
         await self._forward(scope, receive, send, target, raw, body)
+
+    async def _misdirected(self, scope: hu.Scope, host: str | None, destination: str) -> str | None:
+        """Why the request's Host or SNI disagree with its original destination, or None."""
+        c = self.settings
+        sni = (scope.get("extensions") or {}).get(SNI)
+        checks = c.destination == "socket" and c.check_host
+        port = destination.rpartition(":")[2]
+        if checks and sni is not None and not await self.names.agree(f"{sni}:{port}", destination):
+            return f"its TLS server name ({sni}) does not name the address the connection was made to ({destination})"
+        if sni is not None and host is not None and split_host(host.strip().lower(), 443)[0] != sni:
+            return f"its Host ({host}) and its TLS server name ({sni}) differ"
+        if (
+            checks
+            and host is not None
+            and not await self.names.agree(host, destination, scope.get("scheme") == "https")
+        ):
+            return f"its Host ({host}) does not name the address the connection was made to ({destination})"
+        return None
 
     async def _own(self, scope: hu.Scope, send: hu.Send, named: str | None) -> None:
         """A request this intermediary serves itself, or refuses: it names no destination it forwards to."""
