@@ -397,3 +397,36 @@ def test_a_ca_that_is_not_a_ca_stops_serve_with_one_line(readable, pki):
     config = tls_config(readable, "terminate", 1, {**pki, "operator-ca.pem": pki["server.pem"], "operator-key.pem": pki["server-key.pem"]})
     done = subprocess.run([sys.executable, "-m", "hopline", "serve", str(config)], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
     assert done.returncode == 1 and done.stderr.strip() == "hopline serve: transparent.ca: the CA certificate is not a CA (basicConstraints CA:FALSE)", done.stderr
+
+
+# -- level 2, indistinguishable from the destination ----------------------------------------
+
+def get(netns, url: str) -> dict:
+    code = f"import httpx, json; r = httpx.get({url!r}, trust_env=False); print(json.dumps({{'status': r.status_code, 'body': r.text}}))"
+    return json.loads(netns.run(sys.executable, "-c", code).stdout)
+
+
+def test_level2_relays_the_destinations_401_challenge_unchanged(netns):
+    netns.backend(8080, "--require-token", "the-token")
+    url = "http://127.0.0.1:8080/mcp"
+    metadata = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
+    direct = netns.dial("post", url)
+    direct_metadata = get(netns, metadata)
+    direct_sdk = {mode: netns.dial("sdk", url, mode, "--header", "authorization: Bearer the-token") for mode in MODES}
+    direct_refused = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    assert direct["status"] == 401 and "resource_metadata=" in direct["headers"]["www-authenticate"]
+    assert all("ok" in direct_sdk[mode] for mode in MODES), direct_sdk
+    assert all(direct_refused[mode]["http_errors"][0][1:] == [401, direct["headers"]["www-authenticate"]] for mode in MODES), direct_refused
+    netns.redirect(8080)
+    netns.hopline(EXAMPLE)  # level 2
+    through = netns.dial("post", url)
+    assert through["status"] == 401, through
+    for header in ("www-authenticate", "content-type", "x-destination"):
+        assert through["headers"].get(header) == direct["headers"][header], header
+    assert through["body"] == direct["body"]
+    assert get(netns, metadata) == direct_metadata  # the RFC 9728 metadata, from the destination itself
+    assert {mode: netns.dial("sdk", url, mode) for mode in MODES} == direct_refused  # both eras: the SDK sees the same 401
+    with_token = {mode: netns.dial("sdk", url, mode, "--header", "authorization: Bearer the-token") for mode in MODES}
+    assert with_token == direct_sdk  # the client's own token, passed through: the same session as without hopline
+    wrong = netns.dial("post", url, "--header", "authorization: Bearer stale")
+    assert wrong["status"] == 401 and wrong["headers"]["www-authenticate"] == direct["headers"]["www-authenticate"]

@@ -4,7 +4,7 @@ an iptables REDIRECT may send its connection elsewhere. Prints one JSON line.
 
 Usage::
 
-    python -m tests.servers.dial sdk URL MODE [--ca PEM]  # the official SDK client: exercise()'s results, or its error
+    python -m tests.servers.dial sdk URL MODE [--ca PEM] [--header K:V]...  # the official SDK client: exercise()'s results, or its error
     python -m tests.servers.dial tls IP PORT --sni NAME --ca PEM [--host H]  # an initialize POST over TLS, and the
                                                      # certificate presented (its issuer, its names), or the error
     python -m tests.servers.dial post URL [--host H] [--header K:V]...  # one initialize POST: status, headers, body
@@ -29,23 +29,31 @@ INIT = {
 }
 
 
-async def sdk(url: str, mode: str, ca: str | None = None) -> dict:
+async def sdk(url: str, mode: str, ca: str | None = None, extra: list[str] = ()) -> dict:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     from tests.peers import client, exercise
 
-    http = None
-    if ca is not None:  # trusting this CA only
-        http = httpx2.AsyncClient(verify=ssl.create_default_context(cafile=ca), timeout=httpx2.Timeout(30, read=300), trust_env=False)
+    headers = dict((k.strip(), v.strip()) for k, _, v in (h.partition(":") for h in extra))
+    seen: list[list] = []  # each HTTP answer's status and challenge, as the client got them
+
+    async def record(response) -> None:
+        if response.status_code >= 400:
+            seen.append([response.request.method, response.status_code, response.headers.get("www-authenticate")])
+
+    verify = ssl.create_default_context(cafile=ca) if ca is not None else True  # trusting this CA only
+    http = httpx2.AsyncClient(
+        verify=verify, headers=headers, timeout=httpx2.Timeout(30, read=300), trust_env=False, event_hooks={"response": [record]}
+    )
     try:
         async with client(streamable_http_client(url, http_client=http), mode) as c:
             info = c.server_info.name if mode == "legacy" else None
-            return {"ok": await asyncio.wait_for(exercise(c), 20), "server": info}
+            return {"ok": await asyncio.wait_for(exercise(c), 20), "server": info, "http_errors": seen}
     except BaseException as exc:  # noqa: BLE001 (the test reads what failed)
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
-        return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": f"{type(exc).__name__}: {exc}", "http_errors": seen}
 
 
 def tls(ip: str, port: int, sni: str, ca: str, host: str | None) -> dict:
@@ -106,6 +114,7 @@ def main() -> int:
     s.add_argument("url")
     s.add_argument("mode")
     s.add_argument("--ca")
+    s.add_argument("--header", action="append", default=[])
     t = sub.add_parser("tls")
     t.add_argument("ip")
     t.add_argument("port", type=int)
@@ -121,7 +130,7 @@ def main() -> int:
     w.add_argument("port", type=int)
     args = parser.parse_args()
     if args.what == "sdk":
-        out = asyncio.run(sdk(args.url, args.mode, args.ca))
+        out = asyncio.run(sdk(args.url, args.mode, args.ca, args.header))
     elif args.what == "tls":
         out = tls(args.ip, args.port, args.sni, args.ca, args.host)
     elif args.what == "post":

@@ -24,9 +24,11 @@ Credentials: hopline authenticates nobody and never starts an authentication flo
 client's own ``Authorization`` header goes to the destination unchanged (passthrough);
 callers are told apart by a digest of it (an unverified identity: policy rules see no
 ``jwt`` claims), so no caller's session or credential ever carries another's requests.
-A destination that refuses the credential (HTTP 401) is answered as unavailable: its
-OAuth discovery cannot happen through a level 2 connection, so a destination whose
-clients must first discover its authorization server belongs at level 1.
+A destination that refuses the credential (HTTP 401) has its challenge relayed: the
+client's request during which hopline's own request met it is answered with the
+destination's 401 unchanged (``WWW-Authenticate``, body), and ``/.well-known/`` (its RFC
+9728 metadata) is streamed unread, so the client runs OAuth against the destination as
+without hopline, and comes back with its token (a new caller, a new backend session).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from hopline.layers.policy.transparent import (
 )
 from hopline.transports import http_util as hu
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
-from hopline.transports.transparent import Endpoints, ProxySettings
+from hopline.transports.transparent import Challenges, Endpoints, ProxySettings
 
 UNVERIFIED = "transparent:unverified"
 log = logging.getLogger("hopline.transparent")
@@ -104,26 +106,36 @@ class Rules:
 
 
 class _ClientHeader(httpx.Auth):
-    """The client's own ``Authorization`` value on every request to the destination."""
+    """The client's own ``Authorization`` value on every request to the destination; a 401
+    it meets is recorded in ``challenges`` (relayed to the client, never answered)."""
 
-    def __init__(self, principal: Principal) -> None:
+    requires_response_body = True  # a 401's body is relayed with it
+
+    def __init__(self, principal: Principal, challenges: Challenges | None = None) -> None:
         self.principal = principal  # replaced when the same caller comes back with a newer header
+        self.challenges = challenges
 
     def auth_flow(self, request: httpx.Request) -> Any:
         if self.principal.token:
             request.headers["authorization"] = self.principal.token
-        yield request
+        response = yield request
+        if response.status_code == 401 and self.challenges is not None:
+            self.challenges.record(self.principal.key, list(response.headers.raw), response.content)
 
 
 class ClientCredentials:
     """Token propagation for a transparent intermediary: passthrough of whatever the
-    client sent (nothing, if it sent nothing), per caller."""
+    client sent (nothing, if it sent nothing), per caller; the destination's challenges
+    are collected for the client (``challenges``)."""
+
+    def __init__(self) -> None:
+        self.challenges = Challenges()
 
     def per_principal(self, backend_id: str) -> bool:
         return True
 
     def auth_for(self, backend_id: str, principal: Principal | None = None) -> httpx.Auth | None:
-        return _ClientHeader(principal) if principal is not None and principal.token else None
+        return _ClientHeader(principal or ANONYMOUS, self.challenges)
 
     def pattern(self) -> str:
         return "passthrough"
@@ -162,8 +174,9 @@ def endpoint_config(config: GatewayConfig, destination: str, url: str) -> Gatewa
 class Endpoint:
     """One (destination, path): its gateway and the Streamable HTTP listener in front of it."""
 
-    def __init__(self, gateway: Any, sessions: Any, options: ListenerOptions) -> None:
+    def __init__(self, gateway: Any, sessions: Any, options: ListenerOptions, challenges: Any = None) -> None:
         self.gateway = gateway
+        self.challenges = challenges
         hops = self.gateway.observability.hops
         if hops is not None:
             hops.mode = "transparent"  # what this hop is, whatever composition it runs
@@ -191,10 +204,12 @@ def endpoints(
     options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)
 
     def make(destination: str, url: str) -> Endpoint:
+        credentials = ClientCredentials()
         return Endpoint(
-            gateway(endpoint_config(config, destination, url), propagation=ClientCredentials()),
+            gateway(endpoint_config(config, destination, url), propagation=credentials),
             session_table(config.listen),
             options,
+            credentials.challenges,
         )
 
     return Endpoints(t.paths, make, caller)

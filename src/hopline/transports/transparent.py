@@ -371,10 +371,55 @@ def split_host(host: str, default: int) -> tuple[str | None, int | None]:
     return (name or None), (int(port) if port.isdigit() and 0 < int(port) < 65536 else None)
 
 
+class Challenges:
+    """A destination's authentication challenges (its HTTP 401s), per caller, as hopline's
+    own requests to it met them: at level 2 the client's request during which one came is
+    answered with it, unchanged (status, ``WWW-Authenticate``, body), so the client runs
+    its OAuth discovery against the destination (RFC 9728) as it would without hopline,
+    which never starts an authentication flow itself."""
+
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.latest: dict[Any, tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
+        self.seq = 0
+        self.relayed = 0
+
+    def record(self, caller: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.seq += 1
+        if len(self.latest) >= self.MAX:
+            self.latest.clear()
+        kept = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() != b"content-length"]
+        self.latest[caller] = (self.seq, kept, body)
+
+    def relaying(self, send: hu.Send, caller: Any) -> hu.Send:
+        """``send`` for one request of ``caller``: its answer replaced by a challenge that came
+        while it was served (unless the answer had begun before)."""
+        mark = self.seq
+        replaced = False
+
+        async def relay(message: dict[str, Any]) -> None:
+            nonlocal replaced
+            if replaced:
+                return  # the listener's own answer, swallowed
+            if message["type"] == "http.response.start":
+                got = self.latest.get(caller)
+                if got is not None and got[0] > mark:
+                    replaced = True
+                    self.relayed += 1
+                    await send({"type": "http.response.start", "status": 401, "headers": got[1]})
+                    await send({"type": "http.response.body", "body": got[2], "more_body": False})
+                    return
+            await send(message)
+
+        return relay
+
+
 class Endpoint(Protocol):
     """One (destination, path) at level 2: the listener that serves it, and what it holds."""
 
     listener: Callable[[hu.Scope, hu.Receive, hu.Send, hu.Headers, Principal], Awaitable[None]]
+    challenges: Challenges | None  # the destination's 401s, relayed to the client
 
     async def aclose(self) -> None: ...
 
@@ -411,7 +456,10 @@ class Endpoints:
         if endpoint is None:  # at most destinations x paths, all configured
             endpoint = self.endpoints[key] = self.make(destination, target + path)
             log.info("level 2: serving %s%s through a gateway of its own", destination, path)
-        await endpoint.listener(scope, receive, send, headers, self.caller(headers))
+        principal = self.caller(headers)
+        if endpoint.challenges is not None:
+            send = endpoint.challenges.relaying(send, principal.key)
+        await endpoint.listener(scope, receive, send, headers, principal)
 
     async def aclose(self) -> None:
         for endpoint in list(self.endpoints.values()):
