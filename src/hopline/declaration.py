@@ -214,6 +214,16 @@ def for_config(config: object) -> Deployment:
     )
 
 
+def _level_handshake(t: Any) -> str:
+    """§7.1: level 1 never dual-handshakes; at level 2 the disposition is per connection."""
+    if t.level == 1 or not t.single_handshake:
+        return LEVEL_HANDSHAKE[t.level]
+    return (
+        "level 2: per connection (tracked): dual-handshake, but single-handshake passthrough (the level 1 "
+        f"requirements, for the connection's duration) for connections to {', '.join(sorted(t.single_handshake))}"
+    )
+
+
 def _transparent(config: Any) -> Deployment:
     """Transparent mode: HTTP only, the client's credentials passed through; level 1 runs
     Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
@@ -247,7 +257,7 @@ def _transparent(config: Any) -> Deployment:
         tls=TLS_DISPOSITIONS[t.tls],
         token_propagation="passthrough",
         layers=layers,
-        handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
+        handshake={"transparent": _level_handshake(t)},
         transparent={
             "awareness_level": t.level,
             "interception": interception,
@@ -259,6 +269,21 @@ def _transparent(config: Any) -> Deployment:
                 "terminate": "termination and re-origination",
                 "passthrough": "passthrough",
             }[t.tls],
+            "handshake_per_connection": {
+                "dual-handshake": sorted(set(t.destinations) - set(t.single_handshake)) if t.level == 2 else [],
+                "single-handshake passthrough": sorted(t.single_handshake) if t.level == 2 else sorted(t.destinations),
+                "tracked": "per client connection; the live counts are in the served declaration"
+                if t.level == 2
+                else "level 1: every connection",
+            },
+            "legacy_sse": f"level 2 serves {t.sse_path} and /messages through the destination's SSE endpoint"
+            if t.level == 2 and t.sse_path
+            else "streamed unread (level 1)"
+            if t.level == 1
+            else "not served",
+            "authentication": "hopline starts no authentication flow; the client's Authorization reaches the "
+            "destination unchanged, and a destination's 401 challenge (WWW-Authenticate, RFC 9728 metadata) reaches "
+            "the client unchanged" + (" (relayed in place of the answer at level 2)" if t.level == 2 else ""),
             "tls_downgrade": "allowed (trusted_network: a trusted network boundary)" if t.trusted_network else "never",
             "destinations": sorted(t.destinations),
             "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",

@@ -86,6 +86,12 @@ class Namespace:
             "-j", "REDIRECT", "--to-ports", str(HOPLINE_PORT),
         )  # fmt: skip
 
+    def recorder(self, port: int, record: Path) -> Proc:
+        """tests/servers/recorder_server.py: every request it receives, in ``record``."""
+        proc = self.start(sys.executable, str(ROOT / "tests" / "servers" / "recorder_server.py"), "--port", str(port), "--record", str(record))
+        assert self.dial("wait", "127.0.0.1", str(port)) == {"ok": True}
+        return proc
+
     def backend(self, port: int, *flags: str) -> Proc:
         proc = self.start(sys.executable, str(ROOT / "tests" / "servers" / "sdk_server.py"), "http", "--port", str(port), *flags)
         assert self.dial("wait", "127.0.0.1", str(port)) == {"ok": True}
@@ -377,6 +383,9 @@ def _transparent(**section):
         ({"tls": "passthrough", "level": 2, "destination": "socket", "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "level 1 only"),
         ({"tls": "passthrough", "destination": "socket", "rules": ["true"], "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "header rules need tls: terminate"),
         ({"tls": "passthrough", "destination": "socket", "destinations": {"10.0.0.1:80": "http://10.0.0.1"}}, "https://host:port"),
+        ({"level": 2, "single_handshake": ["b"], "destinations": {"a": "http://10.0.0.1"}}, "b is not one of the destinations"),
+        ({"level": 1, "single_handshake": ["a"], "destinations": {"a": "http://10.0.0.1"}}, "level 1 is single-handshake"),
+        ({"level": 2, "sse_path": "sse", "destinations": {"a": "http://10.0.0.1"}}, "a path starts with '/'"),
     ],
 )
 def test_the_section_refuses_what_cannot_be_honoured(section, says):
@@ -390,6 +399,7 @@ def test_the_section_refuses_what_cannot_be_honoured(section, says):
 def test_socket_destinations_are_named_as_recovered_and_trusted_networks_may_downgrade():
     t = _transparent(destination="socket", destinations={"[0:0::1]:8080": "http://127.0.0.1:1", "10.0.0.1:443": "https://x"}).transparent
     assert set(t.destinations) == {"[::1]:8080", "10.0.0.1:443"}  # as the socket gives them
+    assert _transparent(level=2, destination="socket", single_handshake=["[0::1]:8080"], destinations={"[::1]:8080": "http://x"}).transparent.single_handshake == ["[::1]:8080"]
     assert _transparent(tls="terminate", ca={"cert": "c", "key": "k"}, trusted_network=True, destinations={"a": "http://10.0.0.1"})
 
 
@@ -430,3 +440,46 @@ def test_level2_relays_the_destinations_401_challenge_unchanged(netns):
     assert with_token == direct_sdk  # the client's own token, passed through: the same session as without hopline
     wrong = netns.dial("post", url, "--header", "authorization: Bearer stale")
     assert wrong["status"] == 401 and wrong["headers"]["www-authenticate"] == direct["headers"]["www-authenticate"]
+
+
+def test_level2_carries_legacy_http_sse_clients(netns):
+    netns.backend(8080, "--sse")
+    url = "http://127.0.0.1:8080/sse"
+    direct = netns.dial("sse", url)
+    assert "ok" in direct, direct
+    netns.redirect(8080)
+    gw = netns.hopline(EXAMPLE)
+    assert netns.dial("sse", url) == direct  # the destination's own name, version, tools and results
+    gw.stop()
+    assert "error" in netns.dial("sse", url)
+
+
+def test_level2_tracks_the_handshake_disposition_per_connection(netns, readable):
+    """Draft §7.1: at level 2 the disposition is per connection: dual-handshake through the
+    destination's gateway, or (``single_handshake``) the client's own handshake carried unread."""
+    from tests.servers import recorder_server
+
+    dual, single = readable / "dual.jsonl", readable / "single.jsonl"
+    netns.recorder(8080, dual)
+    netns.recorder(8081, single)
+    netns.redirect(8080, 8081)
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config["transparent"].update(
+        destinations={"127.0.0.1:8080": "http://127.0.0.1:8080", "127.0.0.1:8081": "http://127.0.0.1:8081"},
+        single_handshake=["127.0.0.1:8081"],
+    )
+    path = readable / "dispositions.yaml"
+    path.write_text(yaml.safe_dump(config))
+    netns.hopline(path)
+    for port in (8080, 8081):
+        assert "ok" in netns.dial("sdk", f"http://127.0.0.1:{port}/mcp", "legacy")
+
+    def client_info(record: Path) -> str:
+        inits = [json.loads(r["body"]) for r in recorder_server.recorded(record) if '"initialize"' in r["body"]]
+        return inits[0]["params"]["clientInfo"]["name"]
+
+    assert client_info(dual) == "hopline"  # hopline's own handshake with the destination
+    assert client_info(single) != "hopline"  # the client's, unchanged
+    declared = json.loads(get(netns, "http://127.0.0.1:15001/.well-known/agent-tool-proxy")["body"])["transparent"]
+    assert declared["handshake_per_connection"]["single-handshake passthrough"] == ["127.0.0.1:8081"]
+    assert declared["connections"]["dual-handshake"] >= 1 and declared["connections"]["single-handshake passthrough"] >= 1

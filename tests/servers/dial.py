@@ -8,6 +8,7 @@ Usage::
     python -m tests.servers.dial tls IP PORT --sni NAME --ca PEM [--host H]  # an initialize POST over TLS, and the
                                                      # certificate presented (its issuer, its names), or the error
     python -m tests.servers.dial post URL [--host H] [--header K:V]...  # one initialize POST: status, headers, body
+    python -m tests.servers.dial sse URL             # the SDK's legacy HTTP+SSE client: initialize, list, call
     python -m tests.servers.dial wait HOST PORT      # until HOST:PORT accepts a connection (15 s at most)
 """
 
@@ -79,6 +80,23 @@ def tls(ip: str, port: int, sni: str, ca: str, host: str | None) -> dict:
     return {"issuer": issuer, "names": names, "status": status, "body": data.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")}
 
 
+async def legacy_sse(url: str) -> dict:
+    """The SDK's legacy HTTP+SSE client: initialize, list, call."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    try:
+        async with sse_client(url) as (read, write), ClientSession(read, write) as session:
+            init = await asyncio.wait_for(session.initialize(), 20)
+            tools = await asyncio.wait_for(session.list_tools(), 20)
+            echo = await asyncio.wait_for(session.call_tool("echo", {"text": "over sse"}), 20)
+            return {"ok": {"server": init.server_info.name, "protocol": init.protocol_version, "tools": sorted(t.name for t in tools.tools), "echo": echo.content[0].text}}
+    except BaseException as exc:  # noqa: BLE001 (the test reads what failed)
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 async def post(url: str, host: str | None, extra: list[str]) -> dict:
     import httpx
 
@@ -125,12 +143,16 @@ def main() -> int:
     p.add_argument("url")
     p.add_argument("--host")
     p.add_argument("--header", action="append", default=[])
+    e = sub.add_parser("sse")
+    e.add_argument("url")
     w = sub.add_parser("wait")
     w.add_argument("host")
     w.add_argument("port", type=int)
     args = parser.parse_args()
     if args.what == "sdk":
         out = asyncio.run(sdk(args.url, args.mode, args.ca, args.header))
+    elif args.what == "sse":
+        out = asyncio.run(legacy_sse(args.url))
     elif args.what == "tls":
         out = tls(args.ip, args.port, args.sni, args.ca, args.host)
     elif args.what == "post":

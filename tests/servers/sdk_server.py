@@ -243,6 +243,17 @@ def _handshake_only(app):
     return wrapped
 
 
+def _with_sse(streamable, sse):
+    """/sse and /messages/ to the SDK's legacy SSE app, the rest (and the lifespan) to Streamable HTTP."""
+
+    async def both(scope, receive, send):
+        if scope["type"] == "http" and (scope["path"] == "/sse" or scope["path"].startswith("/messages")):
+            return await sse(scope, receive, send)
+        return await streamable(scope, receive, send)
+
+    return both
+
+
 def _protected(app, token: str, port: int):
     """An OAuth-protected resource (MCP authorization, RFC 9728): /mcp needs the bearer token;
     its metadata is at /.well-known/oauth-protected-resource/mcp."""
@@ -277,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
     http.add_argument("--handshake-only", action="store_true", help="refuse the 2026-07-28 era (as servers before it do): 400 for its requests")
     http.add_argument("--require-token", help="an OAuth-protected resource: 401 with WWW-Authenticate (RFC 9728 resource_metadata) unless `Authorization: Bearer TOKEN`")
+    http.add_argument("--sse", action="store_true", help="also serve legacy HTTP+SSE (2024-11-05) at /sse and /messages/")
     http.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
     http.add_argument("--tls-key", help="... and this key (PEM)")
     http.add_argument("--allow-host", action="append", default=[], help="a Host value the SDK's DNS-rebinding protection accepts, besides 127.0.0.1 and localhost")
@@ -295,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json, transport_security=security)
     if args.handshake_only:
         app = _handshake_only(app)
+    if args.sse:
+        app = _with_sse(app, mcp.sse_app(transport_security=security))
     if args.require_token:
         app = _protected(app, args.require_token, args.port)
     scheme = "https" if args.tls_cert else "http"

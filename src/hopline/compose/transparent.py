@@ -55,6 +55,7 @@ from hopline.layers.policy.transparent import (
     rules_view,
 )
 from hopline.transports import http_util as hu
+from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
 from hopline.transports.transparent import Challenges, Endpoints, ProxySettings
 
@@ -73,6 +74,7 @@ def settings(t: TransparentConfig) -> ProxySettings:
         connect_timeout=t.connect_timeout,
         check_host=t.check_host,
         terminates=t.tls == "terminate",
+        single_handshake=frozenset(t.single_handshake),
     )
 
 
@@ -158,15 +160,16 @@ def backend_id(destination: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", destination).strip("-")[:48] or "destination"
 
 
-def endpoint_config(config: GatewayConfig, destination: str, url: str) -> GatewayConfig:
-    """A Reverse-mode gateway's configuration for one (destination, path): its one backend is ``url``."""
+def endpoint_config(config: GatewayConfig, destination: str, url: str, sse: bool = False) -> GatewayConfig:
+    """A Reverse-mode gateway's configuration for one (destination, path): its one backend is
+    ``url`` (a legacy SSE endpoint with ``sse``)."""
     data = config.model_dump(
         mode="python", include={"name", "routing", "policy", "resilience", "observability", "tools"}, exclude_unset=True
     )
     data.update(
         mode="reverse",
         reload_interval=0,
-        backends={backend_id(destination): {"url": url, "transport": "streamable-http"}},
+        backends={backend_id(destination): {"url": url, "transport": "sse" if sse else "streamable-http"}},
     )
     return GatewayConfig.model_validate(data)
 
@@ -174,7 +177,9 @@ def endpoint_config(config: GatewayConfig, destination: str, url: str) -> Gatewa
 class Endpoint:
     """One (destination, path): its gateway and the Streamable HTTP listener in front of it."""
 
-    def __init__(self, gateway: Any, sessions: Any, options: ListenerOptions, challenges: Any = None) -> None:
+    def __init__(
+        self, gateway: Any, sessions: Any, options: ListenerOptions, challenges: Any = None, sse: bool = False
+    ) -> None:
         self.gateway = gateway
         self.challenges = challenges
         hops = self.gateway.observability.hops
@@ -182,6 +187,7 @@ class Endpoint:
             hops.mode = "transparent"  # what this hop is, whatever composition it runs
         self.sessions = sessions
         self.listener = StreamableHttpListener(self, self.sessions, options)
+        self.sse = SseListener(self, self.sessions, max_body=options.max_body) if sse else None
 
     async def open_session(self, era: Era) -> Any:
         return await self.gateway.open_session(era)
@@ -203,16 +209,17 @@ def endpoints(
     assert t is not None
     options = ListenerOptions(max_body=t.max_body, request_timeout=config.listen.request_timeout)
 
-    def make(destination: str, url: str) -> Endpoint:
+    def make(destination: str, url: str, sse: bool) -> Endpoint:
         credentials = ClientCredentials()
         return Endpoint(
-            gateway(endpoint_config(config, destination, url), propagation=credentials),
+            gateway(endpoint_config(config, destination, url, sse), propagation=credentials),
             session_table(config.listen),
             options,
             credentials.challenges,
+            sse,
         )
 
-    return Endpoints(t.paths, make, caller)
+    return Endpoints(t.paths, make, caller, t.sse_path)
 
 
 def addresses(destinations: dict[str, str]) -> list[str]:

@@ -26,12 +26,28 @@ what happens then (default: refused, fail closed).
 from __future__ import annotations
 
 import ipaddress
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
 from hopline.config.section import Loc, Section, raise_problems
+
+
+def _socket_name(name: str) -> str:
+    """``ip:port`` as the socket gives it (``[ip6]:port``, compressed); ValueError if it is not one."""
+    host, _, port = name.rpartition(":")
+    ip = ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
+    if (ip.version == 6) != host.startswith("[") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(name)
+    return f"[{ip.compressed}]:{int(port)}" if ip.version == 6 else f"{ip}:{int(port)}"
+
+
+def _or_same(normal: Any, name: str) -> str:
+    try:
+        return normal(name)
+    except ValueError:
+        return name  # reported as not a destination
 
 
 class MintingCA(Section):
@@ -80,6 +96,18 @@ class TransparentConfig(Section):
         min_length=1,
         description="Level 2: the destinations' MCP endpoint paths, each served by a gateway; other paths are refused "
         "(except /.well-known/, streamed unread).",
+    )
+    single_handshake: list[str] = Field(
+        default_factory=list,
+        description="Level 2: destinations whose connections are carried at level 1 instead (draft §7.1: the "
+        "disposition is per connection): single-handshake passthrough, bodies streamed unread, only `rules` apply. "
+        "Every other connection is dual-handshaken. Named as in `destinations`.",
+    )
+    sse_path: str | None = Field(
+        "/sse",
+        description="Level 2: the destinations' legacy HTTP+SSE stream path (MCP 2024-11-05 clients), served by a "
+        "gateway whose backend is the destination's own SSE endpoint there (the client posts its messages to "
+        "/messages, as the stream's endpoint event says); null: not served.",
     )
     rules: list[str] = Field(
         default_factory=list,
@@ -152,17 +180,14 @@ class TransparentConfig(Section):
         named: dict[str, str] = {}
         problems: list[tuple[Loc, str]] = []
         for name, url in self.destinations.items():
-            host, _, port = name.rpartition(":")
             try:
-                ip = ipaddress.ip_address(host[1:-1] if host.startswith("[") and host.endswith("]") else host)
-                if (ip.version == 6) != host.startswith("[") or not 0 < int(port) < 65536:
-                    raise ValueError(name)
-                named[f"[{ip.compressed}]:{port}" if ip.version == 6 else f"{ip}:{int(port)}"] = url
+                named[_socket_name(name)] = url
             except ValueError:
                 why = "with destination: socket, a destination is the ip:port clients dial ([ip6]:port for IPv6)"
                 problems.append((("destinations", name), why))
         raise_problems(problems)
         self.destinations = named
+        self.single_handshake = [_or_same(_socket_name, name) for name in self.single_handshake]
         return self
 
     @field_validator("paths")
@@ -176,6 +201,13 @@ class TransparentConfig(Section):
         raise_problems(problems)
         return [p.rstrip("/") or "/" for p in paths]
 
+    @field_validator("sse_path")
+    @classmethod
+    def _sse_path(cls, path: str | None) -> str | None:
+        if path is not None and (not path.startswith("/") or "?" in path or "#" in path or path.rstrip("/") == ""):
+            raise ValueError("a path starts with '/' and has no query")
+        return path.rstrip("/") if path is not None else None
+
     @field_validator("header")
     @classmethod
     def _lower(cls, header: str) -> str:
@@ -183,7 +215,13 @@ class TransparentConfig(Section):
 
     @model_validator(mode="after")
     def _no_downgrade(self) -> TransparentConfig:
-        problems: list[tuple[Loc, str]] = []
+        problems: list[tuple[Loc, str]] = [
+            (("single_handshake", i), f"{name} is not one of the destinations")
+            for i, name in enumerate(self.single_handshake)
+            if name.lower() not in self.destinations
+        ]
+        if self.single_handshake and self.level != 2:
+            problems.append((("single_handshake",), "level 1 is single-handshake for every connection already"))
         if self.tls == "terminate" and self.ca is None:
             problems.append((("ca",), "tls: terminate mints certificates from an operator CA: give ca.cert and ca.key"))
         if self.ca is not None and self.tls != "terminate":

@@ -80,6 +80,7 @@ class ProxySettings:
     connect_timeout: float
     check_host: bool = True  # with "socket": the Host must name the original destination
     terminates: bool = False  # hopline terminates the clients' TLS: the Host must name what their SNI did
+    single_handshake: frozenset[str] = frozenset()  # level 2: destinations carried at level 1 (draft §7.1)
 
 
 class HeaderRules(Protocol):
@@ -130,6 +131,7 @@ class TransparentProxy:
         self.wait = wait
         self.client = client or LeanClient(timeout=self.timeout)
         self.names = Names()
+        self.dispositions = Dispositions()
 
     async def aclose(self) -> None:
         if self.aware is not None:
@@ -215,10 +217,13 @@ class TransparentProxy:
                 await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
                 return
         if self.aware is not None and not scope["path"].startswith("/.well-known/"):
-            await self.aware.serve(
-                scope, receive if body is None else _replay(body, receive), send, destination, target
-            )
-            return
+            if destination not in c.single_handshake:
+                self.dispositions.note(scope, destination, DUAL)
+                await self.aware.serve(
+                    scope, receive if body is None else _replay(body, receive), send, destination, target
+                )
+                return
+            self.dispositions.note(scope, destination, SINGLE)
         await self._forward(scope, receive, send, target, raw, body)
 
     async def _misdirected(self, scope: hu.Scope, host: str | None, destination: str) -> str | None:
@@ -246,7 +251,10 @@ class TransparentProxy:
             message = f"misdirected request: the connection was made to {named}, not an allowed destination"
             await hu.send_json(send, 421, _error(REFUSED, message))
         elif scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
-            await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
+            doc = self.declaration()
+            if self.aware is not None and isinstance(doc.get("transparent"), dict):  # §7.1: tracked per connection
+                doc["transparent"] = {**doc["transparent"], "connections": self.dispositions.counts()}
+            await hu.send_json(send, 200, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         elif scope["method"] == "GET" and scope["path"] == "/healthz":
             await hu.send_json(send, 200, b'{"status":"ok"}')
         else:
@@ -306,6 +314,39 @@ class TransparentProxy:
             await _stream(response, receive, send)
         finally:
             await streaming.__aexit__(None, None, None)
+
+
+DUAL = "dual-handshake"
+SINGLE = "single-handshake passthrough"
+
+
+class Dispositions:
+    """Level 2's handshake disposition per connection (draft §7.1): a client connection
+    (its address and port, and its destination) is dual-handshaken through the
+    destination's gateway, or carried at level 1 (``single_handshake``), for as long as it
+    lasts; what each is, and how many of each there were."""
+
+    MAX = 65536
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[Any, str], str] = {}
+        self.seen = {DUAL: 0, SINGLE: 0}
+
+    def note(self, scope: hu.Scope, destination: str, disposition: str) -> None:
+        key = (scope.get("client"), destination)
+        if key in self.connections:
+            return
+        if len(self.connections) >= self.MAX:
+            self.connections.pop(next(iter(self.connections)))
+        self.connections[key] = disposition
+        self.seen[disposition] += 1
+        log.debug("connection %s to %s: %s", key[0], destination, disposition)
+
+    def of(self, client: Any, destination: str) -> str | None:
+        return self.connections.get((client, destination))
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.seen)
 
 
 class Names:
@@ -419,6 +460,7 @@ class Endpoint(Protocol):
     """One (destination, path) at level 2: the listener that serves it, and what it holds."""
 
     listener: Callable[[hu.Scope, hu.Receive, hu.Send, hu.Headers, Principal], Awaitable[None]]
+    sse: Any  # a legacy HTTP+SSE endpoint's listener (stream, post), or None
     challenges: Challenges | None  # the destination's 401s, relayed to the client
 
     async def aclose(self) -> None: ...
@@ -426,14 +468,23 @@ class Endpoint(Protocol):
 
 class Endpoints:
     """The level 2 part of the transparent app: an endpoint per (destination, path), made
-    (by ``make(destination, url)``) when first asked for; each request carries the
-    identity ``caller`` gives its headers."""
+    (by ``make(destination, url, sse)``) when first asked for; each request carries the
+    identity ``caller`` gives its headers. With ``sse_path``, a legacy HTTP+SSE client's
+    stream (``GET sse_path``) and its messages (``POST /messages``) are served by an
+    endpoint whose backend is the destination's own SSE endpoint."""
+
+    MESSAGES = "/messages"
 
     def __init__(
-        self, paths: Iterable[str], make: Callable[[str, str], Endpoint], caller: Callable[[hu.Headers], Principal]
+        self,
+        paths: Iterable[str],
+        make: Callable[[str, str, bool], Endpoint],
+        caller: Callable[[hu.Headers], Principal],
+        sse_path: str | None = None,
     ) -> None:
         self.security = hu.SecurityPolicy(check_host=False)  # the Host names the destination, by design
         self.paths = frozenset(paths)
+        self.sse_path = sse_path
         self.make = make
         self.caller = caller
         self.endpoints: dict[tuple[str, str], Endpoint] = {}
@@ -443,7 +494,8 @@ class Endpoints:
         if headers is None:
             return
         path = scope["path"].rstrip("/") or "/"
-        if path not in self.paths:  # only MCP endpoints, each with its pipeline: no way around the policy
+        sse = self.sse_path is not None and path in (self.sse_path, self.MESSAGES)
+        if path not in self.paths and not sse:  # only MCP endpoints, each with its pipeline: no way around the policy
             await hu.send_json(
                 send,
                 404,
@@ -451,15 +503,20 @@ class Endpoints:
                 b'"message":"not an MCP endpoint of this destination"}}',
             )
             return
-        key = (destination, path)
+        key = (destination, self.sse_path if sse else path)
         endpoint = self.endpoints.get(key)
         if endpoint is None:  # at most destinations x paths, all configured
-            endpoint = self.endpoints[key] = self.make(destination, target + path)
-            log.info("level 2: serving %s%s through a gateway of its own", destination, path)
+            endpoint = self.endpoints[key] = self.make(destination, target + key[1], sse)
+            log.info("level 2: serving %s%s through a gateway of its own", destination, key[1])
         principal = self.caller(headers)
         if endpoint.challenges is not None:
             send = endpoint.challenges.relaying(send, principal.key)
-        await endpoint.listener(scope, receive, send, headers, principal)
+        if not sse:
+            await endpoint.listener(scope, receive, send, headers, principal)
+        elif path == self.MESSAGES:
+            await endpoint.sse.post(scope, receive, send, headers, principal)
+        else:
+            await endpoint.sse.stream(scope, receive, send, headers, principal)
 
     async def aclose(self) -> None:
         for endpoint in list(self.endpoints.values()):
