@@ -129,7 +129,7 @@ ISSUE_FASTMCP_LIST = (170, 510)
 TARGET_POLICY_ADDED_CPU_MS = 0.15
 POLICY_TARGETS = ("hopline-policy", "hopline-policy-audit")
 # Transparent mode (interception stood in for by the Host header): level 1 and level 2
-TRANSPARENT_TARGETS = ("hopline-transparent", "hopline-transparent-l2")
+TRANSPARENT_TARGETS = ("hopline-transparent", "hopline-transparent-l2", "hopline-transparent-socket")
 POLICY_ISSUER = "https://login.bench.example"
 JWT_SECRET_ENV = "HOPLINE_BENCH_JWT_SECRET"
 # Ten allow rules of the kind a deployment has: roles, groups, tenants, backends, tool-name lists.
@@ -395,6 +395,38 @@ def policy_server(name: str, backend_url: str, port: int, workdir: Path, args) -
         f"hopline + auth (bearer JWT, static {args.jwt_alg} key) + {len(POLICY_RULES)} CEL rules"
         + (f", audit log to {audit.name}" if audit else "")
     )
+    return s
+
+
+def _in_own_netns() -> str | None:
+    """None if this runs as root inside a network namespace of its own (``ip netns exec``), else why not:
+    the socket target adds an iptables rule, which must never touch the machine's own namespace."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None or shutil.which("ip") is None:
+        return "needs root, ip and iptables (inside a network namespace of its own: `ip netns exec NS`)"
+    named = subprocess.run(["ip", "netns", "identify", str(os.getpid())], capture_output=True, text=True, check=False)
+    if not named.stdout.strip():
+        return "needs a network namespace of its own: run the bench under `ip netns exec NS` (as root)"
+    return None
+
+
+def transparent_socket_server(name: str, backend: Server, port: int, workdir: Path, args) -> Server:
+    """``hopline-transparent-socket``: level 1 behind an iptables REDIRECT, the original destination
+    recovered from the socket (SO_ORIGINAL_DST). loadgen dials 127.0.0.1:D, an address nothing listens
+    on, which the namespace's nat OUTPUT chain sends to hopline; hopline forwards to the echo backend."""
+    dialled = port + 1000
+    subprocess.run(
+        ["iptables", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", str(dialled), "-j", "REDIRECT", "--to-ports", str(port)],
+        check=True,
+    )  # fmt: skip
+    cfg = {
+        "version": 1, "name": "bench-gateway", "mode": "transparent",
+        "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
+        "transparent": {"level": 1, "destination": "socket", "destinations": {f"127.0.0.1:{dialled}": f"http://127.0.0.1:{backend.port}"}},
+    }  # fmt: skip
+    s = hopline_server(name, cfg, port, workdir, args.log_level)
+    s.url = f"http://127.0.0.1:{dialled}/mcp"
+    s.tool = "echo"
+    s.note = "transparent, level 1, destination: socket: loadgen dials 127.0.0.1:D, an iptables REDIRECT sends it to hopline (SO_ORIGINAL_DST)"
     return s
 
 
@@ -704,6 +736,12 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 s = fastmcp_server(n, port, url=backend.url, session="fresh" if n == "fastmcp-fresh" else "keep")
             elif n in POLICY_TARGETS:
                 s = policy_server(n, backend.url, port, workdir, args)
+            elif n == "hopline-transparent-socket":
+                why = _in_own_netns()
+                if why:
+                    skipped[n] = why
+                    continue
+                s = transparent_socket_server(n, backend, port, workdir, args)
             elif n in TRANSPARENT_TARGETS:
                 s = transparent_server(n, backend, port, workdir, args)
             elif n == RELAY_STDIO:

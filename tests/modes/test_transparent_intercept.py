@@ -178,6 +178,29 @@ def test_an_unlisted_destination_and_a_disagreeing_host_are_refused(netns, reada
         assert answer["status"] == 200, (host, answer)
 
 
+def test_an_ipv6_client_is_redirected_and_its_destination_recovered(netns, readable):
+    """IP6T_SO_ORIGINAL_DST: the client dials [::1]:8080, ip6tables sends it to hopline on [::1]:15001."""
+    netns.backend(8080)  # on 127.0.0.1: where [::1]:8080 really is, per the allow-list
+    config = yaml.safe_load(EXAMPLE.read_text())
+    config["listen"]["host"] = "::1"
+    config["transparent"]["destinations"] = {"[::1]:8080": "http://127.0.0.1:8080"}
+    path = readable / "ipv6.yaml"
+    path.write_text(yaml.safe_dump(config))
+    netns.run(
+        "ip6tables", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-d", "::1", "--dport", "8080",
+        "-m", "owner", "!", "--uid-owner", str(NOBODY), "-j", "REDIRECT", "--to-ports", str(HOPLINE_PORT),
+    )  # fmt: skip
+    gw = netns.hopline(path)
+    url = "http://[::1]:8080/mcp"  # nothing listens there but hopline, through the redirect
+    through = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    assert all("ok" in through[mode] for mode in MODES), through
+    assert through == {mode: netns.dial("sdk", "http://127.0.0.1:8080/mcp", mode) for mode in MODES}
+    refused = netns.dial("post", url, "--host", "127.0.0.1:8080")
+    assert refused["status"] == 421 and "[::1]:8080" in refused["body"], refused
+    gw.stop()
+    assert all("error" in netns.dial("sdk", url, mode) for mode in MODES)
+
+
 def test_without_check_host_a_disagreeing_host_is_forwarded(netns, readable):
     netns.backend(8080)
     netns.redirect(8080)
@@ -483,3 +506,18 @@ def test_level2_tracks_the_handshake_disposition_per_connection(netns, readable)
     declared = json.loads(get(netns, "http://127.0.0.1:15001/.well-known/agent-tool-proxy")["body"])["transparent"]
     assert declared["handshake_per_connection"]["single-handshake passthrough"] == ["127.0.0.1:8081"]
     assert declared["connections"]["dual-handshake"] >= 1 and declared["connections"]["single-handshake passthrough"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("tls", "level", "disposition"),
+    [("plaintext", 2, "plaintext"), ("terminate", 2, "termination and re-origination"), ("passthrough", 1, "passthrough")],
+)
+def test_declare_names_the_mechanism_the_tls_disposition_and_the_level(readable, pki, tls, level, disposition):
+    config = EXAMPLE if tls == "plaintext" else tls_config(readable, tls, level, pki)
+    done = subprocess.run([sys.executable, "-m", "hopline", "declare", str(config)], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    t = doc["transparent"]
+    assert t["mechanism"] == "SO_ORIGINAL_DST" and "REDIRECT" in t["interception"] and t["awareness_level"] == level
+    assert t["tls_disposition"] == disposition and doc["tls"].startswith(disposition) and t["tls_downgrade"] == "never"
+    assert doc["handshake"]["transparent"].startswith(f"level {level}")

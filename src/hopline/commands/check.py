@@ -123,6 +123,21 @@ def explain(config: GatewayConfig) -> list[str]:
         )
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(
+            "tls: "
+            + {
+                "plaintext": "plaintext (a warning is logged when it crosses a network)",
+                "terminated": "terminated in front of hopline by the surrounding infrastructure",
+                "terminate": "terminated by hopline (certificates for the SNI minted from "
+                f"{t.ca.cert if t.ca else ''}), re-originated to https destinations, verified against the system's "
+                "trust store",
+                "passthrough": "passthrough (the encrypted stream forwarded unread; judged on the original destination "
+                "and SNI)",
+            }[t.tls]
+            + ("; plaintext to http:// destinations allowed (trusted_network)" if t.trusted_network else "")
+        )
+        if t.level == 2 and t.single_handshake:
+            lines.append(f"  carried at level 1 (single-handshake): {', '.join(t.single_handshake)}")
+        lines.append(
             f"policy: {len(t.rules)} header rule(s)"
             if t.rules
             else "policy: none (every request to a listed destination is forwarded)"

@@ -359,20 +359,28 @@ class Names:
 
     def __init__(self) -> None:
         self.resolved: dict[str, tuple[float, frozenset[str]]] = {}
+        self.literal: dict[tuple[str, str, bool], bool] = {}  # answers that need no name resolved (most requests)
 
     async def agree(self, host: str, destination: str, tls: bool = False) -> bool:
+        known = self.literal.get((host, destination, tls))
+        if known is not None:
+            return known
         name, port = split_host(host.strip().lower(), 443 if tls else 80)
         ip, _, dport = destination.rpartition(":")
-        if port is None or str(port) != dport:
-            return False
-        if name is None:
-            return False
+        if port is None or str(port) != dport or name is None:
+            return self._literal(host, destination, tls, False)
         ip = ip.strip("[]")
         try:
-            return ipaddress.ip_address(name).compressed == ip
+            return self._literal(host, destination, tls, ipaddress.ip_address(name).compressed == ip)
         except ValueError:
             pass
         return ip in await self.addresses(name)
+
+    def _literal(self, host: str, destination: str, tls: bool, answer: bool) -> bool:
+        if len(self.literal) >= self.MAX:
+            self.literal.clear()
+        self.literal[(host, destination, tls)] = answer
+        return answer
 
     async def addresses(self, name: str) -> frozenset[str]:
         loop = asyncio.get_running_loop()
