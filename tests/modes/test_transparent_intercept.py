@@ -115,7 +115,9 @@ class Namespace:
 def netns():
     _require_netns()
     ns = Namespace()
-    subprocess.run(["ip", "netns", "add", ns.name], check=True, capture_output=True, timeout=30)
+    made = subprocess.run(["ip", "netns", "add", ns.name], capture_output=True, text=True, timeout=30)
+    if made.returncode != 0:
+        pytest.fail(f"cannot create a network namespace (root with CAP_SYS_ADMIN and CAP_NET_ADMIN is needed): {made.stderr.strip()}", pytrace=False)
     try:
         ns.run("ip", "link", "set", "lo", "up")
         yield ns
