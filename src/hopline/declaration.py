@@ -35,8 +35,8 @@ LEVEL_HANDSHAKE = {
 TLS_DISPOSITIONS = {  # transparent.tls -> what the declaration says (draft §5.4.4)
     "plaintext": "plaintext",
     "terminated": "termination by the surrounding infrastructure",
-    "terminate": "termination and re-origination by hopline: a certificate for the original hostname (SNI) minted "
-    "from the operator CA, and hopline's own verified TLS to the destination",
+    "terminate": "termination and re-origination by hopline: a certificate for the original hostname (SNI), minted "
+    "from the operator CA or a configured (wildcard) certificate, and hopline's own verified TLS to the destination",
     "passthrough": "passthrough: the encrypted stream forwarded unread; policy on the original destination and SNI",
 }
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))

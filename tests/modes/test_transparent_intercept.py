@@ -330,8 +330,8 @@ def tls_config(readable: Path, tls: str, level: int, pki: dict, **extra) -> Path
     return path
 
 
-def tls_backend(netns, pki, port: int = 8443) -> None:
-    netns.backend(port, "--tls-cert", pki["server.pem"], "--tls-key", pki["server-key.pem"], "--allow-host", f"tools.test:{port}")
+def tls_backend(netns, pki, port: int = 8443, *flags: str) -> None:
+    netns.backend(port, "--tls-cert", pki["server.pem"], "--tls-key", pki["server-key.pem"], "--allow-host", f"tools.test:{port}", *flags)
 
 
 @pytest.mark.parametrize("level", [1, 2])
@@ -363,6 +363,40 @@ def test_tls_termination_verifies_the_destination(netns, readable, pki):
     netns.hopline(tls_config(readable, "terminate", 1, pki))
     answer = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
     assert answer["status"] == 502 and "destination unreachable" in answer["body"], answer
+
+
+def test_tls_termination_with_a_configured_wildcard_certificate(netns, readable, pki):
+    """``certificate:`` instead of ``ca:``: one wildcard, valid for the names it covers (another SNI: a hostname mismatch)."""
+    from cryptography.hazmat.primitives import serialization
+
+    netns.hosts(HOSTS + "127.0.0.1 mcp.corp.test\n")
+    tls_backend(netns, pki, 8443, "--allow-host", "mcp.corp.test:8443")
+    operator = x509_load(pki["operator-ca.pem"])
+    operator_key = serialization.load_pem_private_key(Path(pki["operator-key.pem"]).read_bytes(), password=None)
+    wild, wild_key = _leaf(operator, operator_key, "*.corp.test")
+    (readable / "wild.pem").write_bytes(_pem(wild))
+    (readable / "wild-key.pem").write_bytes(_pem(key=wild_key))
+    (readable / "wild-key.pem").chmod(0o644)
+    config = yaml.safe_load(tls_config(readable, "terminate", 1, pki).read_text())
+    del config["transparent"]["ca"]
+    config["transparent"]["certificate"] = {"cert": str(readable / "wild.pem"), "key": str(readable / "wild-key.pem")}
+    path = readable / "wildcard.yaml"
+    path.write_text(yaml.safe_dump(config))
+    direct = {mode: netns.dial("sdk", "https://tools.test:8443/mcp", mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    netns.redirect(8443)
+    netns.hopline(path, env={"SSL_CERT_FILE": pki["dest-ca.pem"]})
+    seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "mcp.corp.test", "--ca", pki["operator-ca.pem"])
+    assert seen["issuer"] == "operator test CA" and seen["names"] == ["*.corp.test"] and seen["status"] == 200, seen
+    through = {mode: netns.dial("sdk", "https://mcp.corp.test:8443/mcp", mode, "--ca", pki["operator-ca.pem"]) for mode in MODES}
+    assert through == direct
+    uncovered = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
+    assert "CERTIFICATE_VERIFY_FAILED" in uncovered["error"] and "Hostname mismatch" in uncovered["error"], uncovered
+
+
+def x509_load(path: str):
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(Path(path).read_bytes())
 
 
 def test_tls_passthrough_forwards_the_encrypted_stream_and_judges_the_sni(netns, readable, pki):
@@ -401,7 +435,9 @@ def _transparent(**section):
     [
         ({"destination": "socket", "destinations": {"tools.internal:8080": "http://10.0.0.1"}}, "a destination is the ip:port clients dial"),
         ({"destination": "socket", "destinations": {"::1:8080": "http://10.0.0.1"}}, "[ip6]:port"),
-        ({"tls": "terminate", "destinations": {"a:443": "https://10.0.0.1"}}, "give ca.cert and ca.key"),
+        ({"tls": "terminate", "destinations": {"a:443": "https://10.0.0.1"}}, "give one of the two"),
+        ({"tls": "terminate", "ca": {"cert": "c", "key": "k"}, "certificate": {"cert": "c", "key": "k"}, "destinations": {"a:443": "https://10.0.0.1"}}, "give one of the two"),
+        ({"certificate": {"cert": "c", "key": "k"}, "destinations": {"a": "http://10.0.0.1"}}, "certificate is used only with tls: terminate"),
         ({"tls": "terminate", "ca": {"cert": "c", "key": "k"}, "destinations": {"a:443": "http://10.0.0.1"}}, "downgrades TLS"),
         ({"tls": "plaintext", "ca": {"cert": "c", "key": "k"}, "destinations": {"a": "http://10.0.0.1"}}, "only with tls: terminate"),
         ({"tls": "passthrough", "destinations": {"a:443": "https://10.0.0.1"}}, "the destination comes from the socket"),
@@ -428,10 +464,15 @@ def test_socket_destinations_are_named_as_recovered_and_trusted_networks_may_dow
     assert _transparent(tls="terminate", ca={"cert": "c", "key": "k"}, trusted_network=True, destinations={"a": "http://10.0.0.1"})
 
 
-def test_a_ca_that_is_not_a_ca_stops_serve_with_one_line(readable, pki):
+def test_a_ca_that_is_not_a_ca_stops_serve_and_check_with_one_line(readable, pki):
     config = tls_config(readable, "terminate", 1, {**pki, "operator-ca.pem": pki["server.pem"], "operator-key.pem": pki["server-key.pem"]})
+    why = "transparent.ca: the CA certificate is not a CA (basicConstraints CA:FALSE)"
     done = subprocess.run([sys.executable, "-m", "hopline", "serve", str(config)], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
-    assert done.returncode == 1 and done.stderr.strip() == "hopline serve: transparent.ca: the CA certificate is not a CA (basicConstraints CA:FALSE)", done.stderr
+    assert done.returncode == 1 and done.stderr.strip() == f"hopline serve: {why}", done.stderr
+    checked = subprocess.run([sys.executable, "-m", "hopline", "check", str(config)], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
+    assert checked.returncode == 1 and checked.stderr.strip() == f"{config}: {why}", checked.stderr
+    good = subprocess.run([sys.executable, "-m", "hopline", "check", str(tls_config(readable, "terminate", 2, pki))], capture_output=True, text=True, timeout=60, env=ENV, cwd=ROOT)
+    assert good.returncode == 0 and "tls: terminated by hopline (certificates for the SNI minted from" in good.stdout, good.stdout + good.stderr
 
 
 # -- level 2, indistinguishable from the destination ----------------------------------------

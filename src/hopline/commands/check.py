@@ -51,6 +51,16 @@ def run(args: argparse.Namespace) -> int:
             authenticator = preflight(config, args.config, specs=False)
             if authenticator is not None:
                 _close(authenticator)
+        elif config.transparent is not None and config.transparent.tls == "terminate":  # the CA, loaded as serve does
+            from hopline.compose.transparent import minter
+            from hopline.transports.transparent_tls import CAError
+
+            try:
+                minter(config.transparent).close()
+            except CAError as exc:
+                key = "ca" if config.transparent.ca is not None else "certificate"
+                print(f"{args.config}: transparent.{key}: {exc}", file=sys.stderr)
+                return 1
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -127,9 +137,9 @@ def explain(config: GatewayConfig) -> list[str]:
             + {
                 "plaintext": "plaintext (a warning is logged when it crosses a network)",
                 "terminated": "terminated in front of hopline by the surrounding infrastructure",
-                "terminate": "terminated by hopline (certificates for the SNI minted from "
-                f"{t.ca.cert if t.ca else ''}), re-originated to https destinations, verified against the system's "
-                "trust store",
+                "terminate": "terminated by hopline ("
+                + (f"certificates for the SNI minted from {t.ca.cert}" if t.ca else f"the certificate {_cert(t)}")
+                + "), re-originated to https destinations, verified against the system's trust store",
                 "passthrough": "passthrough (the encrypted stream forwarded unread; judged on the original destination "
                 "and SNI)",
             }[t.tls]
@@ -168,6 +178,10 @@ def explain(config: GatewayConfig) -> list[str]:
 
         lines += explain_acp(config)
     return lines
+
+
+def _cert(t: TransparentConfig) -> str:
+    return t.certificate.cert if t.certificate is not None else ""
 
 
 def _transparent_headers(t: TransparentConfig) -> list[str]:

@@ -222,6 +222,17 @@ def endpoints(
     return Endpoints(t.paths, make, caller, t.sse_path)
 
 
+def minter(t: TransparentConfig) -> Any:
+    """``tls: terminate``: the certificate minter from the operator CA, or the configured
+    certificate (CAError if it is not usable)."""
+    from hopline.transports.transparent_tls import Certificate, Minter
+
+    if t.certificate is not None:
+        return Certificate(t.certificate.cert, t.certificate.key)
+    assert t.ca is not None
+    return Minter(t.ca.cert, t.ca.key, addresses=addresses(t.destinations))
+
+
 def addresses(destinations: dict[str, str]) -> list[str]:
     """The IP addresses among the destinations' names (what a client without SNI gets a certificate for)."""
     out = []

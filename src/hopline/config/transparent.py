@@ -51,9 +51,9 @@ def _or_same(normal: Any, name: str) -> str:
 
 
 class MintingCA(Section):
-    """The operator CA for ``tls: terminate`` (PEM files)."""
+    """A certificate and its key for ``tls: terminate`` (PEM files): the operator CA, or the certificate presented."""
 
-    cert: str = Field(min_length=1, description="The CA certificate (PEM); clients must trust it.")
+    cert: str = Field(min_length=1, description="The certificate (PEM): the CA clients trust, or the one presented.")
     key: str = Field(min_length=1, description="Its private key (PEM, unencrypted), readable by hopline's uid only.")
 
 
@@ -143,6 +143,11 @@ class TransparentConfig(Section):
         description="With `tls: terminate`: the operator CA that signs the certificates hopline presents (needs "
         "cryptography: the auth extra).",
     )
+    certificate: MintingCA | None = Field(
+        None,
+        description="With `tls: terminate`, instead of `ca`: one certificate (a wildcard, typically) and its key, "
+        "presented to every client (one whose SNI it does not name sees a hostname mismatch).",
+    )
     trusted_network: bool = Field(
         False,
         description="Allow forwarding in plaintext what arrived over TLS (tls: terminated or terminate, http:// "
@@ -222,10 +227,17 @@ class TransparentConfig(Section):
         ]
         if self.single_handshake and self.level != 2:
             problems.append((("single_handshake",), "level 1 is single-handshake for every connection already"))
-        if self.tls == "terminate" and self.ca is None:
-            problems.append((("ca",), "tls: terminate mints certificates from an operator CA: give ca.cert and ca.key"))
-        if self.ca is not None and self.tls != "terminate":
-            problems.append((("ca",), "ca is used only with tls: terminate"))
+        if self.tls == "terminate" and (self.ca is None) == (self.certificate is None):
+            problems.append(
+                (
+                    ("ca",),
+                    "tls: terminate presents certificates minted from an operator CA (ca.cert, ca.key) or one "
+                    "configured certificate (certificate.cert, certificate.key): give one of the two",
+                )
+            )
+        for key in ("ca", "certificate"):
+            if getattr(self, key) is not None and self.tls != "terminate":
+                problems.append(((key,), f"{key} is used only with tls: terminate"))
         if self.tls == "passthrough":
             if self.level != 1:
                 problems.append((("level",), "tls: passthrough reads no body: awareness level 1 only"))

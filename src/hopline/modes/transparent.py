@@ -57,12 +57,12 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
         return _run(runtime, compose.passthrough(config, runtime))
     minter = None
     if t.tls == "terminate":
-        from hopline.transports.transparent_tls import CAError, Minter
+        from hopline.transports.transparent_tls import CAError
 
         try:
-            minter = Minter(t.ca.cert, t.ca.key, addresses=compose.addresses(t.destinations))
+            minter = compose.minter(t)
         except CAError as exc:
-            print(f"hopline serve: transparent.ca: {exc}", file=sys.stderr)
+            print(f"hopline serve: transparent.{'ca' if t.ca else 'certificate'}: {exc}", file=sys.stderr)
             return 1
     compose.warn_plaintext(config, _loopback)
 

@@ -3,7 +3,10 @@
 *Termination and re-origination* (``tls: terminate``): :class:`Minter` presents, for
 each server name a client asks for (SNI), a certificate for that name minted on the fly
 from the operator's CA (a client that trusts the CA sees a valid chain); a client that
-sends no SNI gets one for the allowed destinations' IP addresses. The request then runs
+sends no SNI gets one for the allowed destinations' IP addresses. Or
+:class:`Certificate`: one configured certificate (a wildcard), for the names it covers.
+(An SNI hopline will not answer for gets the default certificate, which a verifying
+client refuses: a TLS alert from the SNI callback would be lost under uvloop.) The request then runs
 as any other (level 1 or 2), and hopline opens its own TLS to the destination, verified
 against the system's trust store (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` to change it).
 Minting needs ``cryptography`` (the ``auth`` extra).
@@ -96,7 +99,7 @@ class Minter:
         try:
             sslobj.context = self.context(name)
         except ValueError:
-            return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+            pass  # not a host name: the default certificate, which a verifying client refuses
         return None
 
     def context(self, name: str) -> ssl.SSLContext:
@@ -177,6 +180,76 @@ class Minter:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.rmdir(self.dir)
+
+
+class Certificate:
+    """``tls: terminate`` with a configured certificate (a wildcard, typically) instead of a
+    minting CA, presented to every client (one whose SNI it does not name sees a hostname
+    mismatch, as it would with the destination's own certificate)."""
+
+    def __init__(self, cert: str, key: str) -> None:
+        self.path = cert
+        self.key = key
+        try:
+            from cryptography import x509
+
+            with open(cert, "rb") as f:
+                leaf = x509.load_pem_x509_certificate(f.read())
+            try:
+                sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                self.names = [n.lower() for n in sans.get_values_for_type(x509.DNSName)]
+            except x509.ExtensionNotFound:
+                self.names = []
+        except ImportError as exc:  # pragma: no cover - config/extras.py refuses the file first
+            raise CAError("reading the certificate needs cryptography: pip install 'hopline[auth]'") from exc
+        except OSError as exc:
+            raise CAError(f"cannot read the certificate ({exc.filename}: {exc.strerror})") from None
+        except ValueError as exc:
+            raise CAError(f"the certificate is not usable PEM ({exc})") from None
+        if not self.names:
+            raise CAError("the certificate names no host (no DNS subjectAltName)")
+        self.contexts: dict[str, ssl.SSLContext] = {}
+        self.default = self._context(None)
+        self.default.sni_callback = self._pick
+
+    def _context(self, sni: str | None) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_cert_chain(self.path, self.key)
+        except (OSError, ssl.SSLError) as exc:
+            raise CAError(f"the certificate and its key cannot be loaded ({exc})") from None
+        ctx.hopline_sni = sni  # type: ignore[attr-defined]
+        return ctx
+
+    def covers(self, name: str) -> bool:
+        """Whether one of the certificate's names matches ``name`` (a wildcard: one leftmost label)."""
+        for pattern in self.names:
+            if pattern == name:
+                return True
+            if pattern.startswith("*.") and "." in name and name.split(".", 1)[1] == pattern[2:]:
+                return True
+        return False
+
+    def _pick(self, sslobj: Any, name: str | None, _: ssl.SSLContext) -> int | None:
+        if not name:
+            return None
+        name = name.lower().rstrip(".")
+        if not self.covers(name):
+            return None  # the certificate as it is: a client that verifies it sees a hostname mismatch
+        ctx = self.contexts.get(name)
+        if ctx is None:
+            if len(self.contexts) >= 1024:
+                self.contexts.clear()
+            ctx = self.contexts[name] = self._context(name)
+        sslobj.context = ctx
+        return None
+
+    def server_context(self) -> ssl.SSLContext:
+        return self.default
+
+    def close(self) -> None:
+        return None
 
 
 def client_hello(data: bytes) -> tuple[bool, str | None]:
