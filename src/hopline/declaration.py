@@ -286,7 +286,13 @@ def _transparent(config: Any) -> Deployment:
             "the client unchanged" + (" (relayed in place of the answer at level 2)" if t.level == 2 else ""),
             "tls_downgrade": "allowed (trusted_network: a trusted network boundary)" if t.trusted_network else "never",
             "destinations": sorted(t.destinations),
-            "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",
+            "header_policy": (
+                "CEL over the connection's destination, source and SNI"
+                if t.tls == "passthrough"
+                else "CEL over HTTP method, path, headers, source, SNI"
+            )
+            if t.rules
+            else "none",
         },
     )
 

@@ -244,7 +244,7 @@ def test_the_original_destination_is_read_from_the_socket_for_ipv4_and_ipv6(netn
 
 # -- TLS dispositions (draft §5.4.4) ---------------------------------------------------------
 
-HOSTS = "127.0.0.1 localhost tools.test\n127.0.0.2 other.test\n::1 localhost\n"
+HOSTS = "127.0.0.1 localhost tools.test blocked.test\n127.0.0.2 other.test\n::1 localhost\n"
 
 
 def _ca(common_name: str):
@@ -407,7 +407,7 @@ def test_tls_passthrough_forwards_the_encrypted_stream_and_judges_the_sni(netns,
     direct = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
     assert all("ok" in direct[mode] for mode in MODES), direct
     netns.redirect(8443, 8444)
-    gw = netns.hopline(tls_config(readable, "passthrough", 1, pki))
+    gw = netns.hopline(tls_config(readable, "passthrough", 1, pki, rules=['http.sni != "blocked.test" && http.source == "127.0.0.1"']))
     assert gw.url.startswith("tcp://")
     through = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
     assert through == direct
@@ -417,6 +417,8 @@ def test_tls_passthrough_forwards_the_encrypted_stream_and_judges_the_sni(netns,
     assert "UNRECOGNIZED_NAME" in other["error"], other
     unlisted = netns.dial("tls", "127.0.0.1", "8444", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
     assert "ACCESS_DENIED" in unlisted["error"], unlisted
+    blocked = netns.dial("tls", "127.0.0.1", "8443", "--sni", "blocked.test", "--ca", pki["dest-ca.pem"])  # it names the address: the rule refuses
+    assert "ACCESS_DENIED" in blocked["error"], blocked
     gw.stop()
     stopped = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
     assert "error" in stopped, stopped
@@ -442,7 +444,8 @@ def _transparent(**section):
         ({"tls": "plaintext", "ca": {"cert": "c", "key": "k"}, "destinations": {"a": "http://10.0.0.1"}}, "only with tls: terminate"),
         ({"tls": "passthrough", "destinations": {"a:443": "https://10.0.0.1"}}, "the destination comes from the socket"),
         ({"tls": "passthrough", "level": 2, "destination": "socket", "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "level 1 only"),
-        ({"tls": "passthrough", "destination": "socket", "rules": ["true"], "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "header rules need tls: terminate"),
+        ({"tls": "passthrough", "destination": "socket", "rules": ['http.sni == "a"', 'http.headers["x"] == "y"'], "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "header rules need tls: terminate"),
+        ({"tls": "passthrough", "destination": "socket", "rules": ['http.mcp_method == "tools/list"'], "destinations": {"10.0.0.1:443": "https://10.0.0.1"}}, "http.destination, http.source and http.sni only"),
         ({"tls": "passthrough", "destination": "socket", "destinations": {"10.0.0.1:80": "http://10.0.0.1"}}, "https://host:port"),
         ({"level": 2, "single_handshake": ["b"], "destinations": {"a": "http://10.0.0.1"}}, "b is not one of the destinations"),
         ({"level": 1, "single_handshake": ["a"], "destinations": {"a": "http://10.0.0.1"}}, "level 1 is single-handshake"),
@@ -462,6 +465,8 @@ def test_socket_destinations_are_named_as_recovered_and_trusted_networks_may_dow
     assert set(t.destinations) == {"[::1]:8080", "10.0.0.1:443"}  # as the socket gives them
     assert _transparent(level=2, destination="socket", single_handshake=["[0::1]:8080"], destinations={"[::1]:8080": "http://x"}).transparent.single_handshake == ["[::1]:8080"]
     assert _transparent(tls="terminate", ca={"cert": "c", "key": "k"}, trusted_network=True, destinations={"a": "http://10.0.0.1"})
+    rules = ['http.sni == "tools.test" && http.source == "127.0.0.1"', 'http.destination.startsWith("10.")']
+    assert _transparent(tls="passthrough", destination="socket", rules=rules, destinations={"10.0.0.1:443": "https://x"}).transparent.rules == rules
 
 
 def test_a_ca_that_is_not_a_ca_stops_serve_and_check_with_one_line(readable, pki):

@@ -148,11 +148,12 @@ def explain(config: GatewayConfig) -> list[str]:
         if t.level == 2 and t.single_handshake:
             lines.append(f"  carried at level 1 (single-handshake): {', '.join(t.single_handshake)}")
         lines.append(
-            f"policy: {len(t.rules)} header rule(s)"
+            f"policy: {len(t.rules)} {'connection' if t.tls == 'passthrough' else 'header'} rule(s)"
             if t.rules
             else "policy: none (every request to a listed destination is forwarded)"
         )
-        lines += _transparent_headers(t)
+        if t.tls != "passthrough":  # passthrough sees no headers
+            lines += _transparent_headers(t)
         return lines
     if config.mode in ("reverse", "sidecar"):
         lines.append(f"names: passed through unchanged ({config.mode} mode)")

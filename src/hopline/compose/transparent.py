@@ -4,7 +4,8 @@ Level 1: :func:`settings` (the proxy's share of the ``transparent`` section) and
 :class:`Rules` (the header policy, ``layers/policy/transparent.py``, as the proxy asks it:
 :class:`~hopline.transports.transparent.HeaderRules`).
 
-TLS (draft §5.4.4): :func:`addresses` (what a client without SNI gets a certificate for,
+TLS (draft §5.4.4): :func:`minter` (``tls: terminate``: the certificates presented),
+:func:`addresses` (what a client without SNI gets a certificate for,
 with ``tls: terminate``), :func:`passthrough` (``tls: passthrough``: the TCP listener that
 forwards each allowed connection's encrypted stream unread), :func:`warn_plaintext` (the
 draft's warning for plaintext outside development).
@@ -17,8 +18,9 @@ dual-handshaken: the client's session is with hopline, which presents the destin
 own identity, capabilities and unprefixed names (Reverse mode), and keeps one backend
 session per client; every message then runs the whole pipeline (policy that filters
 lists and guards invokes, breakers and timeouts, hop metadata and trace context, tool
-modes). That is the disposition for every connection at level 2, and the declaration
-says so.
+modes). That is the disposition for every connection at level 2 but those to the
+destinations in ``single_handshake``, carried at level 1 (draft §7.1: per connection,
+tracked, and declared).
 
 Credentials: hopline authenticates nobody and never starts an authentication flow. The
 client's own ``Authorization`` header goes to the destination unchanged (passthrough);
@@ -286,6 +288,7 @@ async def passthrough(config: Any, runtime: Any) -> int:
         connect_timeout=t.connect_timeout,
         hello_timeout=listen.limits.header_timeout,
         max_connections=listen.limits.max_connections,
+        allows=HeaderPolicy(t.rules).allows if t.rules else None,  # over connection metadata only (config checks)
     )
 
     def ready(host: str, port: int) -> None:

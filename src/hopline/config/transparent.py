@@ -111,9 +111,10 @@ class TransparentConfig(Section):
     )
     rules: list[str] = Field(
         default_factory=list,
-        description="CEL allow rules over `http` (method, path, destination, source, headers, mcp_method); none: allow "
-        "all. A header a rule reads (or any, if a rule reads `http.headers` other than by a quoted name) is refused "
-        "(400) when repeated, as are the MCP routing headers.",
+        description="CEL allow rules over `http` (method, path, destination, source, sni, headers, mcp_method; with "
+        "`tls: passthrough` only destination, source and sni); none: allow all. A header a rule reads (or any, if a "
+        "rule reads `http.headers` other than by a quoted name) is refused (400) when repeated, as are the MCP "
+        "routing headers.",
     )
     unknown_method: Literal["refuse", "read_body", "allow"] = Field(
         "refuse",
@@ -136,7 +137,8 @@ class TransparentConfig(Section):
         "termination and re-origination, a certificate for the name the client asked for (SNI) minted on the fly "
         "from `ca` (the clients trust that CA), and hopline's own TLS to the destination (https, verified against the "
         "system's trust store: SSL_CERT_FILE); `passthrough`: the encrypted stream forwarded unread (level 1, "
-        "`destination: socket`, no header rules: the connection is judged on its original destination and SNI).",
+        "`destination: socket`, rules over connection metadata only: the connection is judged on its original "
+        "destination, source and SNI).",
     )
     ca: MintingCA | None = Field(
         None,
@@ -245,8 +247,16 @@ class TransparentConfig(Section):
                 problems.append(
                     (("destination",), "tls: passthrough sees no Host or header: the destination comes from the socket")
                 )
-            if self.rules:
-                problems.append((("rules",), "tls: passthrough sees no HTTP headers: header rules need tls: terminate"))
+            from hopline.layers.policy.transparent import connection_only
+
+            problems += [
+                (
+                    ("rules", i),
+                    "tls: passthrough sees no HTTP: a rule may read http.destination, http.source and http.sni only "
+                    "(header rules need tls: terminate)",
+                )
+                for i in connection_only(self.rules)
+            ]
             plain = [name for name, url in self.destinations.items() if not url.startswith("https://")]
             if plain:
                 problems.append(

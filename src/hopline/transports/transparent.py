@@ -2,8 +2,11 @@
 not know about, which streams each request to its original destination and the answer
 back, byte for byte.
 
-A request reaches hopline addressed to its original destination, named by ``Host`` or by
-a header the interception layer sets (:class:`ProxySettings`); the proxy looks it up in
+A request reaches hopline addressed to its original destination, named by ``Host``, by
+a header the interception layer sets, or by the socket itself (``destination: socket``:
+the address the client dialled before an iptables REDIRECT, ``transports/interception.py``;
+its ``Host``, and its SNI where hopline terminated TLS, must then name that address:
+:class:`Names`, else 421) (:class:`ProxySettings`); the proxy looks it up in
 the allow-list, asks the header rules it was handed (:class:`HeaderRules`, Layer 5 at
 awareness level 1: ``compose/transparent.py`` supplies them) and streams: bodies are
 never parsed or re-serialised, SSE streams and their ``Last-Event-ID`` resumption,
@@ -22,10 +25,13 @@ Requests that name no configured destination and ask for ``/.well-known/agent-to
 or ``/healthz`` are hopline's own: its declaration and its health.
 
 At level 2 the proxy hands each admitted request (but those under ``/.well-known/``,
-streamed unread) to :class:`Endpoints`: the MCP endpoint paths of each destination, each
-served by an endpoint of its own (a listener in front of a gateway, built by the
-composition); any other path is refused, so no request reaches a destination around
-the pipeline.
+streamed unread) to :class:`Endpoints`: the MCP endpoint paths of each destination (and
+its legacy HTTP+SSE pair), each served by an endpoint of its own (a listener in front of
+a gateway, built by the composition); any other path is refused, so no request reaches a
+destination around the pipeline. A destination's 401 challenge, met by the gateway's own
+request, answers the client's request unchanged (:class:`Challenges`). Connections to the
+destinations in ``single_handshake`` are carried at level 1 instead; each connection's
+disposition is tracked (:class:`Dispositions`, draft §7.1).
 """
 
 from __future__ import annotations
@@ -207,6 +213,7 @@ class TransparentProxy:
                 "path": scope["path"],
                 "destination": destination,
                 "source": (scope.get("client") or ("", 0))[0],
+                "sni": (scope.get("extensions") or {}).get(SNI) or "",
                 "headers": first,
                 "mcp_method": method or "",
             }

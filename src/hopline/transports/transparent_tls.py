@@ -13,7 +13,8 @@ Minting needs ``cryptography`` (the ``auth`` extra).
 
 *Passthrough* (``tls: passthrough``, level 1 only): :class:`Passthrough` reads no more of
 a connection than its ClientHello (:func:`client_hello`), judges the connection on its
-metadata (the original destination from the socket, and the SNI, which must name it),
+metadata (the original destination from the socket, and the SNI, which must name it;
+``transparent.rules`` over ``http.destination``, ``http.source``, ``http.sni``),
 then splices the encrypted bytes both ways, unread. A refused connection gets a TLS alert
 (``access_denied``: not an allowed destination; ``unrecognized_name``: the SNI names
 another host) and is closed.
@@ -312,12 +313,14 @@ class Passthrough:
         connect_timeout: float,
         hello_timeout: float,
         max_connections: int,
+        allows: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
         self.targets = {}
         for name, url in destinations.items():
             parts = urlsplit(url)
             self.targets[name] = (parts.hostname or "", parts.port or 443)
         self.agree = agree  # (sni, destination) -> whether the name names it; None: not checked
+        self.allows = allows  # the rules over connection metadata (destination, source, sni); None: none
         self.connect_timeout = connect_timeout
         self.hello_timeout = hello_timeout
         self.slots = asyncio.Semaphore(max_connections)
@@ -374,6 +377,10 @@ class Passthrough:
         if sni is not None and self.agree is not None and not await self.agree(sni, destination):
             log.info("passthrough: refused %s -> %s: its SNI %r names another host", peer, destination, sni)
             writer.write(alert(UNRECOGNIZED_NAME))
+            return
+        if self.allows is not None and not self.allows({"destination": destination, "source": peer, "sni": sni or ""}):
+            log.info("passthrough: refused %s -> %s (SNI %r): policy", peer, destination, sni)
+            writer.write(alert(ACCESS_DENIED))
             return
         try:
             async with asyncio.timeout(self.connect_timeout):
