@@ -78,6 +78,10 @@ class Namespace:
         done = self.run(sys.executable, "-m", "tests.servers.dial", *args)
         return json.loads(done.stdout.strip().splitlines()[-1])
 
+    def sdk(self, url: str, *flags: str) -> dict:
+        """The official SDK client dialling ``url`` in each era: {mode: exercise()'s results, or its error}."""
+        return self.dial("sdk", url, ",".join(MODES), *flags)
+
     def redirect(self, *ports: int) -> None:
         """The clients' connections to 127.0.0.1:ports go to hopline; hopline's own (uid nobody) do not."""
         self.run(
@@ -150,14 +154,14 @@ def level1(readable: Path, **transparent) -> Path:
 def test_a_redirected_client_gets_what_it_gets_without_hopline_and_nothing_once_hopline_stops(netns, readable, level):
     netns.backend(8080)
     url = "http://127.0.0.1:8080/mcp"  # what every client dials: the backend's own address
-    direct = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    direct = netns.sdk(url)
     assert all("ok" in direct[mode] for mode in MODES), direct
     netns.redirect(8080)
     gw = netns.hopline(EXAMPLE if level == 2 else level1(readable))
-    through = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    through = netns.sdk(url)
     assert through == direct  # the same tools, results, resources, prompts, and (legacy) the backend's own name
     gw.stop()
-    stopped = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    stopped = netns.sdk(url)
     assert all("error" in stopped[mode] for mode in MODES), stopped  # the REDIRECT leads only to hopline: no way around
 
 
@@ -194,9 +198,9 @@ def test_an_ipv6_client_is_redirected_and_its_destination_recovered(netns, reada
     )  # fmt: skip
     gw = netns.hopline(path)
     url = "http://[::1]:8080/mcp"  # nothing listens there but hopline, through the redirect
-    through = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    through = netns.sdk(url)
     assert all("ok" in through[mode] for mode in MODES), through
-    assert through == {mode: netns.dial("sdk", "http://127.0.0.1:8080/mcp", mode) for mode in MODES}
+    assert through == netns.sdk("http://127.0.0.1:8080/mcp")
     refused = netns.dial("post", url, "--host", "127.0.0.1:8080")
     assert refused["status"] == 421 and "[::1]:8080" in refused["body"], refused
     gw.stop()
@@ -339,11 +343,11 @@ def test_tls_termination_presents_a_certificate_for_the_original_host_and_reorig
     netns.hosts(HOSTS)
     tls_backend(netns, pki)
     url = "https://tools.test:8443/mcp"
-    direct = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    direct = netns.sdk(url, "--ca", pki["dest-ca.pem"])
     assert all("ok" in direct[mode] for mode in MODES), direct
     netns.redirect(8443)
     netns.hopline(tls_config(readable, "terminate", level, pki), env={"SSL_CERT_FILE": pki["dest-ca.pem"]})
-    through = {mode: netns.dial("sdk", url, mode, "--ca", pki["operator-ca.pem"]) for mode in MODES}  # trusting only the operator CA
+    through = netns.sdk(url, "--ca", pki["operator-ca.pem"])  # trusting only the operator CA
     assert through == direct
     seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
     assert seen["issuer"] == "operator test CA" and seen["names"] == ["tools.test"] and seen["status"] == 200, seen
@@ -382,12 +386,12 @@ def test_tls_termination_with_a_configured_wildcard_certificate(netns, readable,
     config["transparent"]["certificate"] = {"cert": str(readable / "wild.pem"), "key": str(readable / "wild-key.pem")}
     path = readable / "wildcard.yaml"
     path.write_text(yaml.safe_dump(config))
-    direct = {mode: netns.dial("sdk", "https://tools.test:8443/mcp", mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    direct = netns.sdk("https://tools.test:8443/mcp", "--ca", pki["dest-ca.pem"])
     netns.redirect(8443)
     netns.hopline(path, env={"SSL_CERT_FILE": pki["dest-ca.pem"]})
     seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "mcp.corp.test", "--ca", pki["operator-ca.pem"])
     assert seen["issuer"] == "operator test CA" and seen["names"] == ["*.corp.test"] and seen["status"] == 200, seen
-    through = {mode: netns.dial("sdk", "https://mcp.corp.test:8443/mcp", mode, "--ca", pki["operator-ca.pem"]) for mode in MODES}
+    through = netns.sdk("https://mcp.corp.test:8443/mcp", "--ca", pki["operator-ca.pem"])
     assert through == direct
     uncovered = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["operator-ca.pem"])
     assert "CERTIFICATE_VERIFY_FAILED" in uncovered["error"] and "Hostname mismatch" in uncovered["error"], uncovered
@@ -404,12 +408,12 @@ def test_tls_passthrough_forwards_the_encrypted_stream_and_judges_the_sni(netns,
     tls_backend(netns, pki)
     tls_backend(netns, pki, 8444)  # reachable, not on the allow-list
     url = "https://tools.test:8443/mcp"
-    direct = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    direct = netns.sdk(url, "--ca", pki["dest-ca.pem"])
     assert all("ok" in direct[mode] for mode in MODES), direct
     netns.redirect(8443, 8444)
     gw = netns.hopline(tls_config(readable, "passthrough", 1, pki, rules=['http.sni != "blocked.test" && http.source == "127.0.0.1"']))
     assert gw.url.startswith("tcp://")
-    through = {mode: netns.dial("sdk", url, mode, "--ca", pki["dest-ca.pem"]) for mode in MODES}
+    through = netns.sdk(url, "--ca", pki["dest-ca.pem"])
     assert through == direct
     seen = netns.dial("tls", "127.0.0.1", "8443", "--sni", "tools.test", "--ca", pki["dest-ca.pem"])
     assert seen["issuer"] == "destination test CA" and seen["status"] == 200, seen  # the destination's own certificate
@@ -493,8 +497,8 @@ def test_level2_relays_the_destinations_401_challenge_unchanged(netns):
     metadata = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp"
     direct = netns.dial("post", url)
     direct_metadata = get(netns, metadata)
-    direct_sdk = {mode: netns.dial("sdk", url, mode, "--header", "authorization: Bearer the-token") for mode in MODES}
-    direct_refused = {mode: netns.dial("sdk", url, mode) for mode in MODES}
+    direct_sdk = netns.sdk(url, "--header", "authorization: Bearer the-token")
+    direct_refused = netns.sdk(url)
     assert direct["status"] == 401 and "resource_metadata=" in direct["headers"]["www-authenticate"]
     assert all("ok" in direct_sdk[mode] for mode in MODES), direct_sdk
     assert all(direct_refused[mode]["http_errors"][0][1:] == [401, direct["headers"]["www-authenticate"]] for mode in MODES), direct_refused
@@ -506,8 +510,8 @@ def test_level2_relays_the_destinations_401_challenge_unchanged(netns):
         assert through["headers"].get(header) == direct["headers"][header], header
     assert through["body"] == direct["body"]
     assert get(netns, metadata) == direct_metadata  # the RFC 9728 metadata, from the destination itself
-    assert {mode: netns.dial("sdk", url, mode) for mode in MODES} == direct_refused  # both eras: the SDK sees the same 401
-    with_token = {mode: netns.dial("sdk", url, mode, "--header", "authorization: Bearer the-token") for mode in MODES}
+    assert netns.sdk(url) == direct_refused  # both eras: the SDK sees the same 401
+    with_token = netns.sdk(url, "--header", "authorization: Bearer the-token")
     assert with_token == direct_sdk  # the client's own token, passed through: the same session as without hopline
     wrong = netns.dial("post", url, "--header", "authorization: Bearer stale")
     assert wrong["status"] == 401 and wrong["headers"]["www-authenticate"] == direct["headers"]["www-authenticate"]

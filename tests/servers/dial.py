@@ -4,7 +4,7 @@ an iptables REDIRECT may send its connection elsewhere. Prints one JSON line.
 
 Usage::
 
-    python -m tests.servers.dial sdk URL MODE [--ca PEM] [--header K:V]...  # the official SDK client: exercise()'s results, or its error
+    python -m tests.servers.dial sdk URL MODE[,MODE] [--ca PEM] [--header K:V]...  # the official SDK client: exercise()'s results, or its error
     python -m tests.servers.dial tls IP PORT --sni NAME --ca PEM [--host H]  # an initialize POST over TLS, and the
                                                      # certificate presented (its issuer, its names), or the error
     python -m tests.servers.dial post URL [--host H] [--header K:V]...  # one initialize POST: status, headers, body
@@ -149,7 +149,9 @@ def main() -> int:
     w.add_argument("host")
     w.add_argument("port", type=int)
     args = parser.parse_args()
-    if args.what == "sdk":
+    if args.what == "sdk" and "," in args.mode:  # each era in turn, one process: {mode: result}
+        out = {mode: asyncio.run(sdk(args.url, mode, args.ca, args.header)) for mode in args.mode.split(",")}
+    elif args.what == "sdk":
         out = asyncio.run(sdk(args.url, args.mode, args.ca, args.header))
     elif args.what == "sse":
         out = asyncio.run(legacy_sse(args.url))
