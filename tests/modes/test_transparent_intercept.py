@@ -16,6 +16,7 @@ scripts/test installs Debian's iptables and iproute2): without them they fail, s
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import shutil
@@ -45,6 +46,22 @@ def _require_netns() -> None:
         pytest.fail("the network-namespace tests need root (ip netns, iptables); CI runs them as root", pytrace=False)
     if missing:
         pytest.fail(f"the network-namespace tests need {', '.join(missing)} (apt-get install iptables iproute2)", pytrace=False)
+    problem = _nobody_cannot_run_hopline()
+    if problem is not None:
+        pytest.fail(
+            f"hopline runs as nobody in these tests (the deployment they check), but nobody cannot run {sys.executable} "
+            f"with {ROOT / 'src'}: {problem}; make the checkout and the interpreter readable by other users",
+            pytrace=False,
+        )
+
+
+@functools.cache
+def _nobody_cannot_run_hopline() -> str | None:
+    done = subprocess.run(
+        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", "import hopline, mcp"],
+        capture_output=True, text=True, timeout=60, env=ENV, cwd="/",
+    )  # fmt: skip
+    return None if done.returncode == 0 else (done.stderr.strip() or f"exit {done.returncode}")[-400:]
 
 
 class Namespace:
