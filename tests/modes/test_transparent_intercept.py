@@ -590,3 +590,29 @@ def test_declare_names_the_mechanism_the_tls_disposition_and_the_level(readable,
     assert t["mechanism"] == "SO_ORIGINAL_DST" and "REDIRECT" in t["interception"] and t["awareness_level"] == level
     assert t["tls_disposition"] == disposition and doc["tls"].startswith(disposition) and t["tls_downgrade"] == "never"
     assert doc["handshake"]["transparent"].startswith(f"level {level}")
+
+
+def _client_hello(server_hostname: str | None) -> bytes:
+    """The ClientHello Python's ssl sends (its first flight), from memory BIOs."""
+    import ssl
+
+    context = ssl.create_default_context()
+    if server_hostname is None:
+        context.check_hostname = False
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=server_hostname)
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def test_the_client_hello_is_read_for_its_sni_whole_or_in_pieces():
+    from hopline.transports.transparent_tls import client_hello
+
+    hello = _client_hello("Tools.Test")
+    assert client_hello(hello) == (True, "tools.test")
+    assert all(client_hello(hello[:n]) == (False, None) for n in range(0, len(hello), 7))  # not whole yet: read on
+    assert client_hello(_client_hello(None)) == (True, None)  # no SNI (an IP address, or none given)
+    for bad in (b"GET / HTTP/1.1\r\n", b"\x16\x03\x01\x00\x05\x02\x00\x00\x01\x00", hello[:5] + b"\x01" + b"\xff" * (len(hello) - 6)):
+        with pytest.raises(ValueError):
+            client_hello(bad)

@@ -84,6 +84,8 @@ class Minter:
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
         ):
             raise CAError("the CA key does not match the CA certificate")
+        expiry = getattr(self.ca, "not_valid_after_utc", None)  # cryptography >= 42; naive UTC before
+        self.ca_expiry = expiry or self.ca.not_valid_after.replace(tzinfo=datetime.timezone.utc)
         self.dir = tempfile.mkdtemp(prefix="hopline-tls-")  # 0700: a minted key is on disk only to be loaded
         self.limit = cache
         self.contexts: OrderedDict[str, ssl.SSLContext] = OrderedDict()
@@ -154,7 +156,7 @@ class Minter:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(min(now + self.VALIDITY, self.ca.not_valid_after_utc))
+            .not_valid_after(min(now + self.VALIDITY, self.ca_expiry))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True
