@@ -8,6 +8,8 @@
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-policy,hopline-policy-audit \
         -c 1,16 --eras legacy,2026 --rounds 2 --duration 3 --no-install   # issue 5: what auth + policy add
     python bench/run_gateway.py --parts calls --targets direct,hopline,hopline-transparent,hopline-transparent-l2 --quick
+    ip netns add B && ip netns exec B ip link set lo up && ip netns exec B python bench/run_gateway.py --parts calls \
+        --targets direct,hopline-transparent,hopline-transparent-redirected,hopline-transparent-socket --quick  # issue 17
     python bench/run_gateway.py --parts calls --targets direct,hopline,fastmcp,hopline-relay-stdio -c 1,16 --quick --backend-sse   # issue 14
 
 Three parts (``--parts calls,lists,sessions``):
@@ -36,7 +38,10 @@ Three parts (``--parts calls,lists,sessions``):
    (level 2: a Reverse-mode gateway for the destination, dual-handshaken, every layer); the one
    destination is hopline's own ``127.0.0.1:port``, since loadgen sends that as ``Host`` (standing
    in for DNS or L7 interception), and the tool keeps its name, ``echo``. A table puts them (and
-   ``hopline``) against ``direct`` of the same run. Interleaved rounds per (era, c); the
+   ``hopline``) against ``direct`` of the same run. Issue 17, run as root under ``ip netns exec``:
+   ``hopline-transparent-socket`` (level 1, ``destination: socket``: loadgen dials an address an
+   iptables REDIRECT in the namespace sends to hopline, which reads it back with SO_ORIGINAL_DST) and
+   ``hopline-transparent-redirected`` (the same REDIRECT, ``destination: host``: the NAT's share). Interleaved rounds per (era, c); the
    load generator is bench/loadgen.py with ``--tool``. CPU and RSS from /proc, as in
    run_relay.py: the gateway's process tree, and the backend's, separately.
 2. **lists**: an aggregated ``tools/list`` of 10 backends × 50 tools (bench/gateway_backend.py,
@@ -129,7 +134,8 @@ ISSUE_FASTMCP_LIST = (170, 510)
 TARGET_POLICY_ADDED_CPU_MS = 0.15
 POLICY_TARGETS = ("hopline-policy", "hopline-policy-audit")
 # Transparent mode (interception stood in for by the Host header): level 1 and level 2
-TRANSPARENT_TARGETS = ("hopline-transparent", "hopline-transparent-l2")
+SOCKET_TARGETS = ("hopline-transparent-socket", "hopline-transparent-redirected")
+TRANSPARENT_TARGETS = ("hopline-transparent", "hopline-transparent-l2", *SOCKET_TARGETS)
 POLICY_ISSUER = "https://login.bench.example"
 JWT_SECRET_ENV = "HOPLINE_BENCH_JWT_SECRET"
 # Ten allow rules of the kind a deployment has: roles, groups, tenants, backends, tool-name lists.
@@ -395,6 +401,42 @@ def policy_server(name: str, backend_url: str, port: int, workdir: Path, args) -
         f"hopline + auth (bearer JWT, static {args.jwt_alg} key) + {len(POLICY_RULES)} CEL rules"
         + (f", audit log to {audit.name}" if audit else "")
     )
+    return s
+
+
+def _in_own_netns() -> str | None:
+    """None if this runs as root inside a network namespace of its own (``ip netns exec``), else why not:
+    the socket target adds an iptables rule, which must never touch the machine's own namespace."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None or shutil.which("ip") is None:
+        return "needs root, ip and iptables (inside a network namespace of its own: `ip netns exec NS`)"
+    named = subprocess.run(["ip", "netns", "identify", str(os.getpid())], capture_output=True, text=True, check=False)
+    if not named.stdout.strip():
+        return "needs a network namespace of its own: run the bench under `ip netns exec NS` (as root)"
+    return None
+
+
+def transparent_socket_server(name: str, backend: Server, port: int, workdir: Path, args) -> Server:
+    """``hopline-transparent-socket``: level 1 behind an iptables REDIRECT, the original destination
+    recovered from the socket (SO_ORIGINAL_DST). loadgen dials 127.0.0.1:D, an address nothing listens
+    on, which the namespace's nat OUTPUT chain sends to hopline; hopline forwards to the echo backend.
+    ``hopline-transparent-redirected``: the same path through the REDIRECT, the destination taken from
+    ``Host`` (what the kernel's NAT costs, apart from what reading the socket costs)."""
+    dialled = port + 1000
+    subprocess.run(
+        ["iptables", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "-d", "127.0.0.1", "--dport", str(dialled), "-j", "REDIRECT", "--to-ports", str(port)],
+        check=True,
+    )  # fmt: skip
+    cfg = {
+        "version": 1, "name": "bench-gateway", "mode": "transparent",
+        "listen": {"host": "127.0.0.1", "port": port, "max_sessions": 10000},
+        "transparent": {"level": 1, "destination": "socket" if name == "hopline-transparent-socket" else "host",
+                        "destinations": {f"127.0.0.1:{dialled}": f"http://127.0.0.1:{backend.port}"}},
+    }  # fmt: skip
+    s = hopline_server(name, cfg, port, workdir, args.log_level)
+    s.url = f"http://127.0.0.1:{dialled}/mcp"
+    s.tool = "echo"
+    how = "destination: socket (SO_ORIGINAL_DST)" if name == "hopline-transparent-socket" else "destination: host"
+    s.note = f"transparent, level 1, {how}: loadgen dials 127.0.0.1:D, an iptables REDIRECT sends it to hopline"
     return s
 
 
@@ -704,6 +746,12 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                 s = fastmcp_server(n, port, url=backend.url, session="fresh" if n == "fastmcp-fresh" else "keep")
             elif n in POLICY_TARGETS:
                 s = policy_server(n, backend.url, port, workdir, args)
+            elif n in SOCKET_TARGETS:
+                why = _in_own_netns()
+                if why:
+                    skipped[n] = why
+                    continue
+                s = transparent_socket_server(n, backend, port, workdir, args)
             elif n in TRANSPARENT_TARGETS:
                 s = transparent_server(n, backend, port, workdir, args)
             elif n == RELAY_STDIO:
@@ -1530,6 +1578,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument(
         "--targets", default="direct,hopline,hopline-shared,fastmcp,fastmcp-fresh,hopline-stdio",
         help="calls targets (default as shown; also hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2, "
+        "hopline-transparent-socket, hopline-transparent-redirected (these two under `ip netns exec`, as root), "
         f"{RELAY_STDIO} (hopline relay --stdio to the echo backend, driven over its stdin/stdout by bench/stdio_floor.py); "
         "hopline-stdio is a reference row: the echo server as a stdio child)",
     )  # fmt: skip

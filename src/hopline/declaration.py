@@ -32,6 +32,13 @@ LEVEL_HANDSHAKE = {
     1: "level 1: single-handshake passthrough (MUST NOT dual-handshake)",
     2: "level 2: dual-handshake on every connection (the destination's own identity and surface, as Reverse mode)",
 }
+TLS_DISPOSITIONS = {  # transparent.tls -> what the declaration says (draft §5.4.4)
+    "plaintext": "plaintext",
+    "terminated": "termination by the surrounding infrastructure",
+    "terminate": "termination and re-origination by hopline: a certificate for the original hostname (SNI), minted "
+    "from the operator CA or a configured (wildcard) certificate, and hopline's own verified TLS to the destination",
+    "passthrough": "passthrough: the encrypted stream forwarded unread; policy on the original destination and SNI",
+}
 TIERS = ((3, frozenset(range(1, 8))), (2, frozenset({1, 2, 3})), (1, frozenset({1})))
 
 
@@ -207,31 +214,85 @@ def for_config(config: object) -> Deployment:
     )
 
 
+def _level_handshake(t: Any) -> str:
+    """§7.1: level 1 never dual-handshakes; at level 2 the disposition is per connection."""
+    if t.level == 1 or not t.single_handshake:
+        return LEVEL_HANDSHAKE[t.level]
+    return (
+        "level 2: per connection (tracked): dual-handshake, but single-handshake passthrough (the level 1 "
+        f"requirements, for the connection's duration) for connections to {', '.join(sorted(t.single_handshake))}"
+    )
+
+
 def _transparent(config: Any) -> Deployment:
     """Transparent mode: HTTP only, the client's credentials passed through; level 1 runs
     Layers 1 (and 5 with header rules), level 2 a Reverse-mode pipeline per destination."""
     t = config.transparent
     layers = ({1, 5} if t.rules else {1}) if t.level == 1 else layers_for(config) | ({5} if t.rules else set())
-    how = (
-        "the Host header, as the client addressed it"
-        if t.destination == "host"
-        else f"the {t.header!r} header, set by the interception layer"
-    )
+    how, mechanism, interception = {
+        "host": (
+            "the Host header, as the client addressed it",
+            "Host",
+            "by the surrounding network (DNS-based interception, or an L7 redirect such as an Envoy/Istio listener "
+            "that keeps Host); hopline intercepts nothing itself",
+        ),
+        "header": (
+            f"the {t.header!r} header, set by the interception layer",
+            "header",
+            "by the surrounding network (an L7 redirect that names the original destination in a header); hopline "
+            "intercepts nothing itself",
+        ),
+        "socket": (
+            "the accepted socket's original destination (getsockopt SO_ORIGINAL_DST, IP6T_SO_ORIGINAL_DST for IPv6)"
+            + (", which the request's Host must name (421 otherwise)" if t.check_host else ""),
+            "SO_ORIGINAL_DST",
+            "by the surrounding network: an iptables/nftables REDIRECT (or a mesh's redirect) of the clients' "
+            "connections to hopline's listener, hopline's own outbound connections excluded (its uid)",
+        ),
+    }[t.destination]
     return Deployment(
         modes=["transparent"],
         client_transports=["streamable-http", "sse"],
         backend_transports=["streamable-http", "sse"],
-        tls="termination by the surrounding infrastructure" if t.tls == "terminated" else "plaintext",
+        tls=TLS_DISPOSITIONS[t.tls],
         token_propagation="passthrough",
         layers=layers,
-        handshake={"transparent": LEVEL_HANDSHAKE[t.level]},
+        handshake={"transparent": _level_handshake(t)},
         transparent={
             "awareness_level": t.level,
-            "interception": "by the surrounding network (DNS-based interception, "
-            "or an L7 redirect such as an Envoy/Istio listener); hopline intercepts nothing itself",
+            "interception": interception,
+            "mechanism": mechanism,
             "original_destination": how,
+            "tls_disposition": {
+                "plaintext": "plaintext",
+                "terminated": "termination by the surrounding infrastructure",
+                "terminate": "termination and re-origination",
+                "passthrough": "passthrough",
+            }[t.tls],
+            "handshake_per_connection": {
+                "dual-handshake": sorted(set(t.destinations) - set(t.single_handshake)) if t.level == 2 else [],
+                "single-handshake passthrough": sorted(t.single_handshake) if t.level == 2 else sorted(t.destinations),
+                "tracked": "per client connection; the live counts are in the served declaration"
+                if t.level == 2
+                else "level 1: every connection",
+            },
+            "legacy_sse": f"level 2 serves {t.sse_path} and /messages through the destination's SSE endpoint"
+            if t.level == 2 and t.sse_path
+            else "streamed unread (level 1)"
+            if t.level == 1
+            else "not served",
+            "authentication": "hopline starts no authentication flow; the client's Authorization reaches the "
+            "destination unchanged, and a destination's 401 challenge (WWW-Authenticate, RFC 9728 metadata) reaches "
+            "the client unchanged" + (" (relayed in place of the answer at level 2)" if t.level == 2 else ""),
+            "tls_downgrade": "allowed (trusted_network: a trusted network boundary)" if t.trusted_network else "never",
             "destinations": sorted(t.destinations),
-            "header_policy": "CEL over HTTP method, path, headers, source" if t.rules else "none",
+            "header_policy": (
+                "CEL over the connection's destination, source and SNI"
+                if t.tls == "passthrough"
+                else "CEL over HTTP method, path, headers, source, SNI"
+            )
+            if t.rules
+            else "none",
         },
     )
 

@@ -71,7 +71,11 @@ async def serve_http(
     graceful: float = 5.0,
     limits: DoorLimits | None = None,
     counters: DoorCounters | None = None,
+    protocol: Callable[[type], type] | None = None,
+    ssl: Any = None,
 ) -> None:
+    """``protocol``: wraps the front door's protocol class (transparent mode's interception);
+    ``ssl``: the listener's server ``SSLContext`` (transparent mode's TLS termination)."""
     import uvicorn
 
     from hopline.transports.front_door import FrontDoor
@@ -86,7 +90,7 @@ async def serve_http(
         app,
         host=host,
         port=port,
-        http=door.protocol(),
+        http=door.protocol() if protocol is None else protocol(door.protocol()),
         ws="none",
         timeout_keep_alive=door.limits.idle_timeout,  # the front door's idle timer replaces uvicorn's
         loop="none",
@@ -97,6 +101,7 @@ async def serve_http(
         proxy_headers=False,  # hopline reads no X-Forwarded-*; skip the middleware on the hot path
         server_header=False,
         date_header=False,
+        ssl_context_factory=None if ssl is None else (lambda _config, _default: ssl),
     )
     server = uvicorn.Server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))
@@ -105,6 +110,40 @@ async def serve_http(
     finally:
         watcher.cancel()
         await on_shutdown()
+
+
+async def serve_tcp(
+    handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+    *,
+    host: str,
+    port: int,
+    on_ready: Callable[[str, int], None],
+    on_shutdown: Callable[[], Awaitable[None]],
+) -> None:
+    """A plain TCP listener (transparent mode's TLS passthrough) until SIGINT/SIGTERM."""
+    import signal
+
+    try:
+        check_bind(host, port)
+    except BindError:
+        await on_shutdown()
+        raise
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server = await asyncio.start_server(handler, host, port, reuse_address=True)
+    try:
+        sock = server.sockets[0]
+        on_ready(*sock.getsockname()[:2])
+        await stop.wait()
+    finally:
+        server.close()
+        await on_shutdown()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 async def serve_admin(

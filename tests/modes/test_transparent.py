@@ -185,9 +185,13 @@ async def test_level_2_serves_only_the_mcp_paths_so_nothing_goes_around_the_poli
     gw = hopline_serve(str(path))
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}}
     async with httpx.AsyncClient(timeout=20) as http:
-        for other in ("/mcp-other", "/sse", "/messages?session_id=x", "/"):
+        for other in ("/mcp-other", "/"):
             r = await http.post(gw.url + other, json=call, headers={**HEADERS, "host": real})
             assert r.status_code == 404, other
+        # legacy HTTP+SSE is served by hopline's own SSE listener, through a gateway too
+        sse = await http.post(gw.url + "/sse", json=call, headers={**HEADERS, "host": real})
+        unknown = await http.post(gw.url + "/messages?session_id=x", json=call, headers={**HEADERS, "host": real})
+        assert sse.status_code == 405 and unknown.status_code == 404
         slash = await http.post(gw.url + "/mcp/", json=INIT, headers={**HEADERS, "host": real})  # the same endpoint as /mcp
     assert slash.status_code == 200 and slash.json()["result"]["serverInfo"]["name"] == "sdk-test-server"
     assert all(r["path"] == "/mcp" for r in recorder_server.recorded(record))  # only through the gateway

@@ -3,7 +3,7 @@
 Usage::
 
     python sdk_server.py stdio
-    python sdk_server.py http --port P [--stateless] [--json]
+    python sdk_server.py http --port P [--stateless] [--json] [--tls-cert PEM --tls-key PEM --allow-host H:P]
 
 ``http`` serves Streamable HTTP at ``http://127.0.0.1:P/mcp`` with uvicorn.
 ``--stateless`` sets ``stateless_http=True`` (no ``Mcp-Session-Id`` on the
@@ -243,6 +243,41 @@ def _handshake_only(app):
     return wrapped
 
 
+def _with_sse(streamable, sse):
+    """/sse and /messages/ to the SDK's legacy SSE app, the rest (and the lifespan) to Streamable HTTP."""
+
+    async def both(scope, receive, send):
+        if scope["type"] == "http" and (scope["path"] == "/sse" or scope["path"].startswith("/messages")):
+            return await sse(scope, receive, send)
+        return await streamable(scope, receive, send)
+
+    return both
+
+
+def _protected(app, token: str, port: int):
+    """An OAuth-protected resource (MCP authorization, RFC 9728): /mcp needs the bearer token;
+    its metadata is at /.well-known/oauth-protected-resource/mcp."""
+    import json as _json
+
+    metadata = _json.dumps({"resource": f"http://127.0.0.1:{port}/mcp", "authorization_servers": ["https://as.test"], "scopes_supported": ["tools"]}).encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            if scope["path"] == "/.well-known/oauth-protected-resource/mcp":
+                await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": metadata})
+                return
+            if dict(scope["headers"]).get(b"authorization") != f"Bearer {token}".encode():
+                challenge = f'Bearer resource_metadata="http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp", scope="tools", error="invalid_token"'
+                body = b'{"error":"invalid_token","error_description":"a bearer token from https://as.test is required"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode()), (b"x-destination", b"its own")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="official-SDK MCP backend for hopline tests")
     sub = parser.add_subparsers(dest="transport", required=True)
@@ -252,17 +287,33 @@ def main(argv: list[str] | None = None) -> int:
     http.add_argument("--stateless", action="store_true", help="stateless_http=True (no legacy sessions)")
     http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
     http.add_argument("--handshake-only", action="store_true", help="refuse the 2026-07-28 era (as servers before it do): 400 for its requests")
+    http.add_argument("--require-token", help="an OAuth-protected resource: 401 with WWW-Authenticate (RFC 9728 resource_metadata) unless `Authorization: Bearer TOKEN`")
+    http.add_argument("--sse", action="store_true", help="also serve legacy HTTP+SSE (2024-11-05) at /sse and /messages/")
+    http.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    http.add_argument("--tls-key", help="... and this key (PEM)")
+    http.add_argument("--allow-host", action="append", default=[], help="a Host value the SDK's DNS-rebinding protection accepts, besides 127.0.0.1 and localhost")
     args = parser.parse_args(argv)
     if args.transport == "stdio":
         mcp.run("stdio")
         return 0
     import uvicorn
 
-    app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    security = None
+    if args.allow_host:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        allowed = ["127.0.0.1:*", "localhost:*", "[::1]:*", *args.allow_host]
+        security = TransportSecuritySettings(allowed_hosts=allowed, allowed_origins=[f"http://{h}" for h in allowed] + [f"https://{h}" for h in allowed])
+    app = mcp.streamable_http_app(stateless_http=args.stateless, json_response=args.json, transport_security=security)
     if args.handshake_only:
         app = _handshake_only(app)
-    print(f"sdk_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    if args.sse:
+        app = _with_sse(app, mcp.sse_app(transport_security=security))
+    if args.require_token:
+        app = _protected(app, args.require_token, args.port)
+    scheme = "https" if args.tls_cert else "http"
+    print(f"sdk_server: {scheme}://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
     return 0
 
 

@@ -51,6 +51,16 @@ def run(args: argparse.Namespace) -> int:
             authenticator = preflight(config, args.config, specs=False)
             if authenticator is not None:
                 _close(authenticator)
+        elif config.transparent is not None and config.transparent.tls == "terminate":  # the CA, loaded as serve does
+            from hopline.compose.transparent import minter
+            from hopline.transports.transparent_tls import CAError
+
+            try:
+                minter(config.transparent).close()
+            except CAError as exc:
+                key = "ca" if config.transparent.ca is not None else "certificate"
+                print(f"{args.config}: transparent.{key}: {exc}", file=sys.stderr)
+                return 1
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -114,15 +124,36 @@ def explain(config: GatewayConfig) -> list[str]:
         )
         lines.append(
             f"awareness level {t.level}: {what}; the destination comes from "
-            f"{'Host' if t.destination == 'host' else t.header}"
+            + {
+                "host": "Host",
+                "header": t.header,
+                "socket": "the socket (SO_ORIGINAL_DST after a REDIRECT)"
+                + ("; a Host that does not name it is refused" if t.check_host else ""),
+            }[t.destination]
         )
         lines += [f"  {name} -> {_mask(url)}" for name, url in t.destinations.items()]
         lines.append(
-            f"policy: {len(t.rules)} header rule(s)"
+            "tls: "
+            + {
+                "plaintext": "plaintext (a warning is logged when it crosses a network)",
+                "terminated": "terminated in front of hopline by the surrounding infrastructure",
+                "terminate": "terminated by hopline ("
+                + (f"certificates for the SNI minted from {t.ca.cert}" if t.ca else f"the certificate {_cert(t)}")
+                + "), re-originated to https destinations, verified against the system's trust store",
+                "passthrough": "passthrough (the encrypted stream forwarded unread; judged on the original destination "
+                "and SNI)",
+            }[t.tls]
+            + ("; plaintext to http:// destinations allowed (trusted_network)" if t.trusted_network else "")
+        )
+        if t.level == 2 and t.single_handshake:
+            lines.append(f"  carried at level 1 (single-handshake): {', '.join(t.single_handshake)}")
+        lines.append(
+            f"policy: {len(t.rules)} {'connection' if t.tls == 'passthrough' else 'header'} rule(s)"
             if t.rules
             else "policy: none (every request to a listed destination is forwarded)"
         )
-        lines += _transparent_headers(t)
+        if t.tls != "passthrough":  # passthrough sees no headers
+            lines += _transparent_headers(t)
         return lines
     if config.mode in ("reverse", "sidecar"):
         lines.append(f"names: passed through unchanged ({config.mode} mode)")
@@ -150,6 +181,10 @@ def explain(config: GatewayConfig) -> list[str]:
 
         lines += explain_acp(config)
     return lines
+
+
+def _cert(t: TransparentConfig) -> str:
+    return t.certificate.cert if t.certificate is not None else ""
 
 
 def _transparent_headers(t: TransparentConfig) -> list[str]:

@@ -74,6 +74,8 @@ def needed(config: GatewayConfig) -> list[tuple[Loc, str, str]]:
         out.append((("state",), "sharing sessions between replicas needs", "redis"))
     if config.transparent is not None and config.transparent.rules:
         out.append((("transparent", "rules"), "CEL rules need", "cel"))
+    if config.transparent is not None and config.transparent.tls == "terminate":
+        out.append((("transparent", "tls"), "minting certificates (tls: terminate) needs", "auth"))
     if config.observability.otel.endpoint is not None:
         out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
     if config.auth is not None and config.auth.issuers:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import sys
 from typing import Any, Callable
 
 from hopline.composition import Composition, layer
@@ -52,6 +53,19 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
 
     t = config.transparent
 
+    if t.tls == "passthrough":
+        return _run(runtime, compose.passthrough(config, runtime))
+    minter = None
+    if t.tls == "terminate":
+        from hopline.transports.transparent_tls import CAError
+
+        try:
+            minter = compose.minter(t)
+        except CAError as exc:
+            print(f"hopline serve: transparent.{'ca' if t.ca else 'certificate'}: {exc}", file=sys.stderr)
+            return 1
+    compose.warn_plaintext(config, _loopback)
+
     async def main() -> int:
         aware = None
         if t.level == 2:
@@ -67,30 +81,49 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
             wait=config.listen.request_timeout,
         )
         listen = config.listen
-        if t.tls == "plaintext" and not _loopback(listen.host):
-            log.warning(
-                (
-                    "transparent mode on plaintext HTTP at %s: traffic and credentials cross the network unencrypted "
-                    "(fine in development only)"
-                ),
-                listen.host,
-            )
+        scheme = "https" if minter is not None else "http"
 
         def ready(host: str, port: int) -> None:
-            endpoints.update(declaration=f"http://{host}:{port}{DECLARATION_PATH}")
+            endpoints.update(declaration=f"{scheme}://{host}:{port}{DECLARATION_PATH}")
             runtime.announce(
                 (
                     f"hopline serve: transparent intermediary (level {t.level}) for {len(t.destinations)} "
-                    f"destinations at http://{host}:{port} (Streamable HTTP)"
+                    f"destinations at {scheme}://{host}:{port} (Streamable HTTP)"
                 )
             )
 
         from hopline.transports.door_limits import DoorLimits
 
         limits = DoorLimits(**listen.limits.model_dump())
+        protocol = None
+        if t.destination == "socket" or minter is not None:  # the original destination (SO_ORIGINAL_DST), the SNI
+            from hopline.transports.interception import intercepting
+
+            protocol = intercepting
+
+        async def shutdown() -> None:
+            await app.aclose()
+            if minter is not None:
+                minter.close()
+
         await runtime.serve_http(
-            app, host=listen.host, port=listen.port, on_ready=ready, on_shutdown=app.aclose, limits=limits
+            app,
+            host=listen.host,
+            port=listen.port,
+            on_ready=ready,
+            on_shutdown=shutdown,
+            limits=limits,
+            protocol=protocol,
+            ssl=minter.server_context() if minter is not None else None,
         )
         return 0
 
-    return runtime.run(main())
+    return _run(runtime, main())
+
+
+def _run(runtime: Any, main: Any) -> int:
+    try:
+        return runtime.run(main)
+    except runtime.BindError as exc:  # in use, or not an address of this machine: one line, exit 1
+        print(f"hopline serve: {exc}", file=sys.stderr)
+        return 1

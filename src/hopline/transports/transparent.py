@@ -2,8 +2,11 @@
 not know about, which streams each request to its original destination and the answer
 back, byte for byte.
 
-A request reaches hopline addressed to its original destination, named by ``Host`` or by
-a header the interception layer sets (:class:`ProxySettings`); the proxy looks it up in
+A request reaches hopline addressed to its original destination, named by ``Host``, by
+a header the interception layer sets, or by the socket itself (``destination: socket``:
+the address the client dialled before an iptables REDIRECT, ``transports/interception.py``;
+its ``Host``, and its SNI where hopline terminated TLS, must then name that address:
+:class:`Names`, else 421) (:class:`ProxySettings`); the proxy looks it up in
 the allow-list, asks the header rules it was handed (:class:`HeaderRules`, Layer 5 at
 awareness level 1: ``compose/transparent.py`` supplies them) and streams: bodies are
 never parsed or re-serialised, SSE streams and their ``Last-Event-ID`` resumption,
@@ -22,17 +25,22 @@ Requests that name no configured destination and ask for ``/.well-known/agent-to
 or ``/healthz`` are hopline's own: its declaration and its health.
 
 At level 2 the proxy hands each admitted request (but those under ``/.well-known/``,
-streamed unread) to :class:`Endpoints`: the MCP endpoint paths of each destination, each
-served by an endpoint of its own (a listener in front of a gateway, built by the
-composition); any other path is refused, so no request reaches a destination around
-the pipeline.
+streamed unread) to :class:`Endpoints`: the MCP endpoint paths of each destination (and
+its legacy HTTP+SSE pair), each served by an endpoint of its own (a listener in front of
+a gateway, built by the composition); any other path is refused, so no request reaches a
+destination around the pipeline. A destination's 401 challenge, met by the gateway's own
+request, answers the client's request unchanged (:class:`Challenges`). Connections to the
+destinations in ``single_handshake`` are carried at level 1 instead; each connection's
+disposition is tracked (:class:`Dispositions`, draft §7.1).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -43,6 +51,7 @@ import orjson
 from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.transports.h1client import LeanClient
+from hopline.transports.interception import ORIGINAL_DESTINATION, SNI
 
 log = logging.getLogger("hopline.transparent")
 
@@ -69,12 +78,15 @@ class ProxySettings:
     """What the proxy is handed of the ``transparent`` section."""
 
     destinations: dict[str, str]  # original destination (lower-case host[:port]) -> real base URL
-    destination: str  # where the destination is named: "host" or "header"
+    destination: str  # where the destination is named: "host", "header" or "socket" (SO_ORIGINAL_DST)
     header: str  # with destination "header": that header's (lower-case) name
     unknown_method: str  # "refuse", "read_body" or "allow"
     max_body: int
     max_method_body: int
     connect_timeout: float
+    check_host: bool = True  # with "socket": the Host must name the original destination
+    terminates: bool = False  # hopline terminates the clients' TLS: the Host must name what their SNI did
+    single_handshake: frozenset[str] = frozenset()  # level 2: destinations carried at level 1 (draft §7.1)
 
 
 class HeaderRules(Protocol):
@@ -124,6 +136,8 @@ class TransparentProxy:
         self.timeout = httpx.Timeout(settings.connect_timeout, read=None)
         self.wait = wait
         self.client = client or LeanClient(timeout=self.timeout)
+        self.names = Names()
+        self.dispositions = Dispositions()
 
     async def aclose(self) -> None:
         if self.aware is not None:
@@ -141,12 +155,21 @@ class TransparentProxy:
                 send, 400, _error(self.rules.error, f"the {repeated.title()} header is repeated; send it once")
             )
             return
-        named = first.get("host") if c.destination == "host" else first.get(c.header)
+        if c.destination == "socket":  # the address the client dialled, as the kernel kept it
+            named = (scope.get("extensions") or {}).get(ORIGINAL_DESTINATION)
+        else:
+            named = first.get("host") if c.destination == "host" else first.get(c.header)
         target = c.destinations.get(named.strip().lower()) if named else None
         if target is None:
             await self._own(scope, send, named)
             return
         destination = named.strip().lower()  # type: ignore[union-attr]
+        if c.destination == "socket" or c.terminates:
+            problem = await self._misdirected(scope, first.get("host"), destination)
+            if problem is not None:
+                log.info("refused %s %s for %s: %s", scope["method"], scope["path"], destination, problem)
+                await hu.send_json(send, 421, _error(REFUSED, f"misdirected request: {problem}"))
+                return
         method, problem = self.rules.claimed(scope["method"], first)
         if problem is not None:
             await hu.send_json(send, 400, _error(self.rules.error, problem))
@@ -190,6 +213,7 @@ class TransparentProxy:
                 "path": scope["path"],
                 "destination": destination,
                 "source": (scope.get("client") or ("", 0))[0],
+                "sni": (scope.get("extensions") or {}).get(SNI) or "",
                 "headers": first,
                 "mcp_method": method or "",
             }
@@ -200,16 +224,44 @@ class TransparentProxy:
                 await hu.send_json(send, 403, _error(REFUSED, "refused by the intermediary's policy"))
                 return
         if self.aware is not None and not scope["path"].startswith("/.well-known/"):
-            await self.aware.serve(
-                scope, receive if body is None else _replay(body, receive), send, destination, target
-            )
-            return
+            if destination not in c.single_handshake:
+                self.dispositions.note(scope, destination, DUAL)
+                await self.aware.serve(
+                    scope, receive if body is None else _replay(body, receive), send, destination, target
+                )
+                return
+            self.dispositions.note(scope, destination, SINGLE)
         await self._forward(scope, receive, send, target, raw, body)
+
+    async def _misdirected(self, scope: hu.Scope, host: str | None, destination: str) -> str | None:
+        """Why the request's Host or SNI disagree with its original destination, or None."""
+        c = self.settings
+        sni = (scope.get("extensions") or {}).get(SNI)
+        checks = c.destination == "socket" and c.check_host
+        port = destination.rpartition(":")[2]
+        if checks and sni is not None and not await self.names.agree(f"{sni}:{port}", destination):
+            return f"its TLS server name ({sni}) does not name the address the connection was made to ({destination})"
+        if sni is not None and host is not None and split_host(host.strip().lower(), 443)[0] != sni:
+            return f"its Host ({host}) and its TLS server name ({sni}) differ"
+        if (
+            checks
+            and host is not None
+            and not await self.names.agree(host, destination, scope.get("scheme") == "https")
+        ):
+            return f"its Host ({host}) does not name the address the connection was made to ({destination})"
+        return None
 
     async def _own(self, scope: hu.Scope, send: hu.Send, named: str | None) -> None:
         """A request this intermediary serves itself, or refuses: it names no destination it forwards to."""
-        if scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
-            await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
+        if self.settings.destination == "socket" and named is not None:  # intercepted, for an unlisted address
+            log.info("refused %s %s: %s is not an allowed destination", scope["method"], scope["path"], named)
+            message = f"misdirected request: the connection was made to {named}, not an allowed destination"
+            await hu.send_json(send, 421, _error(REFUSED, message))
+        elif scope["method"] == "GET" and scope["path"] == DECLARATION_PATH:
+            doc = self.declaration()
+            if self.aware is not None and isinstance(doc.get("transparent"), dict):  # §7.1: tracked per connection
+                doc["transparent"] = {**doc["transparent"], "connections": self.dispositions.counts()}
+            await hu.send_json(send, 200, orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         elif scope["method"] == "GET" and scope["path"] == "/healthz":
             await hu.send_json(send, 200, b'{"status":"ok"}')
         else:
@@ -271,24 +323,183 @@ class TransparentProxy:
             await streaming.__aexit__(None, None, None)
 
 
+DUAL = "dual-handshake"
+SINGLE = "single-handshake passthrough"
+
+
+class Dispositions:
+    """Level 2's handshake disposition per connection (draft §7.1): a client connection
+    (its address and port, and its destination) is dual-handshaken through the
+    destination's gateway, or carried at level 1 (``single_handshake``), for as long as it
+    lasts; what each is, and how many of each there were."""
+
+    MAX = 65536
+
+    def __init__(self) -> None:
+        self.connections: dict[tuple[Any, str], str] = {}
+        self.seen = {DUAL: 0, SINGLE: 0}
+
+    def note(self, scope: hu.Scope, destination: str, disposition: str) -> None:
+        key = (scope.get("client"), destination)
+        if key in self.connections:
+            return
+        if len(self.connections) >= self.MAX:
+            self.connections.pop(next(iter(self.connections)))
+        self.connections[key] = disposition
+        self.seen[disposition] += 1
+        log.debug("connection %s to %s: %s", key[0], destination, disposition)
+
+    def of(self, client: Any, destination: str) -> str | None:
+        return self.connections.get((client, destination))
+
+    def counts(self) -> dict[str, int]:
+        return dict(self.seen)
+
+
+class Names:
+    """Whether a ``Host`` (or SNI) names an original destination ``ip:port``: the same IP
+    literal, or a name that resolves to it (looked up once a minute at most), and the same
+    port (80, or 443 over TLS, when it gives none)."""
+
+    TTL = 60.0
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.resolved: dict[str, tuple[float, frozenset[str]]] = {}
+        self.literal: dict[tuple[str, str, bool], bool] = {}  # answers that need no name resolved (most requests)
+
+    async def agree(self, host: str, destination: str, tls: bool = False) -> bool:
+        known = self.literal.get((host, destination, tls))
+        if known is not None:
+            return known
+        name, port = split_host(host.strip().lower(), 443 if tls else 80)
+        ip, _, dport = destination.rpartition(":")
+        if port is None or str(port) != dport or name is None:
+            return self._literal(host, destination, tls, False)
+        ip = ip.strip("[]")
+        try:
+            return self._literal(host, destination, tls, ipaddress.ip_address(name).compressed == ip)
+        except ValueError:
+            pass
+        return ip in await self.addresses(name)
+
+    def _literal(self, host: str, destination: str, tls: bool, answer: bool) -> bool:
+        if len(self.literal) >= self.MAX:
+            self.literal.clear()
+        self.literal[(host, destination, tls)] = answer
+        return answer
+
+    async def addresses(self, name: str) -> frozenset[str]:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        cached = self.resolved.get(name)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        try:
+            infos = await loop.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+            found = frozenset(ipaddress.ip_address(str(info[4][0]).split("%")[0]).compressed for info in infos)
+        except (OSError, ValueError):
+            found = frozenset()
+        if len(self.resolved) >= self.MAX:
+            self.resolved.clear()
+        self.resolved[name] = (now + self.TTL, found)
+        return found
+
+
+def split_host(host: str, default: int) -> tuple[str | None, int | None]:
+    """``(name, port)`` of a Host value (``name``, ``name:port``, ``[ip6]:port``); None parts when malformed."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return None, None
+        name, rest = host[1:end], host[end + 1 :]
+        if rest and not rest.startswith(":"):
+            return None, None
+        port = rest[1:]
+    elif host.count(":") == 1:
+        name, _, port = host.partition(":")
+    elif ":" in host:
+        return None, None
+    else:
+        name, port = host, ""
+    if not port:
+        return name or None, default
+    return (name or None), (int(port) if port.isdigit() and 0 < int(port) < 65536 else None)
+
+
+class Challenges:
+    """A destination's authentication challenges (its HTTP 401s), per caller, as hopline's
+    own requests to it met them: at level 2 the client's request during which one came is
+    answered with it, unchanged (status, ``WWW-Authenticate``, body), so the client runs
+    its OAuth discovery against the destination (RFC 9728) as it would without hopline,
+    which never starts an authentication flow itself."""
+
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.latest: dict[Any, tuple[int, list[tuple[bytes, bytes]], bytes]] = {}
+        self.seq = 0
+        self.relayed = 0
+
+    def record(self, caller: Any, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        self.seq += 1
+        if len(self.latest) >= self.MAX:
+            self.latest.clear()
+        kept = [(k, v) for k, v in headers if k.lower() not in HOP_BY_HOP and k.lower() != b"content-length"]
+        self.latest[caller] = (self.seq, kept, body)
+
+    def relaying(self, send: hu.Send, caller: Any) -> hu.Send:
+        """``send`` for one request of ``caller``: its answer replaced by a challenge that came
+        while it was served (unless the answer had begun before)."""
+        mark = self.seq
+        replaced = False
+
+        async def relay(message: dict[str, Any]) -> None:
+            nonlocal replaced
+            if replaced:
+                return  # the listener's own answer, swallowed
+            if message["type"] == "http.response.start":
+                got = self.latest.get(caller)
+                if got is not None and got[0] > mark:
+                    replaced = True
+                    self.relayed += 1
+                    await send({"type": "http.response.start", "status": 401, "headers": got[1]})
+                    await send({"type": "http.response.body", "body": got[2], "more_body": False})
+                    return
+            await send(message)
+
+        return relay
+
+
 class Endpoint(Protocol):
     """One (destination, path) at level 2: the listener that serves it, and what it holds."""
 
     listener: Callable[[hu.Scope, hu.Receive, hu.Send, hu.Headers, Principal], Awaitable[None]]
+    sse: Any  # a legacy HTTP+SSE endpoint's listener (stream, post), or None
+    challenges: Challenges | None  # the destination's 401s, relayed to the client
 
     async def aclose(self) -> None: ...
 
 
 class Endpoints:
     """The level 2 part of the transparent app: an endpoint per (destination, path), made
-    (by ``make(destination, url)``) when first asked for; each request carries the
-    identity ``caller`` gives its headers."""
+    (by ``make(destination, url, sse)``) when first asked for; each request carries the
+    identity ``caller`` gives its headers. With ``sse_path``, a legacy HTTP+SSE client's
+    stream (``GET sse_path``) and its messages (``POST /messages``) are served by an
+    endpoint whose backend is the destination's own SSE endpoint."""
+
+    MESSAGES = "/messages"
 
     def __init__(
-        self, paths: Iterable[str], make: Callable[[str, str], Endpoint], caller: Callable[[hu.Headers], Principal]
+        self,
+        paths: Iterable[str],
+        make: Callable[[str, str, bool], Endpoint],
+        caller: Callable[[hu.Headers], Principal],
+        sse_path: str | None = None,
     ) -> None:
         self.security = hu.SecurityPolicy(check_host=False)  # the Host names the destination, by design
         self.paths = frozenset(paths)
+        self.sse_path = sse_path
         self.make = make
         self.caller = caller
         self.endpoints: dict[tuple[str, str], Endpoint] = {}
@@ -298,7 +509,8 @@ class Endpoints:
         if headers is None:
             return
         path = scope["path"].rstrip("/") or "/"
-        if path not in self.paths:  # only MCP endpoints, each with its pipeline: no way around the policy
+        sse = self.sse_path is not None and path in (self.sse_path, self.MESSAGES)
+        if path not in self.paths and not sse:  # only MCP endpoints, each with its pipeline: no way around the policy
             await hu.send_json(
                 send,
                 404,
@@ -306,12 +518,20 @@ class Endpoints:
                 b'"message":"not an MCP endpoint of this destination"}}',
             )
             return
-        key = (destination, path)
+        key = (destination, self.sse_path if sse else path)
         endpoint = self.endpoints.get(key)
         if endpoint is None:  # at most destinations x paths, all configured
-            endpoint = self.endpoints[key] = self.make(destination, target + path)
-            log.info("level 2: serving %s%s through a gateway of its own", destination, path)
-        await endpoint.listener(scope, receive, send, headers, self.caller(headers))
+            endpoint = self.endpoints[key] = self.make(destination, target + key[1], sse)
+            log.info("level 2: serving %s%s through a gateway of its own", destination, key[1])
+        principal = self.caller(headers)
+        if endpoint.challenges is not None:
+            send = endpoint.challenges.relaying(send, principal.key)
+        if not sse:
+            await endpoint.listener(scope, receive, send, headers, principal)
+        elif path == self.MESSAGES:
+            await endpoint.sse.post(scope, receive, send, headers, principal)
+        else:
+            await endpoint.sse.stream(scope, receive, send, headers, principal)
 
     async def aclose(self) -> None:
         for endpoint in list(self.endpoints.values()):

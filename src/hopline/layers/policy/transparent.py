@@ -115,6 +115,22 @@ def relevance(exprs: Iterable[str]) -> Relevance:
     return Relevance(frozenset(names), method)
 
 
+CONNECTION_FIELDS = frozenset({"destination", "source", "sni"})
+
+
+def connection_only(exprs: Iterable[str]) -> list[int]:
+    """The indexes of the rules that read more than connection metadata (``http.destination``,
+    ``http.source``, ``http.sni``): what TLS passthrough cannot give them. Conservative, as
+    :func:`relevance`: ``http`` used other than by one of those fields counts as more."""
+    out = []
+    for i, expr in enumerate(exprs):
+        fields = {m.group(0).split(".")[-1].strip() for m in _HTTP_FIELD.finditer(expr)}
+        rest = _HTTP_FIELD.sub(" ", expr)
+        if fields - CONNECTION_FIELDS or _HTTP.search(rest) or _HEADERS.search(rest):
+            out.append(i)
+    return out
+
+
 def read_headers(raw: list[tuple[bytes, bytes]], strict: frozenset[str] | None) -> tuple[dict[str, str], str | None]:
     """Lower-case name → value, and the first header of ``strict`` (None: any) that is repeated.
     Other repeated headers are joined with ", " (RFC 9110 §5.3), as no rule reads them."""

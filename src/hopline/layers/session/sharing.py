@@ -100,7 +100,8 @@ class Sharing:
         # base key (backend id, or (backend id, principal key)), or (backend id, principal key | None, capability set)
         self.shared: dict[Any, BackendSession] = {}
         self.locks: dict[str, asyncio.Lock] = {}  # backend → the lock its shared sessions start under
-        self.failed: dict[str, tuple[float, BaseException, float]] = {}  # backend → (retry at, error, failed at)
+        # backend (or (backend, caller) where credentials are per caller) → (retry at, error, failed at)
+        self.failed: dict[Any, tuple[float, BaseException, float]] = {}
         self.only: dict[str, Era] = {}  # backend → the one era it speaks, once learnt
         self.counts: Counter[tuple[str, str]] = Counter()  # (backend, event) → times
         self.caps: dict[Any, dict[str, Any]] = {}  # key → the capabilities its session declared
@@ -155,7 +156,8 @@ class Sharing:
             for k in list(self.shared)
             if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)
         ]
-        self.failed.pop(backend_id, None)
+        for k in [k for k in self.failed if k == backend_id or (isinstance(k, tuple) and k[0] == backend_id)]:
+            del self.failed[k]
         await asyncio.gather(*(s.aclose() for s in gone), return_exceptions=True)
 
     def count(self, backend_id: str, event: str) -> None:
@@ -231,10 +233,14 @@ class Sharing:
             old = self.shared.get(key)
             if old is not None and not old.is_closed():
                 return old
-            failed = self.failed.get(backend_id)
+            # one caller's failed start (its credential refused) holds back that caller only
+            fail_key = self.hub.registry.share_key(backend_id, principal)
+            failed = self.failed.get(fail_key)
             if failed is not None and asyncio.get_running_loop().time() < failed[0]:
                 raise failed[1]  # don't retry a failed start on every request
-            start = asyncio.ensure_future(self._start(backend_id, principal, chain, key, declared, prefer, old, failed))
+            start = asyncio.ensure_future(
+                self._start(backend_id, principal, chain, key, declared, prefer, old, failed, fail_key)
+            )
             start.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, whoever waits
             self._starting[backend_id] = start
             return await asyncio.shield(start)
@@ -249,6 +255,7 @@ class Sharing:
         prefer: Era,
         old: BackendSession | None,
         failed: Any,
+        fail_key: Any = None,
     ) -> BackendSession:
         """Start one shared session (a task: callers that stop waiting do not cancel it)."""
         g = self.hub
@@ -266,9 +273,9 @@ class Sharing:
             )
         except Exception as exc:
             delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
-            self.failed[backend_id] = (loop.time() + delay, exc, loop.time())
+            self.failed[backend_id if fail_key is None else fail_key] = (loop.time() + delay, exc, loop.time())
             raise
-        self.failed.pop(backend_id, None)
+        self.failed.pop(backend_id if fail_key is None else fail_key, None)
         holder.append(session)
         key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
         if self.shared.get(key) is not session:  # the era put it where an open session already is
