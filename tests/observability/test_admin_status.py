@@ -488,3 +488,12 @@ def test_the_audit_tap_feeds_recent_requests_with_or_without_an_audit_sink(tmp_p
                                              "decision": {"decision": "deny", "by": "visibility", "point": "pre_route", "reason": "not visible to the caller"}}]
     assert json.loads(sink.read_text())["decision"] == "deny"  # the sink still gets its record
     assert policy.build(GatewayConfig.model_validate({"name": "gw", "backends": {"a": {"command": "true"}}}), tap=recent.audit) == ([], [])  # no policy: nothing to decide
+
+
+def test_the_replicas_keys_are_redacted_from_the_configuration():
+    from hopline.observability.redact import REDACTED, redact
+
+    shown, found = redact({"state": {"session_key": "k" * 43, "previous_session_keys": ["o" * 43], "redis_url": "redis://:pw-123456789@r:6379/0"}})
+    assert shown["state"]["session_key"] == REDACTED and shown["state"]["previous_session_keys"] == REDACTED
+    assert shown["state"]["redis_url"] == f"redis://{REDACTED}@r:6379/0"
+    assert {"k" * 43, "o" * 43} <= found

@@ -40,6 +40,7 @@ SECRET_NAMES = frozenset(
         "credential",
         "credentials",
         "apikey",
+        "previous_session_keys",  # state: (a list of keys; api_keys is a list of names and keys)
     }
 )
 SECRET_SUFFIXES = (
@@ -47,7 +48,6 @@ SECRET_SUFFIXES = (
     "_token",
     "_password",
     "_key",
-    "_keys",
     "_credentials",
     "-secret",
     "-token",

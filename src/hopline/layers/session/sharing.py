@@ -94,6 +94,9 @@ def _subset(have: dict[str, Any], want: dict[str, Any]) -> bool:
     return all(k in want and want[k] == v for k, v in have.items())
 
 
+MAX_FAILED = 4096  # failed starts remembered (one per backend, or per backend and caller)
+
+
 class Sharing:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
@@ -273,6 +276,11 @@ class Sharing:
             )
         except Exception as exc:
             delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
+            if len(self.failed) >= MAX_FAILED:  # per-caller keys: bounded, expired ones first, then the oldest
+                now = loop.time()
+                self.failed = {k: v for k, v in self.failed.items() if v[0] > now}
+                while len(self.failed) >= MAX_FAILED:
+                    del self.failed[next(iter(self.failed))]
             self.failed[backend_id if fail_key is None else fail_key] = (loop.time() + delay, exc, loop.time())
             raise
         self.failed.pop(backend_id if fail_key is None else fail_key, None)
