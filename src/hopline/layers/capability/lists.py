@@ -18,6 +18,7 @@ from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.policy.visibility import refused, surface_key
+from hopline.layers.routing.apps import expose_tools
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.pipeline import Call, Item, Kind
 
@@ -181,6 +182,8 @@ class ListComposer:
             b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename)
             for b, cfg in g.settings.backends.items()
         }
+        if method == TOOLS_LIST and not g.routes.reverse:  # MCP Apps links name the routed ui:// URI
+            lists = {b: expose_tools(items, b, g.routes.uris) for b, items in lists.items()}
         catalog = Catalog.build(
             lists,
             namespace=g.routes.namespace,
