@@ -136,6 +136,29 @@ async def test_a_subscription_to_an_app_reaches_its_own_backend_under_the_backen
     assert not records["a"].exists()
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_app_the_policy_hides_is_neither_linked_nor_readable_and_its_tool_stays(tmp_path, hopline_serve, records, mode):
+    # allow rules: everything but resources, and every resource but b's App (cel.py: a rule naming
+    # mcp.resource applies to resources only)
+    rules = ['mcp.kind != "resource"', '!(mcp.backend == "b" && mcp.resource.uri == "ui://view/app.html")']
+    path = tmp_path / "hidden.yaml"
+    backends = {"a": apps_backend("A", records["a"]), "b": apps_backend("B", records["b"])}
+    path.write_text(yaml.safe_dump({"backends": backends, "policy": {"rules": rules}}))
+    gw = hopline_serve(str(path))
+    async with client(gw.url, mode) as c:
+        tools = {t.name: t for t in (await bounded(c.list_tools())).tools}
+        assert tools["b__show_view"].meta == {"ui": {"visibility": ["model", "app"]}}  # who may call it still says
+        assert tools["b__show_page"].meta == {"ui/resourceUri": "ui://b__view/page/intro"}  # another App of b's
+        assert tools["a__show_view"].meta["ui"]["resourceUri"] == "ui://a__view/app.html"
+        uris = [r.uri for r in (await bounded(c.list_resources())).resources]
+        assert "ui://b__view/app.html" not in uris and "ui://a__view/app.html" in uris
+        assert await refusal(c, "ui://b__view/app.html") == (
+            (await refusal(c, "ui://zz__view/app.html"))[0],
+            "Unknown resource: 'ui://b__view/app.html'",
+        )
+        assert (await bounded(c.call_tool("b__show_view", {"city": "Rome"}))).content[0].text == "B: Rome"
+
+
 # -- a host on the official TypeScript packages (ext-apps' own reading of the UI link) ---------------
 def host(url: str, era: str) -> dict[str, Any]:
     done = subprocess.run([NODE, str(HOST), json.dumps({"url": url, "era": era})], capture_output=True, text=True, timeout=60, cwd=HOST.parent, check=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hopline.layers.routing.apps import expose_read, expose_tool, expose_tools
+from hopline.layers.routing.apps import expose_read, expose_tool, expose_tools, hide_links
 from hopline.layers.routing.uris import UriMapper
 
 M = UriMapper()
@@ -33,3 +33,13 @@ def test_a_read_names_only_ui_contents_by_the_routed_uri():
     assert expose_read({"contents": [{"uri": "test://x"}]}, "b", M) is None
     assert expose_read({"contents": "x"}, "b", M) is None
     assert expose_read(None, "b", M) is None
+
+
+def test_hidden_links_are_dropped_and_the_rest_of_ui_kept():
+    tool = {"name": "t", "_meta": {"ui": {"resourceUri": "ui://a__v", "visibility": ["app"]}, "ui/resourceUri": "ui://a__v"}}
+    assert hide_links(tool, lambda uri: True) is None
+    assert hide_links(tool, lambda uri: False) == {"name": "t", "_meta": {"ui": {"visibility": ["app"]}}}
+    assert hide_links({"name": "t", "_meta": {"ui": {"resourceUri": "ui://a__v"}}}, lambda uri: False) == {"name": "t"}
+    assert hide_links({"_meta": {"ui/resourceUri": "ui://a__v", "x": 1}}, lambda uri: uri != "ui://a__v") == {"_meta": {"x": 1}}
+    assert hide_links({"_meta": {"ui": {"resourceUri": "https://x"}}}, lambda uri: False) is None  # not a link we route
+    assert hide_links({"name": "t"}, lambda uri: False) is None

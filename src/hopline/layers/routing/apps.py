@@ -14,7 +14,11 @@ Contract
 - ``expose_read(result, backend, uris)``: a ``resources/read`` result whose
   ``ui://`` contents name the URI the host asked for (the App's own address, not an
   embedded copy); other contents keep the backend's URI (``links.py``).
-- Both return a new value if anything changed, else ``None``; pure, copying only the
+- ``hide_links(tool, shown)``: the tool without the UI links whose exposed URI
+  ``shown`` refuses (a caller who may not read the App is not told it exists, as the
+  visibility layer answers a hidden item like a missing one); the rest of ``_meta.ui``
+  (``visibility``: who may call the tool) stays.
+- They return a new value if anything changed, else ``None``; pure, copying only the
   path they change. Reverse and sidecar modes present the backend unchanged and do
   not call them. Tool results carry no UI link in the extension (the host renders
   the tool's own ``resourceUri``), so nothing else is rewritten.
@@ -22,7 +26,7 @@ Contract
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from hopline.layers.routing.uris import UriMapper, is_ui
 
@@ -67,3 +71,24 @@ def expose_read(result: Any, backend: str, uris: UriMapper) -> dict[str, Any] | 
                 out = list(contents)
             out[i] = {**item, "uri": uris.expose(backend, item["uri"])}
     return None if out is None else {**result, "contents": out}
+
+
+def hide_links(tool: Any, shown: Callable[[str], bool]) -> dict[str, Any] | None:
+    meta = tool.get("_meta") if isinstance(tool, dict) else None
+    if not isinstance(meta, dict):
+        return None
+    out = dict(meta)
+    ui = meta.get(UI_META)
+    if isinstance(ui, dict) and is_ui(ui.get(RESOURCE_URI)) and not shown(ui[RESOURCE_URI]):
+        rest = {k: v for k, v in ui.items() if k != RESOURCE_URI}
+        if rest:
+            out[UI_META] = rest
+        else:
+            del out[UI_META]
+    if is_ui(meta.get(FLAT_RESOURCE_URI)) and not shown(meta[FLAT_RESOURCE_URI]):
+        del out[FLAT_RESOURCE_URI]
+    if out == meta:
+        return None
+    if out:
+        return {**tool, "_meta": out}
+    return {k: v for k, v in tool.items() if k != "_meta"}
