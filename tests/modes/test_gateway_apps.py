@@ -74,6 +74,7 @@ async def test_each_tool_links_its_own_backends_app_and_reading_it_returns_that_
             }
             assert tools[f"{backend}__show_page"].meta == {"ui/resourceUri": f"ui://{backend}__view/page/intro"}
             assert tools[f"{backend}__plain"].meta is None
+            assert tools[f"{backend}__ui_capability"].meta is None
             read = await bounded(c.read_resource(meta["ui"]["resourceUri"]))
             [content] = read.contents
             assert content.text == html(label)
@@ -160,16 +161,20 @@ async def test_an_app_the_policy_hides_is_neither_linked_nor_readable_and_its_to
 
 
 # -- a host on the official TypeScript packages (ext-apps' own reading of the UI link) ---------------
-def host(url: str, era: str) -> dict[str, Any]:
-    done = subprocess.run([NODE, str(HOST), json.dumps({"url": url, "era": era})], capture_output=True, text=True, timeout=60, cwd=HOST.parent, check=False)
+def host(url: str, era: str, calls: tuple[str, ...] = ()) -> dict[str, Any]:
+    spec = {"url": url, "era": era, "calls": list(calls)}
+    done = subprocess.run([NODE, str(HOST), json.dumps(spec)], capture_output=True, text=True, timeout=60, cwd=HOST.parent, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)["tools"]
+    return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_an_ext_apps_host_finds_and_reads_each_tools_app_through_the_gateway(gateway, era):
-    tools = host(gateway.url, era)
-    assert sorted(tools) == sorted(f"{b}__{t}" for b in "ab" for t in ("plain", "show_page", "show_view"))
+    seen = host(gateway.url, era, ("a__ui_capability", "b__ui_capability"))
+    tools = seen["tools"]
+    assert sorted(tools) == sorted(f"{b}__{t}" for b in "ab" for t in ("plain", "show_page", "show_view", "ui_capability"))
+    # the host's declared MCP Apps support reaches each backend (an Apps server offers its Views on it)
+    assert seen["calls"] == dict.fromkeys(["a__ui_capability", "b__ui_capability"], json.dumps({"mimeTypes": [MIME]}))
     for backend, label in (("a", "A"), ("b", "B")):
         assert tools[f"{backend}__plain"] == {"uri": None}
         assert tools[f"{backend}__show_view"] == {
@@ -191,4 +196,4 @@ async def test_reverse_mode_presents_ui_uris_unchanged(tmp_path, hopline_serve, 
         assert sorted(r.uri for r in (await bounded(c.list_resources())).resources) == ["test://info", "ui://view/app.html"]
         [content] = (await bounded(c.read_resource("ui://view/app.html"))).contents
         assert (content.uri, content.text) == ("ui://view/app.html", html("A"))
-    assert host(gw.url, "modern")["show_view"]["contents"][0]["text"] == html("A")
+    assert host(gw.url, "modern")["tools"]["show_view"]["contents"][0]["text"] == html("A")

@@ -9,7 +9,8 @@
 // own getToolUiResourceUri (app-bridge: the nested _meta.ui.resourceUri, else the flat
 // _meta["ui/resourceUri"]; it throws on a URI that is not ui://), then reads that resource the way
 // a host does before rendering it. Prints one JSON line:
-//   {tools: {name: {uri, error?, contents?: [{uri, mimeType, text}]}}}
+//   {tools: {name: {uri, error?, contents?: [{uri, mimeType, text}]}}, calls: {name: text}}
+// where calls are the results of calling each tool named in spec.calls (no arguments).
 // A failure to connect or list prints {"error": message} and exits 1.
 
 import { getToolUiResourceUri, RESOURCE_MIME_TYPE } from "@modelcontextprotocol/ext-apps/app-bridge";
@@ -45,7 +46,11 @@ async function main() {
       }
       out[tool.name] = entry;
     }
-    process.stdout.write(JSON.stringify({ tools: out }) + "\n");
+    const calls = {};
+    for (const name of spec.calls ?? []) {
+      calls[name] = (await client.callTool({ name, arguments: {} })).content[0].text;
+    }
+    process.stdout.write(JSON.stringify({ tools: out, calls }) + "\n");
   } finally {
     await client.close();
   }

@@ -12,6 +12,8 @@ stdio, both eras. What an MCP Apps server offers, as ext-apps' ``registerAppTool
   ``_meta["ui/resourceUri"]`` both ``ui://view/app.html``; a text result;
 - tool ``show_page``: only the flat key, ``ui://view/page/intro`` (an older server);
 - tool ``plain``: no UI;
+- tool ``ui_capability``: what the client declared under ``extensions["io.modelcontextprotocol/ui"]``
+  (JSON, ``null`` if nothing), which an Apps server reads to decide whether to offer its Views;
 - resource ``ui://view/app.html``, mime ``text/html;profile=mcp-app``, HTML naming L, with
   ``_meta.ui`` (``prefersBorder``, CSP) on the listing and on the contents;
 - template ``ui://view/page/{name}`` (same mime), HTML naming L and the page;
@@ -25,11 +27,12 @@ Every server uses the same URIs, so two of them behind one gateway differ only b
 from __future__ import annotations
 
 import argparse
+import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 
@@ -57,6 +60,13 @@ def build(label: str, record: Path | None) -> MCPServer:
     def plain() -> str:
         """No UI."""
         return label
+
+    @mcp.tool()
+    def ui_capability(ctx: Context) -> str:
+        """The MCP Apps capability the client declared."""
+        caps = ctx.client_capabilities
+        extensions = (caps.model_dump(mode="json", by_alias=True).get("extensions") if caps else None) or {}
+        return json.dumps(extensions.get("io.modelcontextprotocol/ui"))
 
     @mcp.resource(APP, name="app", mime_type=MIME, meta=RESOURCE_META)
     def app() -> str:
