@@ -89,6 +89,7 @@ BAD = [
     ("routing: {collision: first}\n" + ONE, "routing.collision", "'prefix', 'priority', 'rename' or 'reject'"),
     ("routing: {max_name_length: 5}\n" + ONE, "routing.max_name_length", "leaves no room"),
     ("routing: {uri_scheme: '1x'}\n" + ONE, "routing.uri_scheme", "should match pattern"),
+    ("routing: {uri_scheme: UI}\n" + ONE, "routing.uri_scheme", "'ui' is the MCP Apps scheme"),
     ("mode: sideways\n" + ONE, "mode", "'forward', 'reverse', 'sidecar', 'federation' or 'transparent'"),
     ("version: 2\n" + ONE, "version", "Input should be 1"),
     ("name: ''\n" + ONE, "name", "at least 1 character"),

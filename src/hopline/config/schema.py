@@ -290,6 +290,15 @@ class RoutingConfig(_Section):
         "2026-07-28 backends, which also polls capabilities); 0: off.",
     )
 
+    @field_validator("uri_scheme")
+    @classmethod
+    def _not_ui(cls, scheme: str) -> str:
+        if scheme.lower() == "ui":
+            raise ValueError(
+                "'ui' is the MCP Apps scheme: ui:// resources keep it, namespaced as ui://{backend}{delimiter}…"
+            )
+        return scheme
+
     @field_validator("delimiter")
     @classmethod
     def _charset(cls, delimiter: str) -> str:

@@ -18,6 +18,7 @@ from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.policy.visibility import refused, surface_key
+from hopline.layers.routing.apps import expose_tools, hide_links
 from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
 from hopline.pipeline import Call, Item, Kind
 
@@ -83,12 +84,22 @@ class ListComposer:
                 for item, (backend, name) in zip(items, refs)
                 if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))
             ]
+            if kind == "tool" and pipeline.surface:  # an App the caller may not read is not linked either
+                kept = [(hide_links(item, self._readable) or item, backend) for item, backend in kept]
             cached = ([item for item, _ in kept], [backend for _, backend in kept], withdrawn)
             g.visible_cache[cache_key] = cached
             while len(g.visible_cache) > 1024:
                 g.visible_cache.pop(next(iter(g.visible_cache)))
         keep, backends, withdrawn = cached
         return keep, backends, sorted({*missing, *withdrawn}) if withdrawn else missing
+
+    def _readable(self, exposed: str) -> bool:
+        """Whether this caller may read the resource at ``exposed`` (what ``resources/read`` checks)."""
+        target = self.hub.routes.uris.resolve(exposed)
+        if target is None:
+            return False
+        backend, uri = target
+        return self.hub.pipeline.visible(self.principal, Item("resource", backend, uri, {"uri": uri}))
 
     def _check_visible(
         self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any
@@ -181,6 +192,8 @@ class ListComposer:
             b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename)
             for b, cfg in g.settings.backends.items()
         }
+        if method == TOOLS_LIST and not g.routes.reverse:  # MCP Apps links name the routed ui:// URI
+            lists = {b: expose_tools(items, b, g.routes.uris) for b, items in lists.items()}
         catalog = Catalog.build(
             lists,
             namespace=g.routes.namespace,

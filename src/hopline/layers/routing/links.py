@@ -8,7 +8,8 @@ aggregating gateway only the rewritten form routes. So hopline rewrites the ``ur
 every ``resource_link`` item in a ``tools/call`` result (``content``) and a
 ``prompts/get`` result (``messages[].content``) with the same reversible mapping as
 ``resources/list``. Embedded ``resource`` items are contents, like a
-``resources/read`` result, and keep the backend's URI; so does everything else
+``resources/read`` result, and keep the backend's URI (a ``resources/read`` of an MCP
+App names the ``ui://`` URI asked for: ``apps.py``); so does everything else
 (``structuredContent`` is the tool's own data). Reverse mode presents the single
 backend unchanged and does not call this.
 

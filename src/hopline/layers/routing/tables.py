@@ -98,7 +98,7 @@ class Routes:
     ) -> Routes:
         routes = cls(
             Namespace(delimiter, max_length=max_name_length),
-            UriMapper(uri_scheme),
+            UriMapper(uri_scheme, delimiter),
             TaskIds(),
             cursors or CursorCodec(),
             single,

@@ -38,6 +38,7 @@ from hopline.layers.capability.lists import LIST_KEYS, ListComposer
 from hopline.layers.capability.toolmodes.host import SessionToolHost
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing.catalog import Catalog
+from hopline.layers.routing.apps import expose_read
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
 from hopline.layers.routing.tables import METHODS, REMOVED_IN_MODERN
@@ -442,8 +443,12 @@ class GatewaySession(BackendLinks, ListComposer):
         else:
             answer = await send(Call(method, backend_id, params, timeout=timeout, context=ctx))
         value = answer.body.get("result")
-        if not self.hub.routes.reverse and method in (TOOLS_CALL, PROMPTS_GET):
-            linked = expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
+        if not self.hub.routes.reverse and method in (TOOLS_CALL, PROMPTS_GET, RESOURCES_READ):
+            linked = (
+                expose_read(value, backend_id, self.hub.routes.uris)  # an App's contents under the URI asked for
+                if method == RESOURCES_READ
+                else expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
+            )
             if linked is not None:
                 answer = Message({**answer.body, "result": linked})
                 value = linked
