@@ -15,12 +15,14 @@ Playwright only drives it: no ``playwright install``, no browser download.
 
 from __future__ import annotations
 
+import re
+
 import os
 from pathlib import Path
 
 import pytest
 import yaml
-from playwright.async_api import async_playwright
+from playwright.async_api import expect, async_playwright
 
 from tests.conftest import PY, ROOT, SERVERS
 from tests.peers import bounded, client
@@ -197,7 +199,8 @@ async def test_the_page_shows_each_identitys_surface_live_decisions_and_charts(g
         assert await surface_rows(page) == alice  # the rules see the typed subject as jwt.sub
         await page.fill("#surface-subject", "carol")
         await page.click("#surface-show")
-        await page.wait_for_function("document.getElementById('surface-note').textContent.startsWith('carol')", timeout=10_000)
+        # (expect polls from Playwright's own world: the page's CSP forbids eval, so no wait_for_function)
+        await expect(page.locator("#surface-note")).to_have_text(re.compile(r"^carol"), timeout=10_000)
         assert await surface_rows(page) == bob
 
         # calls, then the page's own refresh shows bob's refused call as a deny and the charts' points
