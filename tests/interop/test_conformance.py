@@ -9,24 +9,13 @@ each with what the set runs unscored (pending scenarios, the tasks extension). E
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "conformance_table.py"
-_spec = importlib.util.spec_from_file_location("conformance_table", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-ct = importlib.util.module_from_spec(_spec)
-sys.modules["conformance_table"] = ct
-_spec.loader.exec_module(ct)
+from tests.interop.conformance_script import ct
 
 pytestmark = pytest.mark.timeout(600)
-
-if not (ct.SUITE.exists() and ct.NODE22.exists()):  # pragma: no cover - scripts/test installs them
-    pytest.fail(f"the conformance suite is missing under {ct.SUITE_DIR}; run npm ci --prefix tests/node", pytrace=False)
 
 
 @pytest.fixture(scope="module")

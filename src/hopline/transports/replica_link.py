@@ -91,10 +91,12 @@ class ReplicaLink:
                 await self._ready.wait()
 
     async def forward(
-        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float, what: str = "call"
+        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float | None, what: str = "call"
     ) -> dict[str, Any]:
         """The answer replica ``replica`` gives to ``body``, asked as ``who`` (``what`` it
-        holds, for the errors: a held call, a task)."""
+        holds, for the errors: a held call, a task), within ``timeout`` seconds (the
+        exchange's; ``None``: :data:`MAX_AGE`, as long as the holder would work on it)."""
+        timeout = MAX_AGE if timeout is None else min(timeout, MAX_AGE)
         if len(self._waiting) >= MAX_WAITING:
             raise UnavailableError("too many requests handed to other replicas at once; retry shortly")
         await self.ready(min(timeout, 1.0))

@@ -40,10 +40,7 @@ def applies(gs: Any, session: BackendSession, message: Message, params: dict[str
 
 async def _handed(gs: Any, replica: str, message: Message, call: Call) -> Message:
     """The client's retry, answered by the replica that holds its call (as this caller)."""
-    who = principal_fields(gs.principal)
-    deadline = call.context.deadline if call.context is not None else None
-    timeout = 300.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
-    answer = await gs.hub.replicas.forward(replica, message.body, who, timeout)
+    answer = await gs.hub.replicas.forward(replica, message.body, principal_fields(gs.principal), call.timeout)
     return Message(answer)
 
 

@@ -63,7 +63,7 @@ class Replicas(Protocol):
     """Requests handed to the replica that holds their state (transports/replica_link.py)."""
 
     async def forward(
-        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float, what: str = "call"
+        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float | None, what: str = "call"
     ) -> dict[str, Any]: ...
 
     async def ready(self, timeout: float) -> None: ...

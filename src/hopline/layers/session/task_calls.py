@@ -144,8 +144,7 @@ async def route(session: Any, message: Message, ctx: Context) -> Message:
         raise unknown(exposed, message.id)
     replicas = session.hub.replicas
     if record.replica and replicas is not None and record.replica != replicas.replica:  # in another's child
-        deadline = ctx.deadline
-        timeout = 300.0 if deadline is None else max(0.0, deadline - asyncio.get_running_loop().time())
+        timeout = ctx.remaining(asyncio.get_running_loop().time())
         return Message(
             await replicas.forward(
                 record.replica, message.body, principal_fields(ctx.principal, ctx.session), timeout, "task"
