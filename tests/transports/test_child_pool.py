@@ -164,6 +164,27 @@ async def test_an_abandoned_spawn_closes_its_child_and_frees_its_slot(pools):
     assert lease.alive()
 
 
+async def test_a_requester_gone_in_the_step_its_child_arrives_leaves_no_child(pools):
+    # The spawn finishes and its requester is cancelled in one step of the loop, the
+    # spawn first: once seen in CI as a gateway client's mid-start exit that left a child.
+    go = asyncio.get_running_loop().create_future()
+
+    async def spawn():
+        child = await StdioChild.spawn(PID_SERVER, name="t")
+        await go
+        return child
+
+    pool = pools(max_children=1, wait=0, spawn=spawn)
+    task = asyncio.ensure_future(pool.acquire())
+    await eventually(lambda: len(live_children()) == 1)
+    go.set_result(None)  # the spawn's last step is queued first ...
+    task.cancel()  # ... its requester's cancellation right behind it
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await eventually(lambda: pool.live() == 0 and not live_children(), 10)
+    assert (await pool.acquire()).alive()  # the slot is free again
+
+
 async def test_an_abandoned_wait_frees_nothing_it_did_not_hold(pools):
     pool = pools(max_children=1, wait=30)
     first = await pool.acquire()

@@ -214,34 +214,39 @@ class ChildPool:
         for a requester who left is closed (:meth:`_claimed`)."""
         self._starting += 1
         self._warming += spare
-        task = asyncio.ensure_future(self._spawn_gated())
+        task = asyncio.ensure_future(self._spawn_into_slot(spare))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
-        def settled(t: asyncio.Future[Any]) -> None:
-            # The new child takes over its reservation in the same step (leased, spare, or
-            # closing), so no count ever misses it.
-            child = None if t.cancelled() or t.exception() is not None else t.result()
-            if child is not None:
-                if t in self._abandoned or self._closed:
-                    self._discard(child)  # its requester left: closed, in its slot until reaped
-                elif spare:
-                    self._spares.append(child)
-                else:
-                    self._handed[t] = self._lease(child)
-            elif spare and not self._closed and not t.cancelled():
-                log.warning(
-                    "backend %s: could not start a spare child: %s",
-                    self.name,
-                    getattr(t.exception(), "reason", t.exception()),
-                )
-            self._abandoned.discard(t)
+    async def _spawn_into_slot(self, spare: bool) -> Any:
+        """The new child takes over its reservation (leased, spare, or closing) in the
+        spawn's own last step, so no count ever misses it, and once the task is done its
+        lease is in ``_handed``: a requester cancelled in the very step the spawn finishes
+        (a done-callback would settle it only after the requester had looked) finds it
+        there and closes it, instead of leaving it to nobody."""
+        me = asyncio.current_task()
+        try:
+            child = await self._spawn_gated()
+        except Exception as exc:
+            if spare and not self._closed:
+                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(exc, "reason", exc))
+            raise
+        else:
+            if me in self._abandoned or self._closed:
+                self._discard(child)  # its requester left: closed, in its slot until reaped
+                if self._closed:
+                    raise ChannelClosed(f"{self.name}: shutting down")
+            elif spare:
+                self._spares.append(child)
+            else:
+                self._handed[me] = self._lease(child)  # type: ignore[index]
+            return child
+        finally:
+            self._abandoned.discard(me)  # type: ignore[arg-type]
             self._starting -= 1
             self._warming -= spare
             self._wake()
-
-        task.add_done_callback(settled)
-        return task
 
     async def _claimed(self, task: asyncio.Future[Any]) -> Lease:
         try:
