@@ -103,6 +103,7 @@ FASTMCP_RUNNER = str(BENCH / "fastmcp_proxy.py")
 # less fastmcp and fastmcp-slim, which --fastmcp-version pins): an install is the same each time.
 FASTMCP_CONSTRAINTS = BENCH / "fastmcp-constraints.txt"
 STDIO_DRIVER = str(BENCH / "stdio_floor.py")
+FLOOR = str(BENCH / "floor_relay.py")
 
 sys.path.insert(0, str(BENCH))
 import loadgen  # noqa: E402
@@ -744,6 +745,9 @@ def part_calls(args, logdir: Path, workdir: Path, out: dict) -> list[str]:
                     skipped[n] = why
                     continue
                 s = fastmcp_server(n, port, url=backend.url, session="fresh" if n == "fastmcp-fresh" else "keep")
+            elif n == "floor":
+                s = Server(n, [PY, FLOOR, "--backend", backend.url, "--port", str(port)], url=f"http://127.0.0.1:{port}/mcp", port=port, version="bench/floor_relay.py",
+                           note="the least a Python relay does per call (uvloop, httptools, orjson; no layers, no sessions of its own): a yardstick")  # fmt: skip
             elif n in POLICY_TARGETS:
                 s = policy_server(n, backend.url, port, workdir, args)
             elif n in SOCKET_TARGETS:
@@ -928,6 +932,10 @@ def issue14_verdicts(agg: dict, args) -> list[str]:
             f = median_cpu(era, "fastmcp")
             if f is not None and cpu:
                 out.append(f"{era} {h}: {'PASS' if f / cpu >= TARGET14_FASTMCP_X else 'FAIL'} ≥ {TARGET14_FASTMCP_X:g}× leaner than fastmcp (one shared backend session): {f / cpu:.1f}× (fastmcp {f:.3f} CPU-ms)")
+            floor = median_cpu(era, "floor")
+            if floor and cpu:  # a yardstick, not a target: what a bare Python relay pays (bench/floor_relay.py)
+                peer = f"; fastmcp {f / floor:.1f}× the floor" if f else ""
+                out.append(f"{era} {h}: (yardstick) {cpu / floor:.2f}× the floor's CPU ({floor:.3f} CPU-ms, bench/floor_relay.py){peer}")
         cpu = median_cpu(era, RELAY_STDIO)
         if cpu is not None:
             each = ", ".join(f"c={c} {get(era, RELAY_STDIO, c)['relay_cpu_ms_per_req']:.3f}" for c in (1, 16))
@@ -1577,7 +1585,7 @@ def main(argv: list[str] | None = None) -> int:
     g = p.add_argument_group("calls")
     g.add_argument(
         "--targets", default="direct,hopline,hopline-shared,fastmcp,fastmcp-fresh,hopline-stdio",
-        help="calls targets (default as shown; also hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2, "
+        help="calls targets (default as shown; also floor (bench/floor_relay.py, a bare relay as a yardstick), hopline-policy, hopline-policy-audit, hopline-transparent, hopline-transparent-l2, "
         "hopline-transparent-socket, hopline-transparent-redirected (these two under `ip netns exec`, as root), "
         f"{RELAY_STDIO} (hopline relay --stdio to the echo backend, driven over its stdin/stdout by bench/stdio_floor.py); "
         "hopline-stdio is a reference row: the echo server as a stdio child)",

@@ -148,3 +148,27 @@ def test_child_environment_is_the_safe_list_plus_what_is_asked():
     assert {"KEEP_1", "KEEP_2"} <= set(child_environment(None, ["KEEP_?"], environ=environ))
     assert child_environment(None, True, environ=environ) == environ
     assert "PATH" in SAFE_ENV
+
+
+async def test_send_nowait_writes_only_what_the_pipe_takes_without_waiting():
+    # The relay's pump writes an answer from the backend's delivery when it can (send_nowait);
+    # a client that stops reading makes it say no, so the pump's down task waits instead.
+    import os
+
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    reader_file = os.fdopen(read_fd, "rb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb"))
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    channel = StreamChannel(asyncio.StreamReader(), writer, name="client")
+    frame = j.notification("notifications/message", {"data": "x" * 60000})
+    assert channel.send_nowait(j.request(1, "ping"))
+    assert reader_file.read(64).startswith(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    sent = 0
+    while channel.send_nowait(frame):  # nobody reads: the pipe fills, then the buffer passes 64 KiB
+        sent += 1
+        assert sent < 100, "send_nowait never said no"
+    assert transport.get_write_buffer_size() > 65536
+    await channel.aclose()
+    assert not channel.send_nowait(j.request(2, "ping"))  # closed: nothing written
+    reader_file.close()

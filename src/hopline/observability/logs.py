@@ -16,7 +16,6 @@ people) on the root handlers that ``hopline`` set up.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import threading
@@ -29,6 +28,7 @@ from hopline.jsonrpc import Message
 from hopline.observability.kinds import error_code, kind_of
 from hopline.observability.trace_layer import trace_of
 from hopline.pipeline import Call, Next
+from hopline.layers.transport.loop import running_loop
 
 REQUESTS = logging.getLogger("hopline.requests")
 FIELD = "hopline"  # the LogRecord attribute holding the structured fields
@@ -132,7 +132,7 @@ class BatchedStream:
         if not self._parts:
             return
         try:
-            loop = asyncio.get_running_loop()
+            loop = running_loop()
         except RuntimeError:
             loop = None
         if loop is None:

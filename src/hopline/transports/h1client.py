@@ -40,6 +40,7 @@ import httptools
 import httpx
 
 from hopline.transports.h1response import Response, expire
+from hopline.layers.transport.loop import running_loop
 
 MAX_IDLE = 32  # idle keep-alive connections kept per origin
 
@@ -368,7 +369,7 @@ class LeanClient:
         response = Response(conn, read_s)
         conn.response = response
         conn.with_body = with_body
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         ready = conn.ready = loop.create_future()
         self._busy.add(conn)
         assert conn.transport is not None
@@ -395,7 +396,7 @@ class LeanClient:
             if conn.usable() and not conn.stale():
                 return conn
             conn.close()
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         if secure and self._ssl is None:
             self._ssl = ssl.create_default_context()
         try:

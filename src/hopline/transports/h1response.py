@@ -10,6 +10,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from hopline.layers.transport.loop import running_loop
+
 HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
 # Response header names as received → their lower-cased text: a server sends the same
 # handful each time (one decode and lower per header fewer; an SSE answer has eight).
@@ -131,7 +133,7 @@ class Response:
 
     async def _more(self) -> bool:
         """Wait for more of the body; False if ``read_until``'s time has come first."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         timeout, until, cut = self._timeout, self._until, False
         if until is not None:
             left = until - loop.time()
@@ -156,7 +158,7 @@ class Response:
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         while True:
             if self._chunks:
-                if self._until is not None and asyncio.get_running_loop().time() >= self._until:
+                if self._until is not None and running_loop().time() >= self._until:
                     return  # read_until's time has come (a server that keeps sending cannot hold us)
                 chunks, self._chunks, self._buffered = self._chunks, [], 0
                 self._conn.resume()

@@ -25,6 +25,7 @@ from typing import Callable
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.garbage import RateLimitedLog
+from hopline.layers.transport.loop import running_loop
 
 _EOF = object()
 
@@ -65,7 +66,7 @@ class Inbound:
         if settle is not None and not items and settle(message):
             return
         while 0 < self._max <= len(items):  # full: wait for room (backpressure)
-            putter = asyncio.get_running_loop().create_future()
+            putter = running_loop().create_future()
             self._putters.append(putter)
             try:
                 await putter
@@ -86,7 +87,7 @@ class Inbound:
             while not items:
                 if self._closed:
                     raise ChannelClosed(f"{self.name}: {self._reason}")
-                getter = asyncio.get_running_loop().create_future()
+                getter = running_loop().create_future()
                 self._getters.append(getter)
                 try:
                     await getter

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel, ChannelClosed
 
 
@@ -18,6 +19,27 @@ async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: 
     """
     outstanding: set = set()
     drained = asyncio.Event()
+
+    def delivered(message: Message) -> None:
+        if message.is_response():
+            outstanding.discard(message.id)
+            if not outstanding:
+                drained.set()
+
+    # What the backend sends may go to the client straight from the backend's own delivery
+    # (an HTTP upstream's ``settle``, only while its queue is empty, so nothing is overtaken)
+    # when the client's side takes it without waiting (``send_nowait``): no hop through the
+    # down task and the queue. bench/profile_call.py --relay: one event-loop turn per call fewer.
+    send_now = getattr(outbound, "send_nowait", None)
+    if send_now is not None and getattr(backend, "settle", False) is None:
+
+        def settle(message: Message) -> bool:
+            if not send_now(message):
+                return False  # closed, or the client reads slowly: the down task waits for it
+            delivered(message)
+            return True
+
+        backend.settle = settle  # type: ignore[attr-defined]
 
     async def up() -> str:
         try:
@@ -34,10 +56,7 @@ async def pump(inbound: Channel, outbound: Channel, backend: Channel, *, drain: 
         try:
             while True:
                 message = await backend.receive()
-                if message.is_response():
-                    outstanding.discard(message.id)
-                    if not outstanding:
-                        drained.set()
+                delivered(message)
                 await outbound.send(message)
         except ChannelClosed as exc:
             return exc.reason

@@ -18,6 +18,7 @@ import contextlib
 from hopline.jsonrpc import Id, Message
 from hopline.layers.transport.inbox import Inbox
 from hopline.transports.admission import StreamLimits, StreamOverflow
+from hopline.layers.transport.loop import running_loop
 
 
 class HandedOver(Exception):
@@ -80,7 +81,7 @@ class Sink:
         self.inbox.interrupt(StreamOverflow())
         if self.guard is not None:
             with contextlib.suppress(RuntimeError):  # already expiring
-                self.guard.reschedule(asyncio.get_running_loop().time())
+                self.guard.reschedule(running_loop().time())
 
     async def receive(self, timeout: float | None = None) -> Message:
         message = await self.inbox.get(timeout)

@@ -77,6 +77,16 @@ class StreamChannel:
                 self._closed, self._close_reason = True, f"write failed: {exc}"
                 raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
 
+    def send_nowait(self, message: Message) -> bool:
+        """Write ``message`` now if the pipe takes it without waiting; False (nothing written)
+        if the channel is closed or the pipe's buffer is above the high-water mark (``send``
+        then waits for it, or says why it cannot)."""
+        writer = self._writer
+        if self._closed or writer is None or writer.is_closing() or writer.transport.get_write_buffer_size() > 65536:
+            return False
+        writer.write(message.encode() + b"\n")
+        return True
+
     async def receive(self) -> Message:
         while True:
             if self._closed:

@@ -62,6 +62,7 @@ from hopline.header_codec import ACCEPT_BOTH, ParamMaps, clean_headers, modern_h
 from hopline.transports.http_util import public_url
 from hopline.transports.sse import SSEParser
 from hopline.transports.streamable_http_session import SessionStreams, _ctype, _is_sse, _ok, _SessionGone
+from hopline.layers.transport.loop import current_task, running_loop
 
 log = logging.getLogger("hopline.http_upstream")
 
@@ -166,9 +167,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- requests -----------------------------------------------------------------------
     def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(
-            coro
-        )  # the loop's own: asyncio.create_task is two Python calls more
+        task = running_loop().create_task(coro)  # the loop's own: asyncio.create_task is two Python calls more
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -288,7 +287,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
     async def _events(
         self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any
     ) -> None:
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         async for chunk in resp.aiter_bytes():
             for event in parser.feed(chunk):
                 if event.retry is not None:
@@ -427,7 +426,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- teardown -----------------------------------------------------------------------------------
     async def _cancel_tasks(self) -> None:
-        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        tasks = [t for t in self._tasks if t is not current_task()]
         for task in tasks:
             task.cancel()
         if tasks:

@@ -76,6 +76,7 @@ from hopline.transports.admission import Slot
 from hopline.transports.http_session import ClientSession, SessionTable
 from hopline.transports.shared_sessions import STANDING
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
+from hopline.layers.transport.loop import running_loop
 
 log = logging.getLogger("hopline.http")
 
@@ -215,7 +216,7 @@ class StreamableHttpListener(ResponseWriter):
     ) -> None:
         """Create a session and answer its ``initialize`` within the handshake deadline.
         If the client leaves first, or the answer is not a result, the session is closed."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         deadline = loop.time() + min(self.sessions.handshake_timeout, self.options.request_timeout)
         watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         session: ClientSession | None = None
@@ -260,7 +261,7 @@ class StreamableHttpListener(ResponseWriter):
         self, watcher: asyncio.Future, principal: Principal | None, message: Message
     ) -> ClientSession | None:
         """A new session, or None if the client left (``watcher`` done) while it was made."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
 
         def left(_: object) -> None:
             with contextlib.suppress(RuntimeError):  # the guard has expired already

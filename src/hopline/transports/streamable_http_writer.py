@@ -30,6 +30,7 @@ from hopline.transports import http_util as hu
 from hopline.transports.admission import StreamOverflow
 from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
 from hopline.transports.sse import KEEPALIVE, encode_event
+from hopline.layers.transport.loop import running_loop
 
 log = logging.getLogger("hopline.http")
 
@@ -78,7 +79,7 @@ class ResponseWriter:
         the stream stays resumable. A caller passing its own ``watcher`` handles the
         client leaving itself. A stream (SSE) is written under a guard its sink expires on
         overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
             timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
         deadline = loop.time() + timeout
@@ -204,7 +205,7 @@ class ResponseWriter:
         """The next message for this response (a timeout error at the deadline), keep-alive
         comments meanwhile while streaming; None when the writer must stop without one
         (the stream was resumed elsewhere, or the client left)."""
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         while True:
             if sink is not None and sink.generation != generation:
                 return None  # the client resumed this stream on another response

@@ -21,6 +21,7 @@ from typing import Mapping
 
 from hopline.jsonrpc import BackendTimeout, Message
 from hopline.pipeline import Call, Next
+from hopline.layers.transport.loop import running_loop
 
 BACKSTOP = 1.0  # seconds after the deadline before this layer gives up itself
 
@@ -73,7 +74,7 @@ class Timeouts:
         if limit is None:
             return await next(call)
         # One timer handle rather than asyncio.timeout(): same effect, half the CPU per call.
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         task = asyncio.current_task(loop)
         fired: list[bool] = []
         handle = loop.call_at(loop.time() + limit + self.backstop, _expire, task, fired)

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable
 from hopline.jsonrpc import HoplineError, InternalError, Message, UnavailableError, request
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.layers.transport.inbox import Inbox
+from hopline.layers.transport.loop import current_task, running_loop
 
 log = logging.getLogger("hopline.session")
 
@@ -75,7 +76,7 @@ class ClientEnd:
             if self.on_notification is not None:
                 await self.on_notification(message, self)
             return
-        task = asyncio.get_running_loop().create_task(
+        task = running_loop().create_task(
             self._run(message)
         )  # the loop's own: asyncio.create_task is two Python calls more
         self._running[body["id"]] = task
@@ -92,7 +93,7 @@ class ClientEnd:
             log.exception("%s: %s failed", self.name, message.method)
             answer = InternalError(f"internal error while handling {message.method}").to_response(msg_id)
         finally:
-            if self._running.get(msg_id) is asyncio.current_task():
+            if self._running.get(msg_id) is current_task():
                 del self._running[msg_id]
         if answer is not None and not self._closed:
             out = Message({**answer.body, "id": msg_id})
@@ -142,7 +143,7 @@ class ClientEnd:
         if self._closed:
             raise UnavailableError("the client is gone", reason="client_closed")
         msg_id = f"hl-{next(self._ids)}"
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Message] = running_loop().create_future()
         self._asked[msg_id] = future
         self.outbox.put_nowait(request(msg_id, method, params))
         try:

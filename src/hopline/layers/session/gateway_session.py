@@ -49,6 +49,7 @@ from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
 from hopline.layers.session.task_calls import TASKS_EXTENSION, KnownTasks
 from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
+from hopline.layers.transport.loop import running_loop
 
 if TYPE_CHECKING:
     from hopline.layers.session.hub import Hub
@@ -116,7 +117,7 @@ class GatewaySession(BackendLinks, ListComposer):
             self.principal,
             self._binding if self.stateful else self.acting_for,
             Era.MODERN if not self.stateful or era_of_message(message.body) is Era.MODERN else Era.HANDSHAKE,
-            None if timeout is None else asyncio.get_running_loop().time() + timeout,
+            None if timeout is None else running_loop().time() + timeout,
             hops if hops is not None else [],
             meta.get("traceparent") if meta else None,
         )
@@ -422,7 +423,7 @@ class GatewaySession(BackendLinks, ListComposer):
         method = message.method or ""
         # The exchange's one deadline, no later than the backend's own timeout from now.
         timeout = self.hub.registry.timeout_for(backend_id)
-        left = ctx.remaining(asyncio.get_running_loop().time())
+        left = ctx.remaining(running_loop().time())
         if left is not None and (timeout is None or left < timeout):
             timeout = left
         if pipeline.calls:
@@ -473,7 +474,7 @@ class GatewaySession(BackendLinks, ListComposer):
                 params["message"] = text
             self.end.notify(notification("notifications/progress", params))
 
-        loop = asyncio.get_running_loop()
+        loop = running_loop()
         return await task_mediation.settle(
             backend_call,
             self.end.ask,

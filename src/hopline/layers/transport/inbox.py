@@ -13,6 +13,8 @@ import asyncio
 import collections
 from typing import Callable, Generic, TypeVar
 
+from hopline.layers.transport.loop import running_loop
+
 T = TypeVar("T")
 
 
@@ -88,7 +90,7 @@ class Inbox(Generic[T]):
         while not self._items:
             if self._interrupt is not None:
                 raise self._interrupt
-            loop = asyncio.get_running_loop()
+            loop = running_loop()
             waiter = self._waiter = loop.create_future()
             handle = loop.call_later(timeout, _expire, waiter) if timeout is not None else None
             try:

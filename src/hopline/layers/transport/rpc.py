@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
 from hopline.layers.transport.wireids import fresh_id
 from hopline.layers.transport.channel import Channel, ChannelClosed
+from hopline.layers.transport.loop import running_loop
 
 log = logging.getLogger("hopline.rpc")
 
@@ -89,7 +90,7 @@ class RpcPeer:
             params = dict(params or {})
             params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
             self._progress[token] = on_progress
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Message] = running_loop().create_future()
         self._waiting[msg_id] = future
         try:
             await self.channel.send(request(msg_id, method, params))
@@ -97,7 +98,7 @@ class RpcPeer:
                 return await future
             # The deadline is a timer handle on the call's own future (no asyncio.timeout
             # context, no shield): bench/profile_call.py, ~15 Python calls fewer per call.
-            handle = asyncio.get_running_loop().call_later(timeout, _expire, future)
+            handle = running_loop().call_later(timeout, _expire, future)
             try:
                 return await future
             except TimeoutError:
