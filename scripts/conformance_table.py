@@ -58,7 +58,6 @@ _UNKNOWN_TOOL = (
     "result, which the check takes as a pass; hopline's gateway answers it with JSON-RPC -32602 'Unknown tool' (the "
     "spec's error for it), which the check takes as untestable"
 )
-_GAP = "hopline gap, to fix: "
 
 # Where a path's verdict on a check differs from direct's: (paths, set, scenario, check ids, why). The test
 # asserts that the checks whose verdict differs are exactly these: no other, and none of these agrees (stale).
@@ -70,30 +69,6 @@ EXCEPTIONS: list[tuple[tuple[str, ...], str, str, tuple[str, ...], str]] = [
             ("2026-07-28", ("read-text", "read-binary", "templates-read")),
         )
         for scenario in (f"resources-{s}" for s in scenarios)
-    ),
-    (
-        ("relay",),
-        "2026-07-28",
-        "server-stateless",
-        ("sep-2575-server-unsupported-version-error",),
-        _GAP + "a relay refuses an unknown MCP-Protocol-Version itself, listing every version hopline speaks, "
-        "not the backend's server/discover supportedVersions (which it does not read)",
-    ),
-    (
-        ("relay",),
-        "2026-07-28",
-        "server-stateless",
-        ("sep-2575-server-honors-notification-filter",),
-        _GAP + "a subscriptions/listen stream through the relay delivers no frame within the scenario's 1.5 s "
-        "(the acknowledgement or the filtered change notification does not come through)",
-    ),
-    (
-        SERVE,
-        "2026-07-28",
-        "server-stateless",
-        ("sep-2575-http-server-meta-invalid-400", "sep-2575-request-meta-invalid-missing-client-capabilities"),
-        _GAP + "the gateway answers a request whose _meta lacks io.modelcontextprotocol/clientCapabilities "
-        "instead of refusing it (-32602, HTTP 400)",
     ),
     (
         SERVE,

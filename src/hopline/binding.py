@@ -32,6 +32,8 @@ META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
 META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+# On a subscriptions/listen stream: the JSON-RPC id of the listen request (its notifications and its result).
+META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from hopline.binding import (
     HANDSHAKE_VERSIONS,
+    META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     MODERN_VERSIONS,
     NAME_HEADER_PARAM,
@@ -89,7 +90,9 @@ class ListenerOptions:
     request_timeout: float = 300.0
     stateless: bool = False
     keepalive: float = 15.0
-    # What this endpoint's server/discover reports (None: a relay, whose backend answers it).
+    # What this endpoint's server/discover reports (None: a relay, whose backend answers it, and
+    # judges the versions too: a 2026-07-28-shaped request at a version hopline does not know is
+    # passed through, so that the client learns what the backend supports).
     discover_versions: tuple[str, ...] | None = None
 
 
@@ -115,7 +118,10 @@ class StreamableHttpListener(ResponseWriter):
         try:
             version = _trimmed(headers.get(b"mcp-protocol-version"))
             if version is not None and version not in KNOWN_VERSIONS:
-                await self._unsupported(receive, headers, version, method)
+                passed = await self._unsupported(receive, headers, version, method)
+                if principal is not None:
+                    passed.principal = principal
+                return await self._modern(receive, send, headers, passed)
             era = era_of_version(version)
             if method == "POST":
                 await self._post(scope, receive, send, headers, era, principal)
@@ -133,17 +139,22 @@ class StreamableHttpListener(ResponseWriter):
         except ConnectionResetError:
             pass
 
-    async def _unsupported(self, receive: hu.Receive, headers: hu.Headers, version: str, method: str) -> None:
+    async def _unsupported(self, receive: hu.Receive, headers: hu.Headers, version: str, method: str) -> Message:
         """An unknown ``MCP-Protocol-Version``: -32022 to the request's own id (its body is read,
         within the usual bounds), listing the versions this endpoint's ``server/discover``
-        reports to a 2026-07-28 request (all it speaks to anything else)."""
+        reports to a 2026-07-28 request (all it speaks to anything else). A relay returns a
+        request whose ``_meta`` names that same version instead: its backend is the one to judge."""
         request_id = None
         supported = sorted(KNOWN_VERSIONS, reverse=True)
         if method == "POST":
             with contextlib.suppress(HoplineError):
                 message = parse(await hu.read_body(receive, headers, self.options.max_body))
                 request_id = message.id
-                if META_PROTOCOL_VERSION in message.meta and self.options.discover_versions:
+                named = message.meta.get(META_PROTOCOL_VERSION)
+                if self.options.discover_versions is None:
+                    if named == version and message.is_request() and _is_json(headers):
+                        return message
+                elif named is not None:
                     supported = list(self.options.discover_versions)
         raise UnsupportedProtocolVersion(
             f"Unsupported protocol version: {version[:40]}",
@@ -371,13 +382,18 @@ def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
     return None if principal is None else principal.key
 
 
+def _is_json(headers: hu.Headers) -> bool:
+    return (headers.get(b"content-type") or "").lower().startswith("application/json")
+
+
 def _trimmed(value: str | None) -> str | None:
     """A header value without surrounding spaces and tabs (RFC 9110 §5.5: OWS is not part of it)."""
     return None if value is None else value.strip(" \t")
 
 
 def _check_modern_headers(headers: hu.Headers, message: Message, params: ParamMaps | None = None) -> None:
-    """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version.
+    """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version and
+    the client's capabilities (-32602: both are required on every request, RequestMetaObject).
     ``Mcp-Param-*`` headers: well-formed always; equal to the arguments where ``params`` knows
     the tool (from a tools/list this listener answered); otherwise the backend judges them."""
     method = message.method
@@ -393,6 +409,8 @@ def _check_modern_headers(headers: hu.Headers, message: Message, params: ParamMa
         raise InvalidParams(f"params._meta must carry {META_PROTOCOL_VERSION}", request_id=message.id)
     if version != _trimmed(headers.get(b"mcp-protocol-version")):
         raise HeaderMismatch("MCP-Protocol-Version header differs from params._meta", request_id=message.id)
+    if message.meta.get(META_CLIENT_CAPABILITIES).__class__ is not dict:  # required, an object ({}: none)
+        raise InvalidParams(f"params._meta must carry {META_CLIENT_CAPABILITIES} (an object)", request_id=message.id)
     if method == "tools/call":
         problem = param_syntax_problem(headers)
         found = params.get(message.params.get("name")) if params is not None and problem is None else None

@@ -160,3 +160,61 @@ async def test_backend_ids_are_unguessable_and_an_answer_to_an_id_not_in_flight_
     assert (await asyncio.wait_for(a.receive(), 2)).body["result"] == {"for": "a"}
     assert mux.stray_answers == 1 and a.inbox.empty() and b.inbox.empty()
     await mux.aclose()
+
+
+SUB = "io.modelcontextprotocol/subscriptionId"
+
+
+def _tagged(method: str, listen_id, **params) -> j.Message:
+    return j.notification(method, {**params, "_meta": {SUB: listen_id}})
+
+
+async def test_listen_streams_on_one_connection_each_get_their_own_frames_under_their_own_id():
+    """2026-07-28 listens share a backend connection: what the backend tags with a listen's
+    (backend) id goes to that listen's view alone, tagged with the client's id; its result too."""
+    ours, theirs = memory_pair()
+    mux = Multiplexer(ours)
+    tools, prompts = mux.view(), mux.view()
+    await tools.send(j.request(7, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+    await prompts.send(j.request(7, "subscriptions/listen", {"notifications": {"promptsListChanged": True}}))
+    t_id, p_id = (await theirs.receive()).id, (await theirs.receive()).id
+    await theirs.send(
+        _tagged("notifications/subscriptions/acknowledged", p_id, notifications={"promptsListChanged": True})
+    )
+    await theirs.send(
+        _tagged("notifications/subscriptions/acknowledged", t_id, notifications={"toolsListChanged": True})
+    )
+    await theirs.send(_tagged("notifications/tools/list_changed", t_id))
+    got_p = await asyncio.wait_for(prompts.receive(), 2)
+    assert got_p.body == {
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": {"promptsListChanged": True}, "_meta": {SUB: 7}},
+    }
+    got_t = [await asyncio.wait_for(tools.receive(), 2) for _ in range(2)]
+    assert [m.method for m in got_t] == ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed"]
+    assert all(m.meta == {SUB: 7} for m in got_t)
+    assert prompts.inbox.empty() and mux.unattributed == 0  # the tools change did not leak onto the prompts stream
+    await theirs.send(j.result(p_id, {"_meta": {SUB: p_id}}))  # the stream's end
+    end = await asyncio.wait_for(prompts.receive(), 2)
+    assert end.id == 7 and end.body["result"] == {"_meta": {SUB: 7}}
+    assert mux.listens == {t_id}
+    await tools.aclose()  # cancelled at the backend; its id no longer routes
+    assert mux.listens == set()
+    await mux.aclose()
+
+
+async def test_a_tag_naming_no_listen_in_flight_is_not_trusted():
+    """A subscriptionId that is not the backend id of a listen in flight (a tools/call's id, a
+    string, a finished listen) routes nothing: the usual rules apply."""
+    ours, theirs = memory_pair()
+    mux = Multiplexer(ours)
+    a, b = mux.view(), mux.view()
+    await a.send(j.request(1, "subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+    await b.send(j.request(1, "tools/call", {"name": "x"}))
+    _, call_id = (await theirs.receive()).id, (await theirs.receive()).id
+    for bogus in (call_id, str(call_id), [call_id], None):
+        await theirs.send(_tagged("notifications/message", bogus, level="info", data="?"))
+    await asyncio.sleep(0.05)
+    assert a.inbox.empty() and b.inbox.empty() and mux.unattributed == 4
+    await mux.aclose()

@@ -7,6 +7,10 @@ remapped through :class:`IdMap`, so no client ever receives another's response.
 
 Routing of what the backend sends that is not a response:
 - progress → the view whose request carries the (rewritten) token;
+- a notification tagged ``_meta["io.modelcontextprotocol/subscriptionId"]`` with the backend
+  id of a ``subscriptions/listen`` in flight (2026-07-28: its acknowledgement and every change
+  it delivers) → that listen's view alone, the tag restored to the client's id (as on the
+  listen's result), so each listen stream gets its own frames even with several open;
 - ``notifications/*/list_changed`` and ``resources/updated`` → every view (shared
   state changed for everyone);
 - anything else (logs, sampling, elicitation) → the one view with requests in
@@ -27,6 +31,7 @@ import contextlib
 import logging
 from typing import Any
 
+from hopline.binding import META_SUBSCRIPTION_ID
 from hopline.jsonrpc import InternalError, Message, UnavailableError, notification
 from hopline.layers.session.idmap import IdMap
 from hopline.layers.transport.channel import Channel, ChannelClosed
@@ -53,6 +58,7 @@ class Multiplexer:
         self.share_handshake = share_handshake
         self.unattributed = 0
         self.stray_answers = 0  # answers to backend ids not in flight on this connection: dropped
+        self.listens: set[int] = set()  # backend ids of the subscriptions/listen requests in flight
         self.closed_reason: str | None = None
         self._init_result: asyncio.Future[dict[str, Any]] | None = None
         self._init_backend_id: int | None = None
@@ -90,6 +96,8 @@ class Multiplexer:
         backend_id, new_token = self.ids.outbound(view, body["id"], token)
         if method == "initialize" and self.share_handshake:
             self._init_backend_id = backend_id
+        elif method == "subscriptions/listen":
+            self.listens.add(backend_id)
         out = {**body, "id": backend_id}
         if new_token is not None:
             params = dict(body["params"])
@@ -122,6 +130,7 @@ class Multiplexer:
     async def _close_view(self, view: MuxView) -> None:
         self.views.discard(view)
         for backend_id in self.ids.forget_owner(view):
+            self.listens.discard(backend_id)
             if self.closed_reason is None:
                 with contextlib.suppress(ChannelClosed):
                     await self.backend.send(
@@ -156,6 +165,9 @@ class Multiplexer:
                 else:
                     self._init_result.set_exception(RuntimeError(str(body.get("error"))))
                     self._init_result = None
+            if self.listens and backend_id in self.listens:
+                self.listens.discard(backend_id)
+                body = _retagged(body, "result", entry.client_id)
             entry.owner.inbox.put_nowait(Message({**body, "id": entry.client_id}))
             return
         method = body["method"]
@@ -165,6 +177,13 @@ class Multiplexer:
                 params = {**message.params, "progressToken": entry.progress_token}
                 entry.owner.inbox.put_nowait(notification(method, params))
             return
+        if self.listens and "id" not in body:
+            listen_id = message.meta.get(META_SUBSCRIPTION_ID)
+            found = listen_id.__class__ is int and listen_id in self.listens
+            entry = self.ids.by_backend_id.get(listen_id) if found else None
+            if entry is not None:
+                entry.owner.inbox.put_nowait(Message(_retagged(body, "params", entry.client_id)))
+                return
         if method in BROADCAST and "id" not in body:
             for view in self.views:
                 view.inbox.put_nowait(message)
@@ -189,6 +208,7 @@ class Multiplexer:
 
     def _fail_all(self, reason: str) -> None:
         self.closed_reason = reason
+        self.listens.clear()
         for backend_id, entry in list(self.ids.by_backend_id.items()):
             err = UnavailableError(f"backend unavailable: {reason}", backend=self.name, reason="backend_closed")
             entry.owner.inbox.put_nowait(err.to_response(entry.client_id))
@@ -211,6 +231,16 @@ class Multiplexer:
             f"<Multiplexer {self.name} views={len(self.views)} in_flight={len(self.ids.by_backend_id)} "
             f"closed={self.closed_reason!r}>"
         )
+
+
+def _retagged(body: dict[str, Any], key: str, listen_id: Any) -> dict[str, Any]:
+    """``body`` with ``body[key]["_meta"][subscriptionId]`` set to the client's ``listen_id``,
+    where that tag is present (copies, never changes, what it was given)."""
+    part = body.get(key)
+    meta = part.get("_meta") if isinstance(part, dict) else None
+    if not isinstance(meta, dict) or META_SUBSCRIPTION_ID not in meta:
+        return body
+    return {**body, key: {**part, "_meta": {**meta, META_SUBSCRIPTION_ID: listen_id}}}
 
 
 _CLOSED = Message({"jsonrpc": "2.0", "method": "$/hopline/closed"})
