@@ -497,3 +497,37 @@ def test_the_replicas_keys_are_redacted_from_the_configuration():
     assert shown["state"]["session_key"] == REDACTED and shown["state"]["previous_session_keys"] == REDACTED
     assert shown["state"]["redis_url"] == f"redis://{REDACTED}@r:6379/0"
     assert {"k" * 43, "o" * 43} <= found
+
+
+async def test_callers_held_back_by_their_own_failed_start_are_shown_without_their_secrets(tmp_path, hopline_serve):
+    # A backend whose credentials are per caller (RFC 8693 exchange at a token endpoint that does
+    # not answer): each caller's failed start holds back that caller only, under its own key.
+    # /status counts them on the backend, with the last error, and shows no key or secret.
+    conf = {
+        "name": "per-caller",
+        "routing": {"retry_after": 30},
+        "auth": {"resource": "http://127.0.0.1/mcp", "api_keys": [{"name": n, "key": k} for n, k in KEYS.items()]},
+        "backends": {"demo": {"command": DEMO[0], "args": DEMO[1:]}, "web": {"url": "http://127.0.0.1:9/mcp", "stateless": True}},
+    }  # stateless: one shared backend session per caller (the sharing layer's starts)
+    conf["auth"]["backends"] = {
+        "web": {"mode": "exchange", "token_endpoint": "http://127.0.0.1:9/token", "client_id": "hopline", "client_secret": "xchg-secret-value-0009"}
+    }  # fmt: skip
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path), "--admin-port", "0")
+    admin = gw.wait_line(r"admin endpoint at (http://\S+)/metrics").group(1)
+    async with httpx.AsyncClient(base_url=admin, timeout=10) as http:
+        before = {b["id"]: b for b in (await http.get("/status")).json()["backends"]}
+        assert "caller_failures" not in before["web"]  # nobody has tried yet
+        for n, who in enumerate(("alice", "bob"), 1):
+            assert {t["name"] for t in await listed(gw.url, who)} >= {"demo__echo"}  # served without web
+            s = await status_until(http, lambda s: next(b for b in s["backends"] if b["id"] == "web").get("caller_failures", {}).get("callers") == n)
+            web = next(b for b in s["backends"] if b["id"] == "web")
+            held = web["caller_failures"]
+            assert held["last_error"]["message"] and 0 < held["last_error"]["retry_in"] <= 30
+            assert held["last_error"]["at"] == pytest.approx(s["time"], abs=30)
+        page = (await http.get("/")).text
+    text = json.dumps(s) + page
+    assert "2 caller(s) held back" in page
+    for secret in [*KEYS.values(), "xchg-secret-value-0009"]:
+        assert secret not in text

@@ -58,6 +58,7 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
     tools = _tools(gateway, open_by)
     loop_now, wall_now = asyncio.get_running_loop().time(), time.time()
     backends = []
+    failures = list(gateway.sharing.failed.items())  # per backend, or per (backend, caller) key
     for backend_id, spec in config.backends.items():
         entry: dict[str, Any] = {"id": backend_id, "enabled": spec.enabled, **_kind(spec)}
         connector = gateway.registry.connectors.get(backend_id)
@@ -94,6 +95,17 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
                 "message": scrub(url_scrub(describe(error))[:MAX_ERROR], secrets),
                 "at": wall_now - (loop_now - failed[2]) if failed is not None else None,
                 "retry_in": max(0.0, round(failed[0] - loop_now, 1)) if failed is not None else None,
+            }
+        held = [v for k, v in failures if k.__class__ is tuple and k[0] == backend_id and v[0] > loop_now]
+        if held:  # callers whose own credential failed: held back until their retry (the rest are served)
+            latest = max(held, key=lambda v: v[2])
+            entry["caller_failures"] = {
+                "callers": len(held),
+                "last_error": {
+                    "message": scrub(url_scrub(describe(latest[1]))[:MAX_ERROR], secrets),
+                    "at": wall_now - (loop_now - latest[2]),
+                    "retry_in": max(0.0, round(latest[0] - loop_now, 1)),
+                },
             }
         calls = recent.backend(backend_id) if recent is not None else None
         if calls is not None:

@@ -80,6 +80,11 @@ def _backend_rows(status: dict[str, Any]) -> str:
             if err
             else (f"{_when(call_err['at'])} {call_err['method']}: {call_err['kind']}" if call_err else "")
         )
+        held = b.get("caller_failures")
+        if held:  # one caller's credential refused holds back that caller only: say how many
+            last = held["last_error"]
+            said = f"{held['callers']} caller(s) held back: {_when(last['at'])} {last['message']}"
+            error = f"{error}; {said}" if error else said
         counts = f"{calls['calls']} / {calls['errors']}" if calls else ""
         p50 = f"{calls['p50_ms']} ms" if calls and calls["p50_ms"] is not None else ""
         eras = " (" + ", ".join(s["eras"]) + ")" if s["eras"] else ""
