@@ -59,7 +59,16 @@ async def first(tasks: list[asyncio.Future], n: int) -> list[httpx.Response]:
 
 
 def children(proc) -> list[psutil.Process]:
-    return [p for p in proc.descendants() if p.status() != psutil.STATUS_ZOMBIE]
+    """The relay's live descendants; one that exits while being looked at is not one (its
+    status() would raise NoSuchProcess: seen under load)."""
+    found = []
+    for p in proc.descendants():
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 async def burst(url: str, base: str, gate: Path, n: int, bound: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from hopline.jsonrpc import notification
 from hopline.transports.admission import Admission, BoundedLog, StreamLimits, StreamOverflow
-from hopline.transports.http_session import Sink
+from hopline.transports.sink import Sink
 
 
 def note(size: int):

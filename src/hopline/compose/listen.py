@@ -13,7 +13,7 @@ from typing import Any
 from hopline.config.schema import ListenConfig
 from hopline.config.state import StateConfig
 from hopline.transports.admission import StreamLimits
-from hopline.transports.http_session import SessionTable
+from hopline.transports.session_table import SessionTable
 
 
 def session_table(listen: ListenConfig, state: StateConfig | None = None) -> SessionTable:

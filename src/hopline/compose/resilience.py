@@ -4,7 +4,7 @@ The call layers come outermost first: **retry** (each attempt goes through the
 breaker, so a circuit that opens stops the retries), **breaker** (takes a permit,
 records the outcome), **timeouts** (sets ``call.timeout`` for the transport). The
 gates are the breakers. :class:`Resilience` also carries what the gateway calls
-outside the call layers: :attr:`fan_out` in ``_fan_out``, :meth:`observe` for list
+outside the call layers: :attr:`fan_out` in ``fan_out``, :meth:`observe` for list
 outcomes, and :meth:`run` (the trial supervisor) as a task it owns.
 """
 

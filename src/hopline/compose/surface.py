@@ -81,7 +81,7 @@ class _Preview(GatewaySession):
     async def live_backends(self) -> dict[str, BackendSession | BaseException]:
         return {}  # never connects: the catalogue below is all it lists from
 
-    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+    async def fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         g = self.hub
         latest = g.latest_catalogs.get(method)
         if latest is None:  # no client listed yet: compose what the open shared sessions hold
@@ -135,10 +135,10 @@ class Surfaces:
         try:
             entries, backends, _missing = await session.visible_entries(TOOLS_LIST)
             if plan.modes:  # as GatewaySession._list answers tools/list
-                tools, _missing = await session._tools_in_modes(plan)
+                tools, _missing = await session.tools_in_modes(plan)
             else:
                 tools = entries
-            catalog_items, refs, _, _ = await session._fan_out(TOOLS_LIST)
+            catalog_items, refs, _, _ = await session.fan_out(TOOLS_LIST)
         except HoplineError as exc:  # what the gateway would answer instead of a list
             out["list_error"] = {"code": exc.code, "message": scrub(exc.message[:MAX_DESCRIPTION], secrets)}
             return out

@@ -3,7 +3,7 @@
 Without this section a session lives in the process that made it (a 2026-07-28
 client needs nothing: its era has no session). With ``session_key``, the session ids
 hopline mints are sealed (AES-256-GCM): any replica with the key resumes a session
-another made, replaying its ``initialize`` (transports/http_session.py). With
+another made, replaying its ``initialize`` (transports/session_table.py). With
 ``redis_url`` too, replicas share the rest: ended sessions, standing requests
 (subscriptions, log level), and notifications for a GET stream held by another replica.
 """

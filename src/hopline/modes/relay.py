@@ -60,7 +60,7 @@ def serve_http(
     from hopline.transports import http_util as hu
     from hopline.transports.admission import StreamLimits
     from hopline.transports.app import DECLARATION_PATH, HoplineApp
-    from hopline.transports.http_session import SessionTable
+    from hopline.transports.session_table import SessionTable
     from hopline.transports.sse_server import SseListener
     from hopline.transports.streamable_http_server import ListenerOptions, StreamableHttpListener
 

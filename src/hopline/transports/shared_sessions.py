@@ -18,7 +18,7 @@ replica already holds touches no store.
 
 Store down (Redis unreachable or slower than ``timeout``): every operation raises
 :class:`StoreUnavailable` at once (after one failed try, none for ``retry_interval``);
-callers decide what the client sees (http_session.py: a session that must be resumed
+callers decide what the client sees (session_table.py: a session that must be resumed
 is refused with 503 and ``Retry-After``; sessions already held keep working).
 """
 

@@ -28,7 +28,8 @@ from hopline.context import Principal
 from hopline.transports import http_util as hu
 from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports.admission import StreamOverflow
-from hopline.transports.http_session import SessionTable, is_end
+from hopline.transports.http_session import is_end
+from hopline.transports.session_table import SessionTable
 from hopline.layers.transport.inbox import Interrupted
 from hopline.transports.sse import KEEPALIVE, encode_event
 

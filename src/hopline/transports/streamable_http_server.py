@@ -74,7 +74,8 @@ from hopline.jsonrpc import (
 from hopline.layers.transport.channel import Backends, ChannelClosed
 from hopline.transports import http_util as hu
 from hopline.transports.admission import Slot
-from hopline.transports.http_session import ClientSession, SessionTable
+from hopline.transports.http_session import ClientSession
+from hopline.transports.session_table import SessionTable
 from hopline.transports.shared_sessions import STANDING
 from hopline.transports.streamable_http_writer import SESSION_HEADER, ResponseWriter
 from hopline.layers.transport.loop import running_loop
@@ -359,7 +360,7 @@ class StreamableHttpListener(ResponseWriter):
         return self.sessions.get(session_id, _owner(principal)) or await self._resume(session_id, principal, None)
 
     async def _resume(self, session_id: str, principal: Principal | None, request_id: Id | None) -> ClientSession:
-        """A session this replica does not hold, resumed if another made it (http_session.py)."""
+        """A session this replica does not hold, resumed if another made it (session_table.py)."""
         try:
             session = await self.sessions.resume(
                 session_id, _owner(principal), lambda: self.backends.open_session(Era.HANDSHAKE)

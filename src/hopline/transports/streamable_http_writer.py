@@ -28,7 +28,9 @@ from hopline.layers.transport.channel import ChannelClosed, Source
 from hopline.layers.transport.inbox import Interrupted
 from hopline.transports import http_util as hu
 from hopline.transports.admission import StreamOverflow
-from hopline.transports.http_session import ClientSession, HandedOver, SessionTable, Sink, is_end
+from hopline.transports.http_session import ClientSession, is_end
+from hopline.transports.session_table import SessionTable
+from hopline.transports.sink import HandedOver, Sink
 from hopline.transports.sse import KEEPALIVE, encode_event
 from hopline.layers.transport.loop import running_loop
 

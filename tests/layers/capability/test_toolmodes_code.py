@@ -231,7 +231,14 @@ def _exit_of(pids: set[int], timeout: float = 5.0) -> set[int]:
         except psutil.NoSuchProcess:
             pass
     _gone, alive = psutil.wait_procs(procs, timeout=timeout)
-    return {p.pid for p in alive if p.status() != psutil.STATUS_ZOMBIE}
+    still = set()
+    for p in alive:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                still.add(p.pid)
+        except psutil.NoSuchProcess:  # exited since wait_procs looked
+            pass
+    return still
 
 
 async def test_no_worker_process_outlives_a_run():

@@ -33,7 +33,7 @@ from hopline.layers.session.mux import Multiplexer
 from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.layers.transport.inbox import Inbox
 from hopline.transports import http_util as hu
-from hopline.transports.http_session import SessionTable
+from hopline.transports.session_table import SessionTable
 from hopline.transports.streamable_http_server import StreamableHttpListener
 
 _CLOSED = Message({"jsonrpc": JSONRPC, "method": "$/hopline/closed"})

@@ -56,7 +56,7 @@ class ListComposer:
         return self._binding if self.stateful else f"p:{self.principal.key!r}"
 
     async def _composed(self, method: str) -> None:
-        await self._fan_out(method)
+        await self.fan_out(method)
 
     async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
         """The composed list as this caller may see it: items of withdrawn backends
@@ -67,7 +67,7 @@ class ListComposer:
 
     async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
         """:meth:`visible_list` with the backend of each item (parallel to the items)."""
-        items, refs, missing, key = await self._fan_out(method)
+        items, refs, missing, key = await self.fan_out(method)
         self.hub.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
         pipeline = self.hub.pipeline
         if not pipeline.surface and not pipeline.gates:
@@ -116,7 +116,7 @@ class ListComposer:
             )  # audited
             raise error
 
-    async def _fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+    async def fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
         list timeout is left out of this answer (fail-open) and named in ``missing``."""
         loop = asyncio.get_running_loop()

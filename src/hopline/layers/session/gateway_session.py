@@ -164,7 +164,7 @@ class GatewaySession(BackendLinks, ListComposer):
         method = message.method or ""
         plan = self.tool_plan
         if method == TOOLS_LIST and plan.modes:
-            items, missing = await self._tools_in_modes(plan)
+            items, missing = await self.tools_in_modes(plan)
         else:
             items, missing = await self.visible_list(method)
         offset = 0
@@ -212,7 +212,7 @@ class GatewaySession(BackendLinks, ListComposer):
         """How this session's endpoint shows tools (Layer 7), as configured now."""
         return self.hub.pipeline.plan_for(self.endpoint)
 
-    async def _tools_in_modes(self, plan: ToolPlan) -> tuple[list[dict[str, Any]], list[str]]:
+    async def tools_in_modes(self, plan: ToolPlan) -> tuple[list[dict[str, Any]], list[str]]:
         """``tools/list`` under a plan with Search/Code modes: each mode's own tools stand
         in for its backends' tools; backends in Standard mode are listed in full."""
         shown: list[dict[str, Any]] = []
