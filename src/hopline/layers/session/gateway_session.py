@@ -330,11 +330,10 @@ class GatewaySession(BackendLinks, ListComposer):
         wait = self.hub.settings.routing.list_timeout
         push = self.hub.task_push
         routes: list[Any] = []
+        pushing = asyncio.ensure_future(push.subscribe(self, ctx, listener, asked.get("taskIds"), wait=wait))
         try:
-            subscribed = self.hub.backend_listens.subscribe(listener, [target for _, target in targets], wait=wait)
-            routes = (
-                await asyncio.gather(subscribed, push.subscribe(self, ctx, listener, asked.get("taskIds"), wait=wait))
-            )[1]
+            await self.hub.backend_listens.subscribe(listener, [target for _, target in targets], wait=wait)
+            routes = await pushing
             if "taskIds" in asked:
                 agreed["taskIds"] = task_push.acknowledged(routes, asked["taskIds"])
             listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
@@ -342,6 +341,10 @@ class GatewaySession(BackendLinks, ListComposer):
             self.hub.listeners.add(listener)
             await asyncio.Event().wait()  # until the client goes away
         finally:
+            if not pushing.done():
+                pushing.cancel()  # it closes what it opened
+            elif not routes and not pushing.cancelled() and pushing.exception() is None:
+                routes = pushing.result()
             push.unsubscribe(routes)  # first: nothing more of its tasks is relayed
             self.hub.listeners.discard(listener)
             self.hub.backend_listens.unsubscribe(listener)

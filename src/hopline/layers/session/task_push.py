@@ -85,17 +85,21 @@ class TaskPush:
                 continue
             wanted.setdefault(record.backend, {})[record.task_id] = exposed
         routes: list[Route] = []
-        for backend_id, ids in wanted.items():
-            try:
-                session = await gs.backend(backend_id)
-            except Exception as exc:
-                log.debug("backend %s: no task listen (%s)", backend_id, exc)
-                continue
-            if session.info.era is not Era.MODERN:
-                continue
-            routes.append(self._open(listener, backend_id, session, ids))
-        if routes:
-            await asyncio.wait([r.acked for r in routes], timeout=wait)
+        try:
+            for backend_id, ids in wanted.items():
+                try:
+                    session = await gs.backend(backend_id)
+                except Exception as exc:
+                    log.debug("backend %s: no task listen (%s)", backend_id, exc)
+                    continue
+                if session.info.era is not Era.MODERN:
+                    continue
+                routes.append(self._open(listener, backend_id, session, ids))
+            if routes:
+                await asyncio.wait([r.acked for r in routes], timeout=wait)
+        except BaseException:  # the client went away meanwhile: what was opened for it goes
+            self.unsubscribe(routes)
+            raise
         for route in routes:
             if route.acked.done():
                 acked = set(route.acked.result())
