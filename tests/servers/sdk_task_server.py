@@ -17,10 +17,17 @@ interceptor). This server plugs the extension ``io.modelcontextprotocol/tasks`` 
 Task ids are sequential (``task-1``, ``task-2``…) on purpose: guessable backend ids are
 what a gateway must not let one caller use to reach another's task.
 
+Push updates: a ``subscriptions/listen`` whose ``notifications`` name ``taskIds`` is served
+here (the SDK's own listen handler knows no tasks; every other listen still goes to it): the
+acknowledgement names the ids this server knows (an unknown id is left out), then each of
+them is pushed as ``notifications/tasks`` (the whole task, as ``tasks/get`` would answer it)
+once at once and again on every change, tagged with the listen's id, until the stream ends.
+
 Tools: ``job(steps, ms)`` (``steps`` steps of ``ms`` ms), ``approve(question)``
 (``input_required`` with one elicitation until ``tasks/update``), ``forever()`` (runs
 until cancelled), ``fail()`` (fails), ``echo(text)`` (never a task),
-``cancelled_count()`` (how many tasks were cancelled so far).
+``cancelled_count()`` (how many tasks were cancelled so far), ``task_listens()`` (the
+task ids of each task listen open now, as JSON: what a gateway subscribed here).
 
 Usage: ``python sdk_task_server.py`` (stdio) or ``python sdk_task_server.py http --port P
 [--modern-only]`` (Streamable HTTP at ``http://127.0.0.1:P/mcp``). The SDK serves both eras;
@@ -34,13 +41,17 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import json
 import sys
-from typing import Any
+from typing import Any, Callable
 
+import anyio
 from mcp.server.extension import Extension, MethodBinding
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import RequestParams
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp_types import RequestParams, SubscriptionsListenRequestParams, SubscriptionsListenResult
+from pydantic import BaseModel
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 TASK_TOOLS = {"job", "approve", "forever", "fail"}
@@ -52,6 +63,8 @@ runners: dict[str, asyncio.Task] = {}
 answers: dict[str, asyncio.Future] = {}
 ids = itertools.count(1)
 cancelled = 0
+watchers: dict[str, dict[object, Callable[[dict[str, Any]], None]]] = {}  # task id → its open listens' push
+open_listens: dict[object, list[str]] = {}  # each open task listen → the task ids it acknowledged
 
 
 def _now() -> str:
@@ -60,6 +73,8 @@ def _now() -> str:
 
 def _set(task_id: str, **fields: Any) -> None:
     tasks[task_id].update(fields, lastUpdatedAt=_now())
+    for push in list(watchers.get(task_id, {}).values()):
+        push(dict(tasks[task_id]))
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -173,6 +188,51 @@ class Tasks(Extension):
         return {"resultType": "complete"}
 
 
+class Frame(BaseModel):
+    """A notification the SDK's typed vocabulary does not have (``notifications/tasks``)."""
+
+    method: str
+    params: dict[str, Any]
+
+
+async def listen_for_tasks(ctx, params: SubscriptionsListenRequestParams, sdk_listen) -> SubscriptionsListenResult:
+    """``subscriptions/listen`` naming ``taskIds``: ack the known ones, then push them (module docstring)."""
+    asked = (params.notifications.model_extra or {}).get("taskIds")
+    if not isinstance(asked, list):
+        return await sdk_listen(ctx, params)
+    known = [t for t in dict.fromkeys(asked) if isinstance(t, str) and t in tasks]
+    meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+    send, recv = anyio.create_memory_object_stream[dict[str, Any]](1024)
+    token = object()
+
+    def push(task: dict[str, Any]) -> None:
+        try:
+            send.send_nowait(task)
+        except (anyio.WouldBlock, anyio.ClosedResourceError):
+            pass
+
+    open_listens[token] = known
+    for task_id in known:
+        watchers.setdefault(task_id, {})[token] = push
+        push(dict(tasks[task_id]))  # buffered: the acknowledgement still goes first
+    try:
+        ack = {"notifications": {"taskIds": known}, "_meta": meta}
+        await ctx.session.send_notification(
+            Frame(method="notifications/subscriptions/acknowledged", params=ack), related_request_id=ctx.request_id
+        )
+        async for task in recv:
+            await ctx.session.send_notification(
+                Frame(method="notifications/tasks", params={**task, "_meta": meta}), related_request_id=ctx.request_id
+            )
+    finally:
+        open_listens.pop(token, None)
+        for task_id in known:
+            watchers.get(task_id, {}).pop(token, None)
+        send.close()
+        recv.close()
+    return SubscriptionsListenResult(_meta=meta)
+
+
 class TaskParams(RequestParams):
     task_id: str
 
@@ -191,6 +251,12 @@ async def modern_only(ctx, call_next):
 
 mcp = MCPServer(
     "sdk-task-server", version="1.0.0", extensions=[Tasks()], middleware=[modern_only] if "--modern-only" in sys.argv else []
+)
+_sdk_listen = mcp._lowlevel_server.get_request_handler("subscriptions/listen")
+mcp._lowlevel_server.add_request_handler(
+    "subscriptions/listen",
+    _sdk_listen.params_type,
+    lambda ctx, params: listen_for_tasks(ctx, params, _sdk_listen.handler),
 )
 
 
@@ -230,6 +296,12 @@ def echo(text: str) -> str:
 def cancelled_count() -> str:
     """How many tasks were cancelled so far."""
     return str(cancelled)
+
+
+@mcp.tool()
+def task_listens() -> str:
+    """The task ids of each task listen open now (JSON), oldest first."""
+    return json.dumps(list(open_listens.values()))
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from hopline.layers.policy.propagation import Propagator
 from hopline.layers.routing.cursors import CursorCodec
 from hopline.layers.routing.tables import Routes
 from hopline.layers.session.backend_listens import BackendListens
+from hopline.layers.session.task_push import TaskPush
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.gateway_session import GatewaySession
 from hopline.layers.session.links import CHANGE_SIGNALS
@@ -87,6 +88,7 @@ class Gateway:
         own = MemoryTaskStore(max_tasks=bounds.max_tasks, max_per_owner=bounds.max_per_caller)
         self.tasks = tasks if tasks is not None else own
         self.backend_listens = BackendListens(self)
+        self.task_push = TaskPush()
         self.visible_cache: dict[tuple, Any] = {}
         self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
@@ -344,6 +346,7 @@ class Gateway:
             await session.end.aclose()
         await release(self.pipeline, grace=0)  # runs still in flight are stopped
         await self.backend_listens.aclose()
+        await self.task_push.aclose()
         await self.sharing.aclose()
         await self.propagation.aclose()
         await self.registry.aclose()

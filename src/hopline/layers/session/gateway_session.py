@@ -42,7 +42,7 @@ from hopline.layers.routing.apps import expose_read
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
 from hopline.layers.routing.tables import METHODS, REMOVED_IN_MODERN
-from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation
+from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation, task_push
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
@@ -318,23 +318,35 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _listen(self, message: Message, ctx: Context) -> Message | None:
         """``subscriptions/listen`` (2026-07-28): acknowledge what the gateway will deliver,
-        then stream CHANGE-SIGNALs and the asked-for resource updates until the client
-        closes the stream (which cancels this). A resource URI is honoured when it routes
-        to a backend that supports subscriptions and the caller may see it."""
+        then stream CHANGE-SIGNALs, the asked-for resource updates and the asked-for tasks'
+        status until the client closes the stream (which cancels this). A resource URI is
+        honoured when it routes to a backend that supports subscriptions and the caller may
+        see it; a task id when it is the caller's own task (``task_push.py``)."""
         asked = message.params.get("notifications") if isinstance(message.params.get("notifications"), dict) else {}
         agreed: dict[str, Any] = {key: True for key in LISTEN_KEYS if asked.get(key)}
         listener = Listener(self.end, message.id, agreed)
         targets = await self._subscribable(asked.get("resourceSubscriptions"))
         if targets:
             agreed["resourceSubscriptions"] = [exposed for exposed, _ in targets]
+        wait = self.hub.settings.routing.list_timeout
+        push = self.hub.task_push
+        routes: list[Any] = []
+        pushing = asyncio.ensure_future(push.subscribe(self, ctx, listener, asked.get("taskIds"), wait=wait))
         try:
-            await self.hub.backend_listens.subscribe(
-                listener, [target for _, target in targets], wait=self.hub.settings.routing.list_timeout
-            )
+            await self.hub.backend_listens.subscribe(listener, [target for _, target in targets], wait=wait)
+            routes = await pushing
+            if "taskIds" in asked:
+                agreed["taskIds"] = task_push.acknowledged(routes, asked["taskIds"])
             listener.send("notifications/subscriptions/acknowledged", {"notifications": agreed})
+            push.start(routes)
             self.hub.listeners.add(listener)
             await asyncio.Event().wait()  # until the client goes away
         finally:
+            if not pushing.done():
+                pushing.cancel()  # it closes what it opened
+            elif not routes and not pushing.cancelled() and pushing.exception() is None:
+                routes = pushing.result()
+            push.unsubscribe(routes)  # first: nothing more of its tasks is relayed
             self.hub.listeners.discard(listener)
             self.hub.backend_listens.unsubscribe(listener)
         return None
@@ -534,6 +546,9 @@ class GatewaySession(BackendLinks, ListComposer):
             method = message.method or ""
             if method in CHANGE_SIGNALS:
                 return  # handled through on_changed, once per kind
+            found = self.backends.get(backend_id) if self.backends is not None else None
+            if self.hub.task_push.deliver(backend_id, found if isinstance(found, BackendSession) else None, message):
+                return  # a task's push update: to the listen that asked, and only there
             if task_calls.is_task_message(message):  # only to this session, and only for its own task
                 related = task_calls.relate(self, backend_id, message)
                 if related is not None:

@@ -76,6 +76,7 @@ class Hub(Protocol):
     pipeline: Pipeline
     sharing: Any  # sharing.Sharing: the shared backend sessions (typed loosely: it uses this Hub)
     backend_listens: Any  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
+    task_push: Any  # task_push.TaskPush: backend listens for the tasks clients' listens name
     held: HeldCalls
     replicas: Replicas | None  # the other replicas, to hand them what they hold (None: alone)
     tasks: TaskStore  # exposed task id → (backend, owner…): layers/session/task_store.py

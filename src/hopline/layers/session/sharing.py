@@ -432,6 +432,8 @@ class Sharing:
                     for owner in subscribers:
                         owner.end.notify(exposed)
                 return
+            if g.task_push.deliver(backend_id, session, message):
+                return  # a task's push update (or a task listen's ack): to the listen that asked, and only there
             if method == "notifications/subscriptions/acknowledged":
                 g.backend_listens.acknowledged(backend_id)
                 return

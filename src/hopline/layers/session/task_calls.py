@@ -171,7 +171,7 @@ async def listing(session: Any, message: Message, ctx: Context) -> Message:
             raise InvalidParams("Invalid cursor", request_id=message.id)
     size = hub.settings.routing.page_size
     owned = await hub.tasks.owned(owner_of(ctx.principal, ctx.session), offset + size + 1)
-    mine = [(t, r) for t, r in owned if r.era == "handshake" and _may(session, r, "tasks/get")]
+    mine = [(t, r) for t, r in owned if r.era == "handshake" and may(session, r, "tasks/get")]
     chunk = mine[offset : offset + size]
     found = await asyncio.gather(*(_status(session, t, r) for t, r in chunk))
     value: dict[str, Any] = {"tasks": [task for task in found if task is not None]}
@@ -180,7 +180,7 @@ async def listing(session: Any, message: Message, ctx: Context) -> Message:
     return result(message.id, value)
 
 
-def _may(session: Any, record: TaskRecord, method: str) -> bool:
+def may(session: Any, record: TaskRecord, method: str) -> bool:
     pipeline = session.hub.pipeline
     item = Item("task", record.backend, record.tool, {"method": method})
     return not pipeline.surface or pipeline.visible(session.principal, item)
