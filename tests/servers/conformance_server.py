@@ -27,7 +27,7 @@ What the suite looks for, by scenario:
   ``test_logging_tool`` (logs; the SDK sends it at 2026-07-28 only if ``_meta`` asked for a level);
 - ``tasks-*`` (SEP-2663): ``greet``, ``slow_compute``, ``confirm_delete``, ``failing_job``, all sync:
   the SDK has no tasks runtime, so ``slow_compute`` takes the immediate-result path the extension
-  allows and refuses (isError) more than :data:`SYNC_LIMIT` seconds, and ``confirm_delete`` asks
+  allows for ``seconds: 0`` and refuses (isError) any wait, and ``confirm_delete`` asks
   with an ``InputRequiredResult``. The checks that need a task still fail, but quickly and the same
   on every path;
 - ``http-header-validation``: header values reach the SDK without their surrounding whitespace. RFC 9110
@@ -474,9 +474,6 @@ async def test_streaming_elicitation(ctx: Context) -> str | InputRequiredResult:
 
 
 # -- tasks-* (SEP-2663): the fixtures a sync backend can have ------------------------------------
-SYNC_LIMIT = 5.0  # seconds; longer would outlast a client's request timeout without a task to poll
-
-
 @mcp.tool()
 def greet(name: str) -> str:
     """Sync only."""
@@ -484,16 +481,14 @@ def greet(name: str) -> str:
 
 
 @mcp.tool()
-async def slow_compute(seconds: float, label: str = "") -> CallToolResult:
-    """Sleeps ``seconds`` then answers. This backend has no tasks runtime, so every call takes the sync
-    path (the immediate-result shortcut SEP-2663 allows a task-supporting tool); one longer than
-    :data:`SYNC_LIMIT` is refused with an isError result instead of holding the request open."""
-    if not 0 <= seconds <= SYNC_LIMIT:
-        text = f"slow_compute: {seconds:g} s needs a task, and this backend runs no tasks (at most {SYNC_LIMIT:g} s)"
+def slow_compute(seconds: float, label: str = "") -> CallToolResult:
+    """Answers at once when ``seconds`` is 0 (the immediate-result path SEP-2663 allows a task-supporting
+    tool). Any wait would need a task, and this backend runs none: the SDK has no tasks runtime, and a
+    sync wait only slows every check that needs a task before it fails anyway; so it is an isError result."""
+    if seconds != 0:
+        text = f"slow_compute: {seconds:g} s needs a task, and this backend runs no tasks"
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-    await asyncio.sleep(seconds)
-    text = f"slow_compute{f' {label}' if label else ''}: done after {seconds:g} s"
-    return CallToolResult(content=[TextContent(type="text", text=text)])
+    return CallToolResult(content=[TextContent(type="text", text=f"slow_compute{f' {label}' if label else ''}: done")])
 
 
 @mcp.tool()
