@@ -53,12 +53,6 @@ _URIS = (
     "forward mode rewrites resource URIs to hopline://conformance/<uri> (a URI names its backend across an "
     "aggregate); the scenario reads the backend's own test://… URI, which the gateway does not route"
 )
-_UNKNOWN_TOOL = (
-    "the backend has no tool of that name ({tools}); directly, the SDK answers an unknown tool with an isError "
-    "result, which the check takes as a pass; hopline's gateway answers it with JSON-RPC -32602 'Unknown tool' (the "
-    "spec's error for it), which the check takes as untestable"
-)
-
 # Where a path's verdict on a check differs from direct's: (paths, set, scenario, check ids, why). The test
 # asserts that the checks whose verdict differs are exactly these: no other, and none of these agrees (stale).
 EXCEPTIONS: list[tuple[tuple[str, ...], str, str, tuple[str, ...], str]] = [
@@ -69,32 +63,6 @@ EXCEPTIONS: list[tuple[tuple[str, ...], str, str, tuple[str, ...], str]] = [
             ("2026-07-28", ("read-text", "read-binary", "templates-read")),
         )
         for scenario in (f"resources-{s}" for s in scenarios)
-    ),
-    (
-        SERVE,
-        "2026-07-28",
-        "server-stateless",
-        ("sep-2575-http-server-no-independent-requests-on-stream", "sep-2575-server-no-log-without-loglevel"),
-        _UNKNOWN_TOOL.format(tools="test_streaming_elicitation, test_logging_tool"),
-    ),
-    (SERVE, "2026-07-28", "tasks-lifecycle", ("tasks-sync-tool-call",), _UNKNOWN_TOOL.format(tools="greet")),
-    (
-        SERVE,
-        "2026-07-28",
-        "tasks-capability-negotiation",
-        ("sep-2663-server-rejects-undeclared-client",),
-        _UNKNOWN_TOOL.format(tools="slow_compute"),
-    ),
-    (
-        SERVE,
-        "2026-07-28",
-        "tasks-dispatch-and-envelope",
-        (
-            "sep-2663-legacy-task-param-ignored",
-            "tasks-immediate-result-shortcut",
-            "tasks-result-type-complete-on-non-task-responses",
-        ),
-        _UNKNOWN_TOOL.format(tools="greet, slow_compute"),
     ),
     (
         SERVE,

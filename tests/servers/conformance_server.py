@@ -22,7 +22,14 @@ What the suite looks for, by scenario:
 - ``http-custom-header-server-validation`` (SEP-2243): ``test_x_mcp_header``, whose ``region``
   argument is mirrored into ``Mcp-Param-Region``;
 - ``json-schema-2020-12``: ``json_schema_2020_12_tool`` with a 2020-12 input schema;
-- ``server-stateless``: ``test_trigger_tool_change`` / ``test_trigger_prompt_change``;
+- ``server-stateless``: ``test_trigger_tool_change`` / ``test_trigger_prompt_change``,
+  ``test_streaming_elicitation`` (asks inside its result, never by a request of its own) and
+  ``test_logging_tool`` (logs; the SDK sends it at 2026-07-28 only if ``_meta`` asked for a level);
+- ``tasks-*`` (SEP-2663): ``greet``, ``slow_compute``, ``confirm_delete``, ``failing_job``, all sync:
+  the SDK has no tasks runtime, so ``slow_compute`` takes the immediate-result path the extension
+  allows for ``seconds: 0`` and refuses (isError) any wait, and ``confirm_delete`` asks
+  with an ``InputRequiredResult``. The checks that need a task still fail, but quickly and the same
+  on every path;
 - ``http-header-validation``: header values reach the SDK without their surrounding whitespace. RFC 9110
   §5.5 excludes it from a field value and the suite requires a server to accept it
   (``sep-2243-server-accepts-whitespace-header-value``); the SDK 2.3.0 compares the raw value, so
@@ -50,6 +57,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.types import (
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     AudioContent,
+    CallToolResult,
     Completion,
     CreateMessageRequest,
     CreateMessageRequestParams,
@@ -447,6 +455,54 @@ async def test_input_required_result_capabilities(ctx: Context) -> InputRequired
     if caps is None or caps.elicitation is not None:
         requests["ask"] = _ask("What is your name?")
     return InputRequiredResult(input_requests=requests, request_state="capability-gated")
+
+
+# -- server-stateless (SEP-2575): the response stream and logging ------------------------------
+@mcp.tool()
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs once; at 2026-07-28 the SDK sends it only if the request's _meta asked for a log level."""
+    await ctx.info("test_logging_tool ran")
+    return "Logging tool completed"
+
+
+@mcp.tool()
+async def test_streaming_elicitation(ctx: Context) -> str | InputRequiredResult:
+    """Asks for a confirmation inside its result (InputRequiredResult), never as a request of its own."""
+    if ctx.input_responses and "confirm" in ctx.input_responses:
+        return f"Confirmed: {_field(ctx.input_responses['confirm'], 'ok', False)}"
+    return InputRequiredResult(input_requests={"confirm": _confirm()})
+
+
+# -- tasks-* (SEP-2663): the fixtures a sync backend can have ------------------------------------
+@mcp.tool()
+def greet(name: str) -> str:
+    """Sync only."""
+    return f"Hello, {name}!"
+
+
+@mcp.tool()
+def slow_compute(seconds: float, label: str = "") -> CallToolResult:
+    """Answers at once when ``seconds`` is 0 (the immediate-result path SEP-2663 allows a task-supporting
+    tool). Any wait would need a task, and this backend runs none: the SDK has no tasks runtime, and a
+    sync wait only slows every check that needs a task before it fails anyway; so it is an isError result."""
+    if seconds != 0:
+        text = f"slow_compute: {seconds:g} s needs a task, and this backend runs no tasks"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=f"slow_compute{f' {label}' if label else ''}: done")])
+
+
+@mcp.tool()
+async def confirm_delete(filename: str, ctx: Context) -> str | InputRequiredResult:
+    """Asks before it "deletes" (nothing is deleted); sync, so the question comes in an InputRequiredResult."""
+    if ctx.input_responses and "confirm" in ctx.input_responses:
+        return f"Deleted {filename}" if _field(ctx.input_responses["confirm"], "ok", False) else f"Kept {filename}"
+    return InputRequiredResult(input_requests={"confirm": _confirm()})
+
+
+@mcp.tool()
+def failing_job() -> str:
+    """Always a tool execution error (isError), sync."""
+    raise RuntimeError("failing_job always fails")
 
 
 # -- resources, prompts, completion ------------------------------------------------------------
