@@ -125,7 +125,8 @@ class Front(asyncio.Protocol):
         self.answer(status, got.get(b"mcp-session-id", b""), data)
 
     def answer(self, status: int, session: bytes, data: bytes) -> None:
-        head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % (STATUS.get(status, b"502 Bad Gateway"), len(data))
+        line = STATUS.get(status, b"502 Bad Gateway")
+        head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n" % (line, len(data))
         if session:
             head += b"mcp-session-id: " + session + b"\r\n"
         assert self.transport is not None
@@ -133,14 +134,17 @@ class Front(asyncio.Protocol):
 
 
 async def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--backend", required=True, help="the backend's Streamable HTTP URL")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--host", default="127.0.0.1")
     args = p.parse_args(argv)
     url = urlsplit(args.backend)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Front(url.hostname, url.port or 80, (url.path or "/").encode()), args.host, args.port)
+    path = (url.path or "/").encode()
+    server = await loop.create_server(lambda: Front(url.hostname, url.port or 80, path), args.host, args.port)
     print(f"floor relay on http://{args.host}:{args.port}/mcp -> {args.backend}", file=sys.stderr, flush=True)
     async with server:
         await server.serve_forever()

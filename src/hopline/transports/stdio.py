@@ -40,6 +40,7 @@ log = logging.getLogger("hopline.stdio")
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 GARBAGE_YIELD = 64  # garbage lines in a row read before yielding to the event loop
+HIGH_WATER = 65536  # bytes buffered for the pipe above which a write waits for it to drain
 
 
 class StreamChannel:
@@ -70,7 +71,7 @@ class StreamChannel:
             raise ChannelClosed(f"{self.name}: {self._close_reason}")
         self._writer.write(message.encode() + b"\n")
         # Only wait for the pipe when its buffer is above the high-water mark.
-        if self._writer.transport.get_write_buffer_size() > 65536:
+        if self._writer.transport.get_write_buffer_size() > HIGH_WATER:
             try:
                 await self._writer.drain()
             except (ConnectionError, BrokenPipeError) as exc:
@@ -82,7 +83,9 @@ class StreamChannel:
         if the channel is closed or the pipe's buffer is above the high-water mark (``send``
         then waits for it, or says why it cannot)."""
         writer = self._writer
-        if self._closed or writer is None or writer.is_closing() or writer.transport.get_write_buffer_size() > 65536:
+        if self._closed or writer is None or writer.is_closing():
+            return False
+        if writer.transport.get_write_buffer_size() > HIGH_WATER:
             return False
         writer.write(message.encode() + b"\n")
         return True

@@ -3,8 +3,8 @@
 On Python 3.11, ``asyncio.get_running_loop()`` makes a ``getpid()`` system call each time (it
 checks for a fork), and so does everything that calls it without being given the loop:
 ``asyncio.current_task()``, ``asyncio.ensure_future()``, ``asyncio.sleep()``. ``strace -c`` on
-``bench/profile_call.py --strace`` counted 13.8 of them per proxied ``tools/call``, more than
-every other system call of the request together. :func:`running_loop` remembers the loop
+``bench/profile_call.py --strace`` counted 13.8 of them per proxied ``tools/call``, about half of
+all its system calls. :func:`running_loop` remembers the loop
 running in each thread and asks asyncio again only when that one is not running any more (a
 test's next loop, a new thread) or after a fork. Python 3.12 keeps the loop on the thread
 state, so there it is ``asyncio.get_running_loop`` itself.
