@@ -49,7 +49,7 @@ class Message:
     or a message hopline or a backend made).
     """
 
-    __slots__ = ("body", "raw", "principal", "method", "id", "_meta")
+    __slots__ = ("body", "raw", "principal", "method", "id", "params", "_meta")
 
     def __init__(self, body: dict[str, Any], raw: bytes | None = None) -> None:
         self.body = body
@@ -57,6 +57,10 @@ class Message:
         self.principal: Principal | None = None
         self.method: str | None = body.get("method")
         self.id: Id | None = body.get("id")
+        # The body's params object, or an empty dict where it has none: read once, like method
+        # and id (a property was a call or three per read, ~6 reads per proxied call).
+        p = body.get("params")
+        self.params: dict[str, Any] = p if p.__class__ is dict or isinstance(p, dict) else {}
         self._meta: dict[str, Any] | bool | None = None  # params._meta once found, False once known absent (see meta)
 
     # -- classification ---------------------------------------------------------
@@ -72,23 +76,16 @@ class Message:
         return "method" not in self.body
 
     @property
-    def params(self) -> dict[str, Any]:
-        p = self.body.get("params")
-        return p if isinstance(p, dict) else {}
-
-    @property
     def meta(self) -> dict[str, Any]:
         """``params._meta`` (the body's own dict, found once and kept: a body is not changed
         in place), or a new empty dict where there is none (also known after the first look)."""
         m = self._meta
         if m is not None:
             return {} if m is False else m  # type: ignore[return-value]
-        p = self.body.get("params")
-        if isinstance(p, dict):
-            m = p.get("_meta")
-            if isinstance(m, dict):
-                self._meta = m
-                return m
+        m = self.params.get("_meta")
+        if m.__class__ is dict or isinstance(m, dict):
+            self._meta = m
+            return m
         self._meta = False
         return {}
 

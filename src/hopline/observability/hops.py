@@ -46,6 +46,9 @@ class TooManyHops(InvalidRequest):
         )
 
 
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))  # a timestamp's tail, formatted once
+
+
 def new_instance_id() -> str:
     return secrets.token_hex(8)
 
@@ -81,7 +84,7 @@ class Hops:
         if second != self._second:  # formatting the date once a second, not per request
             self._second = second
             self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        return f"{self._stamp}.{ms:03d}Z"
+        return self._stamp + _MILLIS[ms]
 
     def entry(self) -> dict[str, Any]:
         return {

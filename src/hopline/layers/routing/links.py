@@ -51,7 +51,14 @@ def expose_links(method: str, value: Any, backend: str, uris: UriMapper) -> dict
     if not isinstance(value, dict):
         return None
     if method == "tools/call":
-        content = _items(value.get("content"), backend, uris)
+        items = value.get("content")
+        if items.__class__ is list:  # the common answer, no link in it: one pass, no call per item
+            for item in items:
+                if item.__class__ is not dict or item.get("type") == "resource_link":
+                    break
+            else:
+                return None
+        content = _items(items, backend, uris)
         return None if content is None else {**value, "content": content}
     if method == "prompts/get" and isinstance(value.get("messages"), list):
         messages: list[Any] | None = None

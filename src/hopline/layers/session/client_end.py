@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 from hopline.jsonrpc import HoplineError, InternalError, Message, UnavailableError, request
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.layers.transport.inbox import Inbox
-from hopline.layers.transport.loop import current_task, running_loop
+from hopline.layers.transport.loop import running_loop
 
 log = logging.getLogger("hopline.session")
 
@@ -48,6 +48,7 @@ class ClientEnd:
         self._asked: dict[str, asyncio.Future[Message]] = {}
         self._ids = itertools.count(1)
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop its first request ran on
         # The listener's reader may take answers straight from here (http_session.py routes
         # one to its POST's stream), skipping the outbox and a hop through that reader's
         # task; only while the outbox is empty, so nothing queued before (a notification)
@@ -76,12 +77,14 @@ class ClientEnd:
             if self.on_notification is not None:
                 await self.on_notification(message, self)
             return
-        task = running_loop().create_task(
-            self._run(message)
-        )  # the loop's own: asyncio.create_task is two Python calls more
+        loop = self._loop
+        if loop is None or not loop.is_running():  # remembered: running_loop() is 4 calls, twice per request
+            loop = self._loop = running_loop()
+        # The loop's own create_task: asyncio.create_task is two Python calls more.
+        task = loop.create_task(self._run(message, loop))
         self._running[body["id"]] = task
 
-    async def _run(self, message: Message) -> None:
+    async def _run(self, message: Message, loop: asyncio.AbstractEventLoop) -> None:
         msg_id = message.id
         try:
             answer = await self.handler(message, self)
@@ -93,7 +96,7 @@ class ClientEnd:
             log.exception("%s: %s failed", self.name, message.method)
             answer = InternalError(f"internal error while handling {message.method}").to_response(msg_id)
         finally:
-            if self._running.get(msg_id) is current_task():
+            if self._running.get(msg_id) is asyncio.current_task(loop):
                 del self._running[msg_id]
         if answer is not None and not self._closed:
             out = Message({**answer.body, "id": msg_id})

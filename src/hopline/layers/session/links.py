@@ -284,6 +284,17 @@ class BackendLinks:
                 self.end.notify(notification(signal))
 
     async def backend(self, backend_id: str) -> BackendSession:
+        backends = self.backends
+        if backends is not None and backend_id not in self._parked:
+            # live_backends' own test, without its coroutine and generator: when no session is
+            # closed it hands the table back untouched (bench/profile_call.py: 7 calls fewer per call)
+            for session in backends.values():
+                if isinstance(session, BackendSession) and session.peer.closed_reason is not None:
+                    break
+            else:
+                found = backends.get(backend_id)
+                if isinstance(found, BackendSession):
+                    return found
         found = (await self.live_backends()).get(backend_id)
         if backend_id in self._parked:
             return await self._unpark(backend_id)

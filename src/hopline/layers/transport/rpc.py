@@ -24,7 +24,6 @@ from typing import Any, Awaitable, Callable
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
 from hopline.layers.transport.wireids import fresh_id
 from hopline.layers.transport.channel import Channel, ChannelClosed
-from hopline.layers.transport.loop import running_loop
 
 log = logging.getLogger("hopline.rpc")
 
@@ -59,6 +58,7 @@ class RpcPeer:
         self._progress: dict[str, Callable[[Message], None]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
+        self._loop = self._reader.get_loop()  # a peer lives on the loop its reader runs on
         if hasattr(
             channel, "settle"
         ):  # an HTTP upstream: answers may skip its queue and our reader (transports/inbound.py)
@@ -90,7 +90,8 @@ class RpcPeer:
             params = dict(params or {})
             params["_meta"] = {**params.get("_meta", {}), "progressToken": token}
             self._progress[token] = on_progress
-        future: asyncio.Future[Message] = running_loop().create_future()
+        loop = self._loop
+        future: asyncio.Future[Message] = loop.create_future()
         self._waiting[msg_id] = future
         try:
             await self.channel.send(request(msg_id, method, params))
@@ -98,7 +99,7 @@ class RpcPeer:
                 return await future
             # The deadline is a timer handle on the call's own future (no asyncio.timeout
             # context, no shield): bench/profile_call.py, ~15 Python calls fewer per call.
-            handle = running_loop().call_later(timeout, _expire, future)
+            handle = loop.call_later(timeout, _expire, future)
             try:
                 return await future
             except TimeoutError:
