@@ -45,6 +45,10 @@ class BackendListens:
         self._tasks: dict[str, asyncio.Task] = {}
         self._subscribed: dict[str, set[str]] = {}  # handshake-era backends: URIs subscribed
         self._ready: dict[str, asyncio.Future[None]] = {}  # backend → its current subscription is in place
+        # backend → the JSON-RPC id of the gateway's current listen there: its acknowledgement is
+        # tagged with it (``_meta`` subscriptionId), so another listen's (a task listen's, arriving
+        # after its own wait gave up) is not taken for ours
+        self._listen_ids: dict[str, int] = {}
 
     # -- backend sessions ---------------------------------------------------------------
     def attach(self, backend_id: str, session: BackendSession) -> None:
@@ -56,6 +60,7 @@ class BackendListens:
     def detach(self, backend_id: str) -> None:
         self.sessions.pop(backend_id, None)
         self._subscribed.pop(backend_id, None)
+        self._listen_ids.pop(backend_id, None)
         task = self._tasks.pop(backend_id, None)
         if task is not None:
             task.cancel()
@@ -105,8 +110,12 @@ class BackendListens:
     def uris_for(self, backend_id: str) -> list[str]:
         return sorted(uri for (b, uri) in self.wanted if b == backend_id)
 
-    def acknowledged(self, backend_id: str) -> None:
-        """The backend acknowledged the gateway's listen: its subscription is in place."""
+    def acknowledged(self, backend_id: str, listen_id: Any = None) -> None:
+        """The backend acknowledged the gateway's listen: its subscription is in place.
+        ``listen_id``: the subscription id the acknowledgement names, if it names one; an
+        acknowledgement of another listen on that backend changes nothing."""
+        if listen_id is not None and listen_id != self._listen_ids.get(backend_id):
+            return
         ready = self._ready.get(backend_id)
         if ready is not None and not ready.done():
             ready.set_result(None)
@@ -121,6 +130,7 @@ class BackendListens:
             task = self._tasks.pop(backend_id, None)
             if task is not None:
                 task.cancel()
+            self._listen_ids.pop(backend_id, None)  # the old listen's acknowledgement no longer counts
             self._tasks[backend_id] = asyncio.ensure_future(self._listen(backend_id, session))
         else:
             old = self._subscribed.get(backend_id, set())
@@ -149,9 +159,10 @@ class BackendListens:
         delay = REOPEN_BACKOFF[0]
         while not session.is_closed():
             params = {"notifications": notifications, "_meta": session.meta_for(None)}
+            listen_id = self._listen_ids[backend_id] = session.peer.next_id()
             try:
                 answer = await session.peer.call(
-                    "subscriptions/listen", params, timeout=None
+                    "subscriptions/listen", params, timeout=None, msg_id=listen_id
                 )  # the answer ends the stream
             except asyncio.CancelledError:
                 raise

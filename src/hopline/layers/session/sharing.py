@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from hopline.binding import Era
+from hopline.binding import META_SUBSCRIPTION_ID, Era
 from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import Message, UnavailableError, notification
 from hopline.layers.discovery.backend import CHANGED, BackendSession
@@ -435,7 +435,10 @@ class Sharing:
             if g.task_push.deliver(backend_id, session, message):
                 return  # a task's push update (or a task listen's ack): to the listen that asked, and only there
             if method == "notifications/subscriptions/acknowledged":
-                g.backend_listens.acknowledged(backend_id)
+                meta = message.params.get("_meta")
+                g.backend_listens.acknowledged(
+                    backend_id, meta.get(META_SUBSCRIPTION_ID) if isinstance(meta, dict) else None
+                )
                 return
             if task_calls.is_task_message(message):  # a task's news: to the client session whose task it is
                 if not task_calls.deliver_to_owner(g.sessions, backend_id, session, message):
