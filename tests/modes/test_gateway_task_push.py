@@ -181,3 +181,25 @@ async def test_nothing_is_pushed_after_the_listen_closes(gateway):
         finally:
             await first.close()
             await other.close()
+
+
+async def test_a_client_gone_while_its_task_listen_opens_leaves_nothing_open(gateway):
+    """The client closes its listen while the gateway still waits for the backend's
+    acknowledgement of the task listen it opened there: that backend listen goes too."""
+    alice, _ = tasks_client(gateway.url, headers={"x-api-key": KEYS["alice"]})
+    async with alice, httpx.AsyncClient(timeout=30) as http:
+        task = (await bounded(call_task(alice, "jobs__forever")))["taskId"]
+        await bounded(alice.call_tool("jobs__hold_acks", {"seconds": 4}))  # under the gateway's 5 s wait
+        listen = Listen(http, gateway.url, "alice", "A1", {"taskIds": [task]})
+        try:
+            async def opened() -> None:
+                while len(await backend_listens(alice)) != 1:
+                    await asyncio.sleep(0.02)
+
+            await bounded(opened())  # the backend holds the gateway's task listen, not acknowledged yet
+            await listen.close()
+            await until_backend_listens(alice, [])  # closed at the backend, long before its 4 s ack
+            assert listen.seen == []  # the client was never acknowledged
+        finally:
+            await listen.close()
+            await bounded(alice.call_tool("jobs__hold_acks", {"seconds": 0}))

@@ -27,7 +27,8 @@ Tools: ``job(steps, ms)`` (``steps`` steps of ``ms`` ms), ``approve(question)``
 (``input_required`` with one elicitation until ``tasks/update``), ``forever()`` (runs
 until cancelled), ``fail()`` (fails), ``echo(text)`` (never a task),
 ``cancelled_count()`` (how many tasks were cancelled so far), ``task_listens()`` (the
-task ids of each task listen open now, as JSON: what a gateway subscribed here).
+task ids of each task listen open now, as JSON: what a gateway subscribed here),
+``hold_acks(seconds)`` (later task listens are acknowledged that much later).
 
 Usage: ``python sdk_task_server.py`` (stdio) or ``python sdk_task_server.py http --port P
 [--modern-only]`` (Streamable HTTP at ``http://127.0.0.1:P/mcp``). The SDK serves both eras;
@@ -63,6 +64,7 @@ runners: dict[str, asyncio.Task] = {}
 answers: dict[str, asyncio.Future] = {}
 ids = itertools.count(1)
 cancelled = 0
+ack_delay = 0.0  # seconds a task listen's acknowledgement is held back (hold_acks)
 watchers: dict[str, dict[object, Callable[[dict[str, Any]], None]]] = {}  # task id → its open listens' push
 open_listens: dict[object, list[str]] = {}  # each open task listen → the task ids it acknowledged
 
@@ -216,6 +218,8 @@ async def listen_for_tasks(ctx, params: SubscriptionsListenRequestParams, sdk_li
         watchers.setdefault(task_id, {})[token] = push
         push(dict(tasks[task_id]))  # buffered: the acknowledgement still goes first
     try:
+        if ack_delay:
+            await anyio.sleep(ack_delay)
         ack = {"notifications": {"taskIds": known}, "_meta": meta}
         await ctx.session.send_notification(
             Frame(method="notifications/subscriptions/acknowledged", params=ack), related_request_id=ctx.request_id
@@ -296,6 +300,14 @@ def echo(text: str) -> str:
 def cancelled_count() -> str:
     """How many tasks were cancelled so far."""
     return str(cancelled)
+
+
+@mcp.tool()
+def hold_acks(seconds: float) -> str:
+    """Hold back every later task listen's acknowledgement by ``seconds`` (0: none)."""
+    global ack_delay
+    ack_delay = max(0.0, float(seconds))
+    return str(ack_delay)
 
 
 @mcp.tool()
