@@ -203,3 +203,24 @@ async def test_a_client_gone_while_its_task_listen_opens_leaves_nothing_open(gat
         finally:
             await listen.close()
             await bounded(alice.call_tool("jobs__hold_acks", {"seconds": 0}))
+
+
+async def test_a_task_listen_the_backend_ends_is_reopened(gateway):
+    """The backend ends the gateway's task listen on its own while the client's listen is
+    open: the gateway opens it again, and the task's next state still reaches the client."""
+    alice, _ = tasks_client(gateway.url, headers={"x-api-key": KEYS["alice"]})
+    async with alice, httpx.AsyncClient(timeout=30) as http:
+        task = (await bounded(call_task(alice, "jobs__job", {"steps": 30, "ms": 100})))["taskId"]
+        listen = Listen(http, gateway.url, "alice", "A1", {"taskIds": [task]})
+        try:
+            assert await listen.acknowledged() == [task]
+            await listen.next("notifications/tasks")
+            [backend_id] = (await backend_listens(alice))[0]
+            assert text_of(await bounded(alice.call_tool("jobs__end_task_listens", {}))) == "1"
+            await until_backend_listens(alice, [[backend_id]])  # open again at the backend
+            before = len(listen.pushed())
+            pushed = await listen.until("completed")  # the job's later steps still reach the client
+            assert pushed[-1]["taskId"] == task and len(listen.pushed()) > before
+            assert all(f["params"]["_meta"] == {SUBSCRIPTION: "A1"} for f in listen.pushed())
+        finally:
+            await listen.close()

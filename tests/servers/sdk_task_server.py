@@ -28,7 +28,8 @@ Tools: ``job(steps, ms)`` (``steps`` steps of ``ms`` ms), ``approve(question)``
 until cancelled), ``fail()`` (fails), ``echo(text)`` (never a task),
 ``cancelled_count()`` (how many tasks were cancelled so far), ``task_listens()`` (the
 task ids of each task listen open now, as JSON: what a gateway subscribed here),
-``hold_acks(seconds)`` (later task listens are acknowledged that much later).
+``hold_acks(seconds)`` (later task listens are acknowledged that much later),
+``end_task_listens()`` (ends every open task listen's stream, as a server may on its own).
 
 Usage: ``python sdk_task_server.py`` (stdio) or ``python sdk_task_server.py http --port P
 [--modern-only]`` (Streamable HTTP at ``http://127.0.0.1:P/mcp``). The SDK serves both eras;
@@ -64,6 +65,7 @@ runners: dict[str, asyncio.Task] = {}
 answers: dict[str, asyncio.Future] = {}
 ids = itertools.count(1)
 cancelled = 0
+enders: dict[object, Callable[[], None]] = {}  # each open task listen → how to end its stream (end_task_listens)
 ack_delay = 0.0  # seconds a task listen's acknowledgement is held back (hold_acks)
 watchers: dict[str, dict[object, Callable[[dict[str, Any]], None]]] = {}  # task id → its open listens' push
 open_listens: dict[object, list[str]] = {}  # each open task listen → the task ids it acknowledged
@@ -214,6 +216,7 @@ async def listen_for_tasks(ctx, params: SubscriptionsListenRequestParams, sdk_li
             pass
 
     open_listens[token] = known
+    enders[token] = send.close
     for task_id in known:
         watchers.setdefault(task_id, {})[token] = push
         push(dict(tasks[task_id]))  # buffered: the acknowledgement still goes first
@@ -230,6 +233,7 @@ async def listen_for_tasks(ctx, params: SubscriptionsListenRequestParams, sdk_li
             )
     finally:
         open_listens.pop(token, None)
+        enders.pop(token, None)
         for task_id in known:
             watchers.get(task_id, {}).pop(token, None)
         send.close()
@@ -308,6 +312,15 @@ def hold_acks(seconds: float) -> str:
     global ack_delay
     ack_delay = max(0.0, float(seconds))
     return str(ack_delay)
+
+
+@mcp.tool()
+def end_task_listens() -> str:
+    """End every open task listen's stream, as a server may on its own; how many were open."""
+    ending = list(enders.values())
+    for end in ending:
+        end()
+    return str(len(ending))
 
 
 @mcp.tool()

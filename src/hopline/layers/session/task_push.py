@@ -23,9 +23,10 @@ that listen. Through the gateway:
   ``dropped``). Updates a backend sends before the client is acknowledged wait (bounded)
   and follow the acknowledgement, in order.
 - When the client's listen ends, its routes go first (nothing more is relayed), then its
-  backend listens are cancelled. A backend listen that ends on its own (the backend
-  closed it, or its session went away) is not reopened: those tasks' updates stop, and
-  ``tasks/get`` still answers.
+  backend listens are cancelled. A backend listen that the backend ends on its own while
+  the client's is open is reopened under a fresh id, with capped backoff (the backend then
+  pushes those tasks' state again). One whose backend session went away is not: those
+  tasks' updates stop there, and ``tasks/get`` still answers.
 
 Sans-io: it holds routes and runs the backend calls through the sessions it is handed.
 """
@@ -48,6 +49,7 @@ log = logging.getLogger("hopline.gateway")
 
 TASKS_PUSHED = "notifications/tasks"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+REOPEN_BACKOFF = (0.2, 30.0)  # seconds before a backend listen that ended is reopened: first, cap
 EARLY_LIMIT = 256  # updates held per backend listen until the client is acknowledged; past it the oldest go
 
 
@@ -69,6 +71,7 @@ class TaskPush:
     def __init__(self) -> None:
         self.routes: dict[tuple[str, int], Route] = {}  # (backend id, backend listen id) → route
         self.dropped = 0
+        self.reopened = 0  # backend listens reopened after the backend ended them
 
     # -- a client listen -------------------------------------------------------------------
     async def subscribe(self, gs: Any, ctx: Any, listener: Listener, asked: Any, *, wait: float) -> list[Route]:
@@ -169,24 +172,49 @@ class TaskPush:
         return route
 
     async def _run(self, route: Route) -> None:
+        """The backend listen, reopened (under a fresh id, with backoff) while the client's
+        listen is acknowledged and open, when the backend ends it on its own; not when the
+        backend refuses it, nor once its session is gone."""
         session = route.session
         meta = session.meta_for(None)
         caps = meta.get(META_CLIENT_CAPABILITIES)
         caps = dict(caps) if isinstance(caps, dict) else {}
         extensions = caps.get("extensions")
         caps["extensions"] = {**(extensions if isinstance(extensions, dict) else {}), task_calls.TASKS_EXTENSION: {}}
-        params = {"notifications": {"taskIds": list(route.ids)}, "_meta": {**meta, META_CLIENT_CAPABILITIES: caps}}
+        meta = {**meta, META_CLIENT_CAPABILITIES: caps}
+        delay = REOPEN_BACKOFF[0]
         try:
-            answer = await session.peer.call("subscriptions/listen", params, timeout=None, msg_id=route.listen_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.debug("backend %s: task listen ended: %s", route.backend, exc)
-        else:
-            if "error" in answer.body:
-                log.info("backend %s refused a task listen: %s", route.backend, answer.body["error"].get("message"))
+            while True:
+                params = {"notifications": {"taskIds": list(route.ids)}, "_meta": meta}
+                try:
+                    answer = await session.peer.call(
+                        "subscriptions/listen", params, timeout=None, msg_id=route.listen_id
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.debug("backend %s: task listen ended: %s", route.backend, exc)
+                else:
+                    if "error" in answer.body:
+                        message = answer.body["error"].get("message")
+                        log.info("backend %s refused a task listen: %s", route.backend, message)
+                        return
+                key = (route.backend, route.listen_id)
+                if route.early is not None or not route.ids or session.is_closed() or self.routes.get(key) is not route:
+                    return  # not acknowledged to the client yet, nothing left to follow, or closed
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REOPEN_BACKOFF[1])
+                if self.routes.get(key) is not route or session.is_closed():
+                    return
+                del self.routes[key]
+                route.listen_id = session.peer.next_id()
+                while (route.backend, route.listen_id) in self.routes:
+                    route.listen_id = session.peer.next_id()
+                self.routes[(route.backend, route.listen_id)] = route
+                self.reopened += 1
         finally:
-            self.routes.pop((route.backend, route.listen_id), None)
+            if self.routes.get((route.backend, route.listen_id)) is route:
+                del self.routes[(route.backend, route.listen_id)]
             if not route.acked.done():
                 route.acked.set_result([])
 
