@@ -44,11 +44,20 @@ between requests), hence this module.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import urllib.parse
 from typing import Any, Callable
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_RE,
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from hopline.transports.door_limits import DoorCounters, DoorLimits
 
@@ -269,6 +278,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._linger_end = 0.0  # a draining connection is closed by then at the latest
         self._source: str | None = None
         self._refusing = False  # refused over a cap and lingering (counted in door.refusing)
+        self._raw_root = self.root_path.encode("ascii")  # what uvicorn encodes per request
 
     # -- the connection -----------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
@@ -317,10 +327,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             elif self._linger_end:  # still sending (a big head, slowly under load): wait for its end
                 self._arm(min(LINGER, self._linger_end - self.loop.time()))
             return
-        self._unset_keepalive_if_required()
+        # uvicorn's keep-alive timer is never armed here (on_response_complete): nothing to unset.
         if self._phase != BODY:  # head bytes (of this request or the next): fed up to the limit only
             room = self._limits.max_header_bytes - self._head
-            if len(data) > room:
+            size = len(data)
+            if size > room:
                 heads = self._heads
                 self._head += room
                 self._feed(data[:room])
@@ -332,8 +343,13 @@ class FrontDoorProtocol(HttpToolsProtocol):
                     return
                 self.data_received(data[room:])
                 return
-            self._head += len(data)
-        self._feed(data)
+            self._head += size
+        try:  # _feed's own, inline (one Python call per read fewer)
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass
+        except httptools.HttpParserError:
+            self._parse_error()
 
     def _feed(self, data: bytes) -> None:
         try:
@@ -341,21 +357,39 @@ class FrontDoorProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             pass  # hopline serves no upgrades (ws="none"): the request is served as plain HTTP
         except httptools.HttpParserError:
-            if self._refusal:
-                self._refuse(self._refusal)
-            elif self._phase != CLOSING:
-                self._phase = CLOSING
-                self.send_400_response("Invalid HTTP request received.")
+            self._parse_error()
+
+    def _parse_error(self) -> None:
+        if self._refusal:
+            self._refuse(self._refusal)
+        elif self._phase != CLOSING:
+            self._phase = CLOSING
+            self.send_400_response("Invalid HTTP request received.")
 
     # -- parser callbacks -------------------------------------------------------------
+    # The parser callbacks do uvicorn's own work inline (its bodies as of 0.54) instead of
+    # calling super(): one Python call per header field fewer, and per request the super()
+    # calls of on_message_begin, on_headers_complete (and its _start_asgi_task) and
+    # on_message_complete (bench/profile_call.py).
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = {  # type: ignore[typeddict-item]
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
         self._url = self._fields = 0
         self._phase = HEAD
         self._arm(self._limits.header_timeout)
 
-    # on_url and on_header do uvicorn's own work inline (its bodies as of 0.54) instead of
-    # calling super(): one Python call per header field fewer (bench/profile_call.py).
     def on_url(self, url: bytes) -> None:
         self._url += len(url)
         if self._url > self._limits.max_url_bytes:
@@ -380,16 +414,59 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._head = 0
         self._phase = BODY
         self._arm(self._limits.body_timeout)
-        super().on_headers_complete()
-        cycle = self.cycle
-        if (
-            cycle is not None and cycle.transport is self.transport
-        ):  # a new request's cycle (not an upgrade's early return)
-            cycle.transport = OneWrite(self.transport, self.loop)
+        parser, scope = self.parser, self.scope
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self._raw_root + raw_path
+        scope["query_string"] = parsed_url.query or b""
+        if self.limit_concurrency is not None and (
+            len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency
+        ):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        else:
+            app = self.app
+        existing_cycle = self.cycle
+        self.cycle = cycle = RequestResponseCycle(
+            scope=scope,
+            transport=OneWrite(self.transport, self.loop),
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        if existing_cycle is None or existing_cycle.response_complete:  # start it now
+            if self.config.reset_contextvars:
+                self._start_asgi_task(cycle, app)
+            else:
+                task = self.loop.create_task(cycle.run_asgi(app))
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+        else:  # a pipelined request: queued up
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
-        if self.cycle is not None and self.cycle.response_complete:  # answered before its body was read (a 413)
+        cycle = self.cycle
+        if not ((self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete):
+            cycle.more_body = False
+            cycle.message_event.set()
+        if cycle is not None and cycle.response_complete:  # answered before its body was read (a 413)
             self._phase = IDLE
             self._arm(self._limits.idle_timeout)
         else:
@@ -402,8 +479,8 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._unset_keepalive_if_required()
-        self.flow.resume_reading()
+        if self.flow.read_paused:
+            self.flow.resume_reading()
         if self.pipeline:  # a pipelined request is next
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
