@@ -41,6 +41,12 @@ async def app(scope, receive, send):
             await hu.send_json(send, 201, b"{}", {"x-a": "one\ttwo", "retry-after": "2"})
         elif path == "/hu-bad":
             await hu.send_json(send, 200, b"{}", {"x-a": "line\r\nx-injected: 1"})
+        elif path == "/hu-colon":
+            await hu.send_json(send, 200, b"{}", {"x: y": "v"})
+        elif path == "/hu-unicode":
+            await hu.send_json(send, 200, b"{}", {"x-a": "\u20ac"})
+        elif path == "/hu-length":
+            await hu.send_json(send, 200, b"{}", {"content-length": "2", "x-b": "a: b"})
         elif path == "/hu-204":
             await hu.send_empty(send, 204)
         elif path == "/hu-text":
@@ -164,6 +170,9 @@ REQUESTS = {
     "connection response header": b"GET /hu-conn HTTP/1.1\r\n" + H + b"\r\n",
     "tab in a response header": b"GET /hu-tab HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
     "an invalid response header": b"GET /hu-bad HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
+    "a colon in a response header's name": b"GET /hu-colon HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
+    "a response header beyond latin-1": b"GET /hu-unicode HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
+    "a content-length response header": b"GET /hu-length HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
     "204": b"GET /hu-204 HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
     "no content type": b"GET /hu-plain HTTP/1.1\r\n" + H + CLOSE + b"\r\n",
     "body over the app's limit": b"POST /hu HTTP/1.1\r\n"
@@ -172,8 +181,23 @@ REQUESTS = {
     + CLOSE
     + b"\r\n"
     + b"x" * 2000,
+    "a chunked body over the app's limit": b"POST /hu HTTP/1.1\r\n"
+    + H
+    + b"transfer-encoding: chunked\r\n"
+    + CLOSE
+    + b"\r\n7d0\r\n"
+    + b"x" * 2000
+    + b"\r\n0\r\n\r\n",
+    "a chunked body within it": b"POST /hu HTTP/1.1\r\n"
+    + H
+    + b"transfer-encoding: chunked\r\n"
+    + CLOSE
+    + b"\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
     "malformed": b"GET /echo HTTP/1.1\r\n" + H + b"bad header line\r\n\r\n",
 }
+
+
+UNANSWERED = {"an invalid response header", "a colon in a response header's name"}  # uvicorn closes at once
 
 
 @pytest.mark.parametrize("name", list(REQUESTS))
@@ -181,5 +205,5 @@ async def test_the_front_door_answers_as_plain_uvicorn_does(ports, name):
     plain, door = ports
     raw = REQUESTS[name]
     expected = await exchange(plain, raw)
-    assert expected or name == "an invalid response header"  # the oracle answered (that one it just closes)
+    assert expected or name in UNANSWERED  # the oracle answered (or just closed, as for an invalid header)
     assert await exchange(door, raw) == expected

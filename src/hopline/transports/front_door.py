@@ -46,13 +46,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import urllib.parse
 from typing import Any, Callable
 
 import httptools
 from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import (
-    HEADER_RE,
     HEADER_VALUE_RE,
     STATUS_LINE,
     HttpToolsProtocol,
@@ -139,6 +139,35 @@ COUNT_431 = _answer(b"431 Request Header Fields Too Large", b"too many header fi
 URL_414 = _answer(b"414 URI Too Long", b"request target too long\n")
 
 
+# What OneWrite.whole checks of a response's headers (uvicorn's send() refuses what these find).
+_NAME_BAD = re.compile(r'[\x00-\x1f\x7f()<>@,;:\\\[\]={} \t"]')  # HEADER_RE's, for text
+_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # HEADER_VALUE_RE's, for text
+_SPECIAL = ("connection", "content-length", "transfer-encoding")  # send() reads these: it writes them
+# Header names and content types found fit to write as they are (a listener writes a handful,
+# the same on every response), at most KEPT of each.
+_NAMES_OK: set[str] = set()
+_TYPE_LINES: dict[bytes, bytes] = {}  # a content type: its header line
+KEPT = 64
+
+
+def _name_ok(name: str) -> bool:
+    """Whether whole() may write header ``name`` as it is (send() would write it unchanged)."""
+    ok = not _NAME_BAD.search(name) and name.lower() == name and not any(s in name for s in _SPECIAL)
+    if ok and len(_NAMES_OK) < KEPT:
+        _NAMES_OK.add(name)
+    return ok
+
+
+def _type_line(content_type: bytes) -> bytes | None:
+    """The header line of ``content_type``, None if send() would refuse it."""
+    if HEADER_VALUE_RE.search(content_type):
+        return None
+    line = b"content-type: " + content_type + b"\r\n"
+    if len(_TYPE_LINES) < KEPT:
+        _TYPE_LINES[content_type] = line
+    return line
+
+
 class OneWrite:
     """The transport a request's cycle writes its response to: the head is held until the
     body's first write (or the end of this loop iteration, whichever comes first) and goes
@@ -177,40 +206,57 @@ class OneWrite:
     def _unwatch(self) -> None:
         self._on_lost = None
 
-    def whole(self, cycle: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+    def whole(
+        self, cycle: Any, status: int, content_type: bytes | None, headers: dict[str, str] | None, body: bytes
+    ) -> bool:
         """Write a whole response, head and body, for uvicorn's request ``cycle`` (whose
         transport this is) in one go, as its ``send`` does for ``http.response.start`` then
-        one last ``http.response.body`` (``http_util.send_bytes`` uses it). ``headers`` carry no
-        content-length (it is added here). False, with nothing done, where ``send`` must do it:
-        a response begun, a client gone, a paused socket, HEAD, a ``connection`` header, server
-        default headers or an access log, an odd status or a header it would refuse.
+        one last ``http.response.body`` (``http_util.send_bytes`` uses it): ``content_type``
+        first (if any), then ``headers`` (latin-1 text, as ``http_util.header_list`` encodes
+        them), then content-length. False, with nothing done, where ``send`` must do it:
+        a response begun, a client gone, a paused socket, HEAD, a ``connection`` (or
+        content-length, transfer-encoding) header, server default headers or an access log,
+        an odd status or a header it would refuse or lower-case.
         Measured with bench/profile_call.py: two ``send`` coroutines, their header checks, and
-        the held head's flush callback (~30 Python calls) per response fewer."""
+        the held head's flush callback (~30 Python calls) per response fewer; taking the
+        headers as the caller's dict, with the names checked once per process (``_NAMES_OK``),
+        ~15 more (header_list's tuples, the joins and checks of every name)."""
         if (
             cycle.response_started
             or cycle.disconnected
             or cycle.flow.write_paused
             or cycle.default_headers
             or cycle.access_log
+            or status not in STATUS_LINE
+            or status in (204, 304)
+            or cycle.scope["method"] == "HEAD"
         ):
             return False
-        line = STATUS_LINE.get(status)
-        if line is None or cycle.scope["method"] == "HEAD" or status in (204, 304):
-            return False
-        head = [line]
-        for name, value in headers:
-            head += (name, b": ", value, b"\r\n")
-        names, values = b"".join(head[1::4]), b"".join(head[3::4])
-        lowered = names.lower()
-        if HEADER_RE.search(names) or HEADER_VALUE_RE.search(values) or lowered != names or b"connection" in lowered:
-            return False  # send() refuses it, or must handle it (it checks, lower-cases and reads them one by one)
-        head += (b"content-length: ", b"%d" % len(body), b"\r\n")
+        text = ""
+        if content_type is None:
+            typed = b""
+        else:
+            try:
+                typed = _TYPE_LINES[content_type]
+            except KeyError:
+                typed = _type_line(content_type)
+                if typed is None:
+                    return False
+        if headers:
+            values = ""
+            for name, value in headers.items():
+                if name not in _NAMES_OK and not _name_ok(name):
+                    return False
+                text += name + ": " + value + "\r\n"
+                values += value
+            if _VALUE_BAD.search(values):
+                return False  # send() refuses it
+        head = STATUS_LINE[status] + typed + text.encode("latin-1") + b"content-length: %d\r\n" % len(body)
         if not cycle.keep_alive:
-            head.append(b"connection: close\r\n")
-        head.append(b"\r\n")
+            head += b"connection: close\r\n"
         cycle.response_started = cycle.response_complete = True
         cycle.waiting_for_100_continue = False
-        data = b"".join(head) + body
+        data = head + b"\r\n" + body
         held, self._held, self._first = self._held, None, False  # a 100 Continue still held goes first
         if held is not None:
             self._transport.writelines((held, data))
@@ -221,6 +267,30 @@ class OneWrite:
             self._transport.close()
         cycle.on_response()
         return True
+
+    def body(self, cycle: Any) -> bytes | None:
+        """The rest of the request body of uvicorn's request ``cycle`` (whose transport this is)
+        if it has all arrived: what its ``receive()`` would return now as one ``http.request``
+        event with ``more_body`` False, taken the same way. None where ``receive()`` must run:
+        more to come, a 100 Continue to write, a paused socket, a client gone, a response done,
+        or nothing new since the last ``receive()`` (it would wait).
+        Measured with bench/profile_call.py (``http_util.read_body`` uses it): the receive()
+        coroutine, its flow check and event wait (~5 Python calls) per request fewer."""
+        if (
+            cycle.more_body
+            or cycle.waiting_for_100_continue
+            or cycle.flow.read_paused
+            or cycle.disconnected
+            or cycle.response_complete
+        ):
+            return None
+        event = cycle.message_event
+        if not event.is_set():
+            return None
+        event.clear()
+        body = bytes(cycle.body)
+        cycle.body = bytearray()
+        return body
 
     def _lose(self) -> None:
         self.lost = True
