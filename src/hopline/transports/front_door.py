@@ -184,11 +184,11 @@ class OneWrite:
     ``http_util.on_disconnect`` uses): a callback instead of a task parked in ``receive()``
     for ``http.disconnect`` (bench/profile_call.py --era 2026: one task fewer per request)."""
 
-    __slots__ = ("_transport", "_loop", "_held", "_first", "_on_lost", "lost")
+    __slots__ = ("_transport", "loop", "_held", "_first", "_on_lost", "lost")
 
     def __init__(self, transport: Any, loop: Any) -> None:
         self._transport = transport
-        self._loop = loop
+        self.loop = loop  # the connection's: its requests run in it (the response writer's clock)
         self._held: bytes | None = None
         self._first = True
         self._on_lost: Callable[[], object] | None = None
@@ -198,7 +198,7 @@ class OneWrite:
         """Call ``callback`` once when the client goes away before the response is complete
         (soon, if it has already); one watcher per request. Returns the way to stop watching."""
         if self.lost:
-            self._loop.call_soon(callback)
+            self.loop.call_soon(callback)
         else:
             self._on_lost = callback
         return self._unwatch
@@ -309,7 +309,7 @@ class OneWrite:
         elif self._first:  # the head (or a 100 Continue): wait for what follows in this iteration
             self._first = False
             self._held = data
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
         else:
             self._transport.write(data)
 
