@@ -250,8 +250,11 @@ def on_disconnect(receive: Receive, callback: Callable[[], object]) -> Callable[
     server can say so: hopline's front door (``front_door.OneWrite.watch``, reached from
     uvicorn's request cycle, whose method ``receive`` is). Returns the way to stop
     watching, or None where the server cannot (then run :func:`wait_disconnect` in a task)."""
-    watch = getattr(getattr(getattr(receive, "__self__", None), "transport", None), "watch", None)
-    return None if watch is None else watch(callback)
+    try:  # attribute look-ups rather than getattr() with defaults: three Python calls fewer
+        watch = receive.__self__.transport.watch  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+    return watch(callback)
 
 
 async def wait_disconnect(receive: Receive) -> None:

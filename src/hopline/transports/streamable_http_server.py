@@ -208,9 +208,9 @@ class StreamableHttpListener(ResponseWriter):
             return
         if message.method in STANDING:
             await self.sessions.remember(session, message)
-        sink = session.open_post(message)
+        sink = session.open_post(message)  # (it marks the session active: session.send's work but the backend's)
         try:
-            await session.send(message)
+            await session.backend.send(message)
         except ChannelClosed as exc:
             session.finish_post(sink)
             raise UnavailableError(
@@ -383,28 +383,26 @@ def _is_json(headers: hu.Headers) -> bool:
     return (headers.get(b"content-type") or "").lower().startswith("application/json")
 
 
-def _trimmed(value: str | None) -> str | None:
-    """A header value without surrounding spaces and tabs (RFC 9110 §5.5: OWS is not part of it)."""
-    return None if value is None else value.strip(" \t")
-
-
 def _check_modern_headers(headers: hu.Headers, message: Message, params: ParamMaps | None = None) -> None:
     """2026-07-28 routing headers must mirror the body (-32020), and _meta must name the version and
     the client's capabilities (-32602: both are required on every request, RequestMetaObject).
     ``Mcp-Param-*`` headers: well-formed always; equal to the arguments where ``params`` knows
     the tool (from a tools/list this listener answered); otherwise the backend judges them."""
+    # Header values are trimmed of spaces and tabs first (RFC 9110 §5.5: OWS is not part of them).
     method = message.method
-    if _trimmed(headers.get(b"mcp-method")) != method:
+    mirrored = headers.get(b"mcp-method")
+    if (None if mirrored is None else mirrored.strip(" \t")) != method:
         raise HeaderMismatch("Mcp-Method header missing or different from the body's method", request_id=message.id)
     param = NAME_HEADER_PARAM.get(method or "")
     if param is not None:
-        name = _trimmed(headers.get(b"mcp-name"))
-        if name is None or decode_header_value(name) != str(message.params.get(param)):
+        name = headers.get(b"mcp-name")
+        if name is None or decode_header_value(name.strip(" \t")) != str(message.params.get(param)):
             raise HeaderMismatch(f"Mcp-Name header missing or different from params.{param}", request_id=message.id)
     version = message.meta.get(META_PROTOCOL_VERSION)
     if version is None:
         raise InvalidParams(f"params._meta must carry {META_PROTOCOL_VERSION}", request_id=message.id)
-    if version != _trimmed(headers.get(b"mcp-protocol-version")):
+    mirrored = headers.get(b"mcp-protocol-version")
+    if mirrored is None or version != mirrored.strip(" \t"):
         raise HeaderMismatch("MCP-Protocol-Version header differs from params._meta", request_id=message.id)
     if message.meta.get(META_CLIENT_CAPABILITIES).__class__ is not dict:  # required, an object ({}: none)
         raise InvalidParams(f"params._meta must carry {META_CLIENT_CAPABILITIES} (an object)", request_id=message.id)

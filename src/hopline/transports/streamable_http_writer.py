@@ -136,7 +136,7 @@ class ResponseWriter:
                 return None
             if message.is_response():
                 status = _modern_status(message) if modern else 200
-                await hu.send_json(send, status, message.encode(), headers)
+                await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
                 answer = message
             else:  # something else first: the response becomes an SSE stream, written under a guard
                 async with asyncio.timeout(None) as guard:
