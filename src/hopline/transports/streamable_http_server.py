@@ -142,8 +142,13 @@ class StreamableHttpListener(ResponseWriter):
                 message = parse(await hu.read_body(receive, headers, self.options.max_body))
                 if principal is not None:
                     message.principal = principal
-                if era is Era.MODERN:
-                    await self._modern(receive, send, headers, message)
+                if era is Era.MODERN:  # _modern's, inline (one coroutine fewer)
+                    if _modern_request(headers, message, self.params):
+                        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
+                        if message.method == "tools/list" and answer is not None:
+                            self.params.learn(answer.body.get("result"))
+                    else:
+                        await hu.send_empty(send, 202)
                 elif self.options.stateless:
                     await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False)
                 else:
@@ -302,14 +307,10 @@ class StreamableHttpListener(ResponseWriter):
 
     # -- the modern era and stateless exchanges -----------------------------------
     async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
-        if message.is_response():
-            raise InvalidRequest("a 2026-07-28 client must not POST a response")
-        if message.is_notification():
-            # No client→server notification exists in this era over HTTP; forwarding a
-            # raw cancel onto a shared backend could cancel another client's work.
+        """A 2026-07-28 message (the POST path in __call__ does the same inline)."""
+        if not _modern_request(headers, message, self.params):
             await hu.send_empty(send, 202)
             return
-        _check_modern_headers(headers, message, self.params)
         answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
         if message.method == "tools/list" and answer is not None:
             self.params.learn(answer.body.get("result"))
@@ -381,6 +382,19 @@ def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
 
 def _is_json(headers: hu.Headers) -> bool:
     return (headers.get(b"content-type") or "").lower().startswith("application/json")
+
+
+def _modern_request(headers: hu.Headers, message: Message, params: ParamMaps) -> bool:
+    """True for a 2026-07-28 request to exchange (its headers checked: _check_modern_headers),
+    False for a notification (answered 202, not forwarded); a response is refused."""
+    if message.is_response():
+        raise InvalidRequest("a 2026-07-28 client must not POST a response")
+    if message.is_notification():
+        # No client→server notification exists in this era over HTTP; forwarding a
+        # raw cancel onto a shared backend could cancel another client's work.
+        return False
+    _check_modern_headers(headers, message, params)
+    return True
 
 
 def _check_modern_headers(headers: hu.Headers, message: Message, params: ParamMaps | None = None) -> None:

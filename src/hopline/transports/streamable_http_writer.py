@@ -103,7 +103,12 @@ class ResponseWriter:
         guard: asyncio.Timeout | None = None
         # A stateless exchange's channel (2026-07-28, or --stateless-http) has an inbox of its
         # own: bound it by the same message count, and let its overflow cut this writer too.
-        inbox = getattr(source, "buffer", None) if sink is None else None
+        inbox = None
+        if sink is None:
+            try:  # (an attribute look-up rather than getattr() with a default: one Python call fewer)
+                inbox = source.buffer  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
         if inbox is not None:
             inbox.limit = self.sessions.stream_limits.messages
 
@@ -135,7 +140,7 @@ class ResponseWriter:
             if message is None:
                 return None
             if message.is_response():
-                status = _modern_status(message) if modern else 200
+                status = _modern_status(message) if modern and "error" in message.body else 200
                 await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
                 answer = message
             else:  # something else first: the response becomes an SSE stream, written under a guard
