@@ -29,6 +29,15 @@ async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     path = scope["path"]
+    if path == "/twice":  # the body read with receive(), then read_body again: it must wait, as receive() does
+        while (await receive()).get("more_body"):
+            pass
+        try:
+            again = await asyncio.wait_for(hu.read_body(receive, hu.Headers(scope["headers"]), 1024), 0.2)
+        except asyncio.TimeoutError:
+            again = b"(waited)"
+        await hu.send_bytes(send, 200, again, b"text/plain")
+        return
     if path.startswith("/hu"):
         body = await hu.read_body(receive, hu.Headers(scope["headers"]), 1024)
         if path == "/hu":
@@ -193,6 +202,7 @@ REQUESTS = {
     + b"transfer-encoding: chunked\r\n"
     + CLOSE
     + b"\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    "a body read twice": b"POST /twice HTTP/1.1\r\n" + H + b"content-length: 3\r\n" + CLOSE + b"\r\nabc",
     "malformed": b"GET /echo HTTP/1.1\r\n" + H + b"bad header line\r\n\r\n",
 }
 

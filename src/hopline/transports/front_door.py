@@ -34,9 +34,13 @@ updates a number; the timer re-arms itself when it fires early), plus a few inte
 per read. Refusals are counted per reason in :class:`DoorCounters` (plain attributes, for
 ``/metrics``).
 
-This subclasses uvicorn internals (``HttpToolsProtocol``: its parser callbacks, ``cycle``,
-``flow``, ``_unset_keepalive_if_required``, ``timeout_keep_alive_task``), tested with uvicorn
-0.54 and httptools 0.9; pyproject.toml pins uvicorn to that range. uvicorn has no hook for
+This subclasses uvicorn internals (``HttpToolsProtocol``: its parser callbacks, whose bodies
+it does inline, ``cycle``, ``flow``, ``_start_asgi_task``, ``timeout_keep_alive_task``; the
+``RequestResponseCycle`` it makes per request and whose ``receive``/``send`` work
+:class:`OneWrite` does for whole bodies and whole responses), tested with uvicorn 0.54 and
+httptools 0.9; pyproject.toml pins uvicorn to that range, and
+tests/transports/test_front_door_parity.py holds the front door to plain uvicorn's answers,
+byte for byte. uvicorn has no hook for
 per-connection admission, head accounting or request-read deadlines (``limit_concurrency``
 answers 503 only after the head is read, and ``timeout_keep_alive`` covers only the time
 between requests), hence this module.
