@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 import orjson
 
 from hopline.context import Authenticator, Principal
+from hopline.jsonrpc import HoplineError
 from hopline.transports import http_util as hu
 from hopline.transports.sse_server import SseListener
 from hopline.transports.streamable_http_server import StreamableHttpListener
@@ -61,12 +62,18 @@ class HoplineApp:
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
             return
-        headers = await hu.guard(scope, send, self.security)
-        if headers is None:
+        try:  # http_util.guard's own, inline: one coroutine fewer per request
+            headers = hu.Headers(scope["headers"])
+            self.security.check(headers)
+        except HoplineError as exc:
+            await hu.send_error(send, exc)
             return
         path = scope["path"]
         if path == self.mcp_path or path == self.mcp_path + "/":
-            await self._guarded(self.mcp, scope, receive, send, headers)
+            if self.auth is None:  # nobody to authenticate: the listener at once (one coroutine fewer per request)
+                await self.mcp(scope, receive, send, headers, None)
+            else:
+                await self._guarded(self.mcp, scope, receive, send, headers)
         elif self.endpoints and (path.rstrip("/") or "/") in self.endpoints:
             await self._guarded(self.endpoints[path.rstrip("/")], scope, receive, send, headers)
         elif self.sse is not None and path == self.sse_path:

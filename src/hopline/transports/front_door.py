@@ -34,9 +34,13 @@ updates a number; the timer re-arms itself when it fires early), plus a few inte
 per read. Refusals are counted per reason in :class:`DoorCounters` (plain attributes, for
 ``/metrics``).
 
-This subclasses uvicorn internals (``HttpToolsProtocol``: its parser callbacks, ``cycle``,
-``flow``, ``_unset_keepalive_if_required``, ``timeout_keep_alive_task``), tested with uvicorn
-0.54 and httptools 0.9; pyproject.toml pins uvicorn to that range. uvicorn has no hook for
+This subclasses uvicorn internals (``HttpToolsProtocol``: its parser callbacks, whose bodies
+it does inline, ``cycle``, ``flow``, ``_start_asgi_task``, ``timeout_keep_alive_task``; the
+``RequestResponseCycle`` it makes per request and whose ``receive``/``send`` work
+:class:`OneWrite` does for whole bodies and whole responses), tested with uvicorn 0.54 and
+httptools 0.9; pyproject.toml pins uvicorn to that range, and
+tests/transports/test_front_door_parity.py holds the front door to plain uvicorn's answers,
+byte for byte. uvicorn has no hook for
 per-connection admission, head accounting or request-read deadlines (``limit_concurrency``
 answers 503 only after the head is read, and ``timeout_keep_alive`` covers only the time
 between requests), hence this module.
@@ -44,11 +48,20 @@ between requests), hence this module.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
+import urllib.parse
 from typing import Any, Callable
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HEADER_RE, HEADER_VALUE_RE, STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.flow_control import service_unavailable
+from uvicorn.protocols.http.httptools_impl import (
+    HEADER_VALUE_RE,
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 from hopline.transports.door_limits import DoorCounters, DoorLimits
 
@@ -130,6 +143,35 @@ COUNT_431 = _answer(b"431 Request Header Fields Too Large", b"too many header fi
 URL_414 = _answer(b"414 URI Too Long", b"request target too long\n")
 
 
+# What OneWrite.whole checks of a response's headers (uvicorn's send() refuses what these find).
+_NAME_BAD = re.compile(r'[\x00-\x1f\x7f()<>@,;:\\\[\]={} \t"]')  # HEADER_RE's, for text
+_VALUE_BAD = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # HEADER_VALUE_RE's, for text
+_SPECIAL = ("connection", "content-length", "transfer-encoding")  # send() reads these: it writes them
+# Header names and content types found fit to write as they are (a listener writes a handful,
+# the same on every response), at most KEPT of each.
+_NAMES_OK: set[str] = set()
+_TYPE_LINES: dict[bytes, bytes] = {}  # a content type: its header line
+KEPT = 64
+
+
+def _name_ok(name: str) -> bool:
+    """Whether whole() may write header ``name`` as it is (send() would write it unchanged)."""
+    ok = not _NAME_BAD.search(name) and name.lower() == name and not any(s in name for s in _SPECIAL)
+    if ok and len(_NAMES_OK) < KEPT:
+        _NAMES_OK.add(name)
+    return ok
+
+
+def _type_line(content_type: bytes) -> bytes | None:
+    """The header line of ``content_type``, None if send() would refuse it."""
+    if HEADER_VALUE_RE.search(content_type):
+        return None
+    line = b"content-type: " + content_type + b"\r\n"
+    if len(_TYPE_LINES) < KEPT:
+        _TYPE_LINES[content_type] = line
+    return line
+
+
 class OneWrite:
     """The transport a request's cycle writes its response to: the head is held until the
     body's first write (or the end of this loop iteration, whichever comes first) and goes
@@ -146,11 +188,11 @@ class OneWrite:
     ``http_util.on_disconnect`` uses): a callback instead of a task parked in ``receive()``
     for ``http.disconnect`` (bench/profile_call.py --era 2026: one task fewer per request)."""
 
-    __slots__ = ("_transport", "_loop", "_held", "_first", "_on_lost", "lost")
+    __slots__ = ("_transport", "loop", "_held", "_first", "_on_lost", "lost")
 
     def __init__(self, transport: Any, loop: Any) -> None:
         self._transport = transport
-        self._loop = loop
+        self.loop = loop  # the connection's: its requests run in it (the response writer's clock)
         self._held: bytes | None = None
         self._first = True
         self._on_lost: Callable[[], object] | None = None
@@ -160,7 +202,7 @@ class OneWrite:
         """Call ``callback`` once when the client goes away before the response is complete
         (soon, if it has already); one watcher per request. Returns the way to stop watching."""
         if self.lost:
-            self._loop.call_soon(callback)
+            self.loop.call_soon(callback)
         else:
             self._on_lost = callback
         return self._unwatch
@@ -168,40 +210,57 @@ class OneWrite:
     def _unwatch(self) -> None:
         self._on_lost = None
 
-    def whole(self, cycle: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
+    def whole(
+        self, cycle: Any, status: int, content_type: bytes | None, headers: dict[str, str] | None, body: bytes
+    ) -> bool:
         """Write a whole response, head and body, for uvicorn's request ``cycle`` (whose
         transport this is) in one go, as its ``send`` does for ``http.response.start`` then
-        one last ``http.response.body`` (``http_util.send_bytes`` uses it). ``headers`` carry no
-        content-length (it is added here). False, with nothing done, where ``send`` must do it:
-        a response begun, a client gone, a paused socket, HEAD, a ``connection`` header, server
-        default headers or an access log, an odd status or a header it would refuse.
+        one last ``http.response.body`` (``http_util.send_bytes`` uses it): ``content_type``
+        first (if any), then ``headers`` (latin-1 text, as ``http_util.header_list`` encodes
+        them), then content-length. False, with nothing done, where ``send`` must do it:
+        a response begun, a client gone, a paused socket, HEAD, a ``connection`` (or
+        content-length, transfer-encoding) header, server default headers or an access log,
+        an odd status or a header it would refuse or lower-case.
         Measured with bench/profile_call.py: two ``send`` coroutines, their header checks, and
-        the held head's flush callback (~30 Python calls) per response fewer."""
+        the held head's flush callback (~30 Python calls) per response fewer; taking the
+        headers as the caller's dict, with the names checked once per process (``_NAMES_OK``),
+        ~15 more (header_list's tuples, the joins and checks of every name)."""
         if (
             cycle.response_started
             or cycle.disconnected
             or cycle.flow.write_paused
             or cycle.default_headers
             or cycle.access_log
+            or status not in STATUS_LINE
+            or status in (204, 304)
+            or cycle.scope["method"] == "HEAD"
         ):
             return False
-        line = STATUS_LINE.get(status)
-        if line is None or cycle.scope["method"] == "HEAD" or status in (204, 304):
-            return False
-        head = [line]
-        for name, value in headers:
-            head += (name, b": ", value, b"\r\n")
-        names, values = b"".join(head[1::4]), b"".join(head[3::4])
-        lowered = names.lower()
-        if HEADER_RE.search(names) or HEADER_VALUE_RE.search(values) or lowered != names or b"connection" in lowered:
-            return False  # send() refuses it, or must handle it (it checks, lower-cases and reads them one by one)
-        head += (b"content-length: ", b"%d" % len(body), b"\r\n")
+        text = ""
+        if content_type is None:
+            typed = b""
+        else:
+            try:
+                typed = _TYPE_LINES[content_type]
+            except KeyError:
+                typed = _type_line(content_type)
+                if typed is None:
+                    return False
+        if headers:
+            values = ""
+            for name, value in headers.items():
+                if name not in _NAMES_OK and not _name_ok(name):
+                    return False
+                text += name + ": " + value + "\r\n"
+                values += value
+            if _VALUE_BAD.search(values):
+                return False  # send() refuses it
+        head = STATUS_LINE[status] + typed + text.encode("latin-1") + b"content-length: %d\r\n" % len(body)
         if not cycle.keep_alive:
-            head.append(b"connection: close\r\n")
-        head.append(b"\r\n")
+            head += b"connection: close\r\n"
         cycle.response_started = cycle.response_complete = True
         cycle.waiting_for_100_continue = False
-        data = b"".join(head) + body
+        data = head + b"\r\n" + body
         held, self._held, self._first = self._held, None, False  # a 100 Continue still held goes first
         if held is not None:
             self._transport.writelines((held, data))
@@ -212,6 +271,30 @@ class OneWrite:
             self._transport.close()
         cycle.on_response()
         return True
+
+    def body(self, cycle: Any) -> bytes | None:
+        """The rest of the request body of uvicorn's request ``cycle`` (whose transport this is)
+        if it has all arrived: what its ``receive()`` would return now as one ``http.request``
+        event with ``more_body`` False, taken the same way. None where ``receive()`` must run:
+        more to come, a 100 Continue to write, a paused socket, a client gone, a response done,
+        or nothing new since the last ``receive()`` (it would wait).
+        Measured with bench/profile_call.py (``http_util.read_body`` uses it): the receive()
+        coroutine, its flow check and event wait (~5 Python calls) per request fewer."""
+        if (
+            cycle.more_body
+            or cycle.waiting_for_100_continue
+            or cycle.flow.read_paused
+            or cycle.disconnected
+            or cycle.response_complete
+        ):
+            return None
+        event = cycle.message_event
+        if not cycle.body and not event.is_set():  # (body bytes arrived since the last receive() set it)
+            return None
+        event.clear()
+        body = bytes(cycle.body)
+        cycle.body = bytearray()
+        return body
 
     def _lose(self) -> None:
         self.lost = True
@@ -230,7 +313,7 @@ class OneWrite:
         elif self._first:  # the head (or a 100 Continue): wait for what follows in this iteration
             self._first = False
             self._held = data
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
         else:
             self._transport.write(data)
 
@@ -269,6 +352,7 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._linger_end = 0.0  # a draining connection is closed by then at the latest
         self._source: str | None = None
         self._refusing = False  # refused over a cap and lingering (counted in door.refusing)
+        self._raw_root = self.root_path.encode("ascii")  # what uvicorn encodes per request
 
     # -- the connection -----------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
@@ -317,10 +401,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             elif self._linger_end:  # still sending (a big head, slowly under load): wait for its end
                 self._arm(min(LINGER, self._linger_end - self.loop.time()))
             return
-        self._unset_keepalive_if_required()
+        # uvicorn's keep-alive timer is never armed here (on_response_complete): nothing to unset.
         if self._phase != BODY:  # head bytes (of this request or the next): fed up to the limit only
             room = self._limits.max_header_bytes - self._head
-            if len(data) > room:
+            size = len(data)
+            if size > room:
                 heads = self._heads
                 self._head += room
                 self._feed(data[:room])
@@ -332,8 +417,13 @@ class FrontDoorProtocol(HttpToolsProtocol):
                     return
                 self.data_received(data[room:])
                 return
-            self._head += len(data)
-        self._feed(data)
+            self._head += size
+        try:  # _feed's own, inline (one Python call per read fewer)
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass
+        except httptools.HttpParserError:
+            self._parse_error()
 
     def _feed(self, data: bytes) -> None:
         try:
@@ -341,21 +431,41 @@ class FrontDoorProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             pass  # hopline serves no upgrades (ws="none"): the request is served as plain HTTP
         except httptools.HttpParserError:
-            if self._refusal:
-                self._refuse(self._refusal)
-            elif self._phase != CLOSING:
-                self._phase = CLOSING
-                self.send_400_response("Invalid HTTP request received.")
+            self._parse_error()
+
+    def _parse_error(self) -> None:
+        if self._refusal:
+            self._refuse(self._refusal)
+        elif self._phase != CLOSING:
+            self._phase = CLOSING
+            self.send_400_response("Invalid HTTP request received.")
 
     # -- parser callbacks -------------------------------------------------------------
+    # The parser callbacks do uvicorn's own work inline (its bodies as of 0.54) instead of
+    # calling super(): one Python call per header field fewer, and per request the super()
+    # calls of on_message_begin, on_headers_complete (and its _start_asgi_task) and
+    # on_message_complete (bench/profile_call.py).
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self.scope = {  # type: ignore[typeddict-item]
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
         self._url = self._fields = 0
         self._phase = HEAD
-        self._arm(self._limits.header_timeout)
+        self._deadline = at = self.loop.time() + self._limits.header_timeout  # _arm's, inline
+        if self._timer is None or self._timer_at > at:
+            self._move(at)
 
-    # on_url and on_header do uvicorn's own work inline (its bodies as of 0.54) instead of
-    # calling super(): one Python call per header field fewer (bench/profile_call.py).
     def on_url(self, url: bytes) -> None:
         self._url += len(url)
         if self._url > self._limits.max_url_bytes:
@@ -379,17 +489,62 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._heads += 1
         self._head = 0
         self._phase = BODY
-        self._arm(self._limits.body_timeout)
-        super().on_headers_complete()
-        cycle = self.cycle
-        if (
-            cycle is not None and cycle.transport is self.transport
-        ):  # a new request's cycle (not an upgrade's early return)
-            cycle.transport = OneWrite(self.transport, self.loop)
+        self._deadline = at = self.loop.time() + self._limits.body_timeout  # _arm's, inline
+        if self._timer is None or self._timer_at > at:
+            self._move(at)
+        parser, scope = self.parser, self.scope
+        http_version = parser.get_http_version()
+        scope["method"] = parser.get_method().decode("ascii")
+        if http_version != "1.1":
+            scope["http_version"] = http_version
+        if parser.should_upgrade() and self._should_upgrade():
+            return
+        parsed_url = httptools.parse_url(self.url)
+        raw_path = parsed_url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        scope["path"] = self.root_path + path
+        scope["raw_path"] = self._raw_root + raw_path
+        scope["query_string"] = parsed_url.query or b""
+        if self.limit_concurrency is not None and (
+            len(self.connections) >= self.limit_concurrency or len(self.tasks) >= self.limit_concurrency
+        ):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        else:
+            app = self.app
+        existing_cycle = self.cycle
+        self.cycle = cycle = RequestResponseCycle(
+            scope=scope,
+            transport=OneWrite(self.transport, self.loop),
+            flow=self.flow,
+            logger=self.logger,
+            access_logger=self.access_logger,
+            access_log=self.access_log,
+            default_headers=self.server_state.default_headers,
+            message_event=asyncio.Event(),
+            expect_100_continue=self.expect_100_continue,
+            keep_alive=http_version != "1.0" and parser.should_keep_alive(),
+            on_response=self.on_response_complete,
+        )
+        if existing_cycle is None or existing_cycle.response_complete:  # start it now
+            if self.config.reset_contextvars:
+                self._start_asgi_task(cycle, app)
+            else:
+                task = self.loop.create_task(cycle.run_asgi(app))
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+        else:  # a pipelined request: queued up
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
-        if self.cycle is not None and self.cycle.response_complete:  # answered before its body was read (a 413)
+        cycle = self.cycle
+        if not ((self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete):
+            cycle.more_body = False
+            cycle.message_event.set()
+        if cycle is not None and cycle.response_complete:  # answered before its body was read (a 413)
             self._phase = IDLE
             self._arm(self._limits.idle_timeout)
         else:
@@ -402,14 +557,16 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
-        self._unset_keepalive_if_required()
-        self.flow.resume_reading()
+        if self.flow.read_paused:
+            self.flow.resume_reading()
         if self.pipeline:  # a pipelined request is next
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
         elif self._phase == BUSY:
             self._phase = IDLE
-            self._arm(self._limits.idle_timeout)
+            self._deadline = at = self.loop.time() + self._limits.idle_timeout  # _arm's, inline
+            if self._timer is None or self._timer_at > at:
+                self._move(at)
 
     def _cycle_lost(self) -> None:
         """The current request's client is gone (uvicorn marked its cycle disconnected): its watcher, \
@@ -425,9 +582,14 @@ if any, is told."""
         at = self.loop.time() + seconds
         self._deadline = at
         if self._timer is None or self._timer_at > at:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer, self._timer_at = self.loop.call_at(at, self._expire), at
+            self._move(at)
+
+    # The parser callbacks arm inline, calling _move only when the timer must fire sooner
+    # (bench/profile_call.py: three Python calls per request fewer).
+    def _move(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = self.loop.call_at(at, self._expire), at
 
     def _expire(self) -> None:
         self._timer = None

@@ -81,7 +81,10 @@ class ResponseWriter:
         the stream stays resumable. A caller passing its own ``watcher`` handles the
         client leaving itself. A stream (SSE) is written under a guard its sink expires on
         overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none."""
-        loop = running_loop()
+        try:  # the front door's loop (front_door.OneWrite.loop): no running_loop() look-up per request
+            loop = receive.__self__.transport.loop  # type: ignore[attr-defined]
+        except AttributeError:
+            loop = running_loop()
         if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
             timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
         deadline = loop.time() + timeout
@@ -100,7 +103,12 @@ class ResponseWriter:
         guard: asyncio.Timeout | None = None
         # A stateless exchange's channel (2026-07-28, or --stateless-http) has an inbox of its
         # own: bound it by the same message count, and let its overflow cut this writer too.
-        inbox = getattr(source, "buffer", None) if sink is None else None
+        inbox = None
+        if sink is None:
+            try:  # (an attribute look-up rather than getattr() with a default: one Python call fewer)
+                inbox = source.buffer  # type: ignore[attr-defined]
+            except AttributeError:
+                pass
         if inbox is not None:
             inbox.limit = self.sessions.stream_limits.messages
 
@@ -116,14 +124,24 @@ class ResponseWriter:
             # wakes the wait itself (the sink's or inbox's interrupt). An answer that comes
             # first is the whole response, one JSON body: no asyncio.timeout context for it
             # (bench/profile_call.py: one per request fewer).
-            message = await self._next(
-                source, request, session, sink, generation, deadline, timeout, False, send, caller_watches
-            )
+            # _next's first wait, inline (bench/profile_call.py: its coroutine costs two calls when
+            # the answer comes, its loop look-up three); what ends the wait otherwise, _next handles.
+            try:
+                message = await source.receive(deadline - loop.time())
+            except (TimeoutError, HandedOver, Interrupted) as exc:
+                message = await self._next(
+                    source, request, session, sink, generation, deadline, timeout, False, send, caller_watches,
+                    loop, exc,
+                )  # fmt: skip
+            else:
+                if sink is not None and sink.generation != generation:
+                    sink.give_back(message)  # the stream was resumed elsewhere
+                    message = None
             if message is None:
                 return None
             if message.is_response():
-                status = _modern_status(message) if modern else 200
-                await hu.send_json(send, status, message.encode(), headers)
+                status = _modern_status(message) if modern and "error" in message.body else 200
+                await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
                 answer = message
             else:  # something else first: the response becomes an SSE stream, written under a guard
                 async with asyncio.timeout(None) as guard:
@@ -157,6 +175,7 @@ class ResponseWriter:
                                 True,
                                 send,
                                 caller_watches,
+                                loop,
                             )
                             if message is None:
                                 return None
@@ -203,28 +222,34 @@ class ResponseWriter:
     async def _next(
         self, source: Source, request: Message, session: ClientSession | None, sink: Sink | None, generation: int,
         deadline: float, timeout: float, streaming: bool, send: hu.Send, caller_watches: bool,
+        loop: asyncio.AbstractEventLoop, failed: BaseException | None = None,
     ) -> Message | None:  # fmt: skip
         """The next message for this response (a timeout error at the deadline), keep-alive
         comments meanwhile while streaming; None when the writer must stop without one
-        (the stream was resumed elsewhere, or the client left)."""
-        loop = running_loop()
+        (the stream was resumed elsewhere, or the client left). ``failed``: what ended the
+        caller's own wait (TimeoutError, HandedOver, Interrupted), handled as if this one's."""
         while True:
-            if sink is not None and sink.generation != generation:
-                return None  # the client resumed this stream on another response
-            remaining = deadline - loop.time()
-            try:
-                message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
-            except TimeoutError:
-                if loop.time() < deadline:
-                    await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
-                    continue
-                message = await self._timed_out(request, session, sink, timeout)
-            except HandedOver:
-                return None
-            except Interrupted:
-                if not caller_watches:
-                    self._client_gone(session, sink)
-                return None
+            if failed is None:
+                if sink is not None and sink.generation != generation:
+                    return None  # the client resumed this stream on another response
+                remaining = deadline - loop.time()
+                try:
+                    message = await source.receive(min(self.options.keepalive, remaining) if streaming else remaining)
+                except (TimeoutError, HandedOver, Interrupted) as exc:
+                    failed = exc
+            if failed is not None:
+                exc, failed = failed, None
+                if isinstance(exc, TimeoutError):
+                    if loop.time() < deadline:
+                        await send({"type": "http.response.body", "body": KEEPALIVE, "more_body": True})
+                        continue
+                    message = await self._timed_out(request, session, sink, timeout)
+                elif isinstance(exc, HandedOver):
+                    return None
+                else:  # Interrupted: the client left
+                    if not caller_watches:
+                        self._client_gone(session, sink)
+                    return None
             if sink is not None and sink.generation != generation:
                 sink.give_back(message)  # the stream was resumed elsewhere
                 return None
