@@ -33,7 +33,7 @@ import contextlib
 import select
 import ssl
 import urllib.request
-from typing import Any
+from typing import Any, Coroutine
 from urllib.parse import urlsplit
 
 import httptools
@@ -75,6 +75,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.ready: asyncio.Future[Response] | None = None
         self.origin: tuple[str, str, int] = ("", "", 0)
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop that made it (set by _checkout)
+        self.raw_headers: list[tuple[bytes, bytes]] = []  # the response's, as on_header receives them
         self._paused = False
         # True: ``ready`` waits past the head for the body's first bytes (or its end), so
         # that a response whose head and body arrive apart wakes its reader once, not twice.
@@ -117,8 +119,9 @@ class _Connection(asyncio.Protocol):
         self.response._reason = status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        assert self.response is not None
-        self.response.raw_headers.append((name, value))
+        # ``+=`` a one-pair tuple, not ``.append``: one Python call per header instead of two
+        # (bench/profile_call.py --by-function: an SSE answer has eight headers).
+        self.raw_headers += ((name, value),)
 
     def on_headers_complete(self) -> None:
         assert self.response is not None
@@ -207,21 +210,23 @@ class _Stream:
     """What ``LeanClient.stream`` returns: sends on enter, releases the connection on exit
     (a hand-written async context manager: cheaper per request than ``asynccontextmanager``)."""
 
-    __slots__ = ("_client", "_args", "_conn", "_response")
+    __slots__ = ("_client", "_args", "_response")
 
     def __init__(self, client: LeanClient, *args: Any) -> None:
         self._client = client
         self._args = args
-        self._conn: _Connection | None = None
         self._response: Response | None = None
 
     async def __aenter__(self) -> Response:
-        self._conn, self._response = await self._client._send(*self._args)
+        self._response = await self._client._send(*self._args)
         return self._response
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._conn is not None and self._response is not None:
-            self._client._release(self._conn, self._response)
+        if self._response is not None:
+            self._client.end(self._response)
+
+
+_NO_TIMEOUT = object()  # LeanClient._last_timeout before the first request
 
 
 def _seconds(timeout: Any) -> tuple[float | None, float | None]:
@@ -242,6 +247,13 @@ class LeanClient:
         self._timeout = timeout
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
+        # The last URL's target and the last timeout's seconds, found by identity (an upstream
+        # passes the same string and Timeout object each time): a dict look-up and _seconds'
+        # two calls per request fewer (bench/profile_call.py --by-function).
+        self._last_url: str | None = None
+        self._last_target: _Target | None = None
+        self._last_timeout: Any = _NO_TIMEOUT
+        self._last_seconds: tuple[float | None, float | None] = (None, None)
 
     # -- the httpx-like surface -------------------------------------------------------------------
     def stream(
@@ -264,6 +276,28 @@ class LeanClient:
         covers that wait too. Not for a stream whose body may begin long after its head."""
         timeout = self._timeout if timeout is None else timeout
         return _Stream(self, method, url, content, headers or {}, timeout, host, with_body)
+
+    def open(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None = None,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
+        timeout: Any = None,
+        *,
+        with_body: bool = False,
+    ) -> Coroutine[Any, Any, Response]:
+        """``stream`` without its context manager, for a caller on the hot path: awaiting it gives
+        the response, which the caller must hand back with :meth:`end` (in a ``finally``), as
+        leaving ``stream``'s context does. Two coroutine levels fewer on each wait of the
+        exchange (bench/profile_call.py --sse)."""
+        timeout = self._timeout if timeout is None else timeout
+        return self._send(method, url, content, headers or {}, timeout, None, with_body)
+
+    def end(self, response: Response) -> None:
+        """The exchange of ``response`` (from :meth:`open`) is over: its connection goes back to
+        the pool if the body was read to its end and the server allows keep-alive, else it closes."""
+        self._release(response._conn, response)  # type: ignore[arg-type]
 
     async def request(
         self,
@@ -298,7 +332,7 @@ class LeanClient:
         self._busy.clear()
 
     # -- internals --------------------------------------------------------------------------------
-    async def _send(
+    def _send(
         self,
         method: str,
         url: str,
@@ -307,15 +341,28 @@ class LeanClient:
         timeout: Any,
         host_header: str | None = None,
         with_body: bool = False,
-    ) -> tuple[_Connection, Response]:
+    ) -> Coroutine[Any, Any, Response]:
+        """The exchange to await: ``_send_once`` itself without auth (no coroutine level of its own)."""
         if self._auth is None:
-            return await self._send_once(method, url, content, headers, timeout, host_header, with_body)
+            return self._send_once(method, url, content, headers, timeout, host_header, with_body)
+        return self._send_auth(method, url, content, headers, timeout, host_header)
+
+    async def _send_auth(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: dict[str, str] | list[tuple[str, str]],
+        timeout: Any,
+        host_header: str | None,
+    ) -> Response:
+        assert self._auth is not None
         flow = self._auth.async_auth_flow(httpx.Request(method, url, headers=dict(headers)))
         try:
             request = await flow.__anext__()
-            conn, response = await self._send_once(method, url, content, _plain(request), timeout, host_header)
+            response = await self._send_once(method, url, content, _plain(request), timeout, host_header)
             if response.status_code != 401:
-                return conn, response
+                return response
             await response.aread()  # a 401 body is small; the flow may want to see it
             try:
                 request = await flow.asend(
@@ -323,8 +370,8 @@ class LeanClient:
                 )
             except StopAsyncIteration:
                 response.replay()  # the caller reads the 401 as if untouched
-                return conn, response
-            self._release(conn, response)
+                return response
+            self.end(response)
             return await self._send_once(method, url, content, _plain(request), timeout, host_header)
         finally:
             await flow.aclose()
@@ -338,21 +385,35 @@ class LeanClient:
         timeout: Any,
         host_header: str | None,
         with_body: bool = False,
-    ) -> tuple[_Connection, Response]:
+    ) -> Response:
         if self._closed:
             raise httpx.ConnectError("client closed")
-        target = self._targets.get(url)
-        if target is None:
-            target = self._targets[url] = _Target(url)
-            if len(self._targets) > MAX_CACHED:
-                self._targets.clear()
-        origin, secure = target.origin, target.secure
-        host, port = origin[1], origin[2]
-        connect_s, read_s = _seconds(timeout)
-        conn = await self._checkout(origin, secure, connect_s)
+        if url is self._last_url:
+            target = self._last_target
+            assert target is not None
+        else:
+            target = self._targets.get(url)
+            if target is None:
+                target = self._targets[url] = _Target(url)
+                if len(self._targets) > MAX_CACHED:
+                    self._targets.clear()
+            self._last_url, self._last_target = url, target
+        origin = target.origin
+        if timeout is self._last_timeout:
+            connect_s, read_s = self._last_seconds
+        else:
+            connect_s, read_s = self._last_seconds = _seconds(timeout)
+            self._last_timeout = timeout
+        # An idle connection of this origin, checked as _checkout does, without its coroutine.
+        idle = self._idle.get(origin)
+        conn = idle.pop() if idle else None
+        if conn is None or conn.closed or conn.transport is None or conn.transport.is_closing() or conn.stale():
+            if conn is not None:
+                conn.close()
+            conn = await self._checkout(origin, target.secure, connect_s)
         # An upstream's own headers (a dict) repeat request after request: their head is kept.
         # Pairs (a transparent proxy's, its clients' headers) are written afresh each time.
-        cached = isinstance(headers, dict)
+        cached = headers.__class__ is dict or isinstance(headers, dict)
         items = tuple(headers.items()) if cached else headers
         key = (method, host_header, items) if cached else None
         start = target.heads.get(key) if cached else None
@@ -368,8 +429,10 @@ class LeanClient:
             start += b"content-length: %d\r\n" % len(content or b"")
         response = Response(conn, read_s)
         conn.response = response
+        conn.raw_headers = response.raw_headers
         conn.with_body = with_body
-        loop = running_loop()
+        loop = conn.loop
+        assert loop is not None
         ready = conn.ready = loop.create_future()
         self._busy.add(conn)
         assert conn.transport is not None
@@ -380,14 +443,14 @@ class LeanClient:
             await ready
         except TimeoutError:
             self._discard(conn)
-            raise httpx.ReadTimeout(f"no response from {host}:{port} within {read_s:g} s") from None
+            raise httpx.ReadTimeout(f"no response from {origin[1]}:{origin[2]} within {read_s:g} s") from None
         except BaseException:
             self._discard(conn)
             raise
         finally:
             if handle is not None:
                 handle.cancel()
-        return conn, response
+        return response
 
     async def _checkout(self, origin: tuple[str, str, int], secure: bool, connect_s: float | None) -> _Connection:
         idle = self._idle.get(origin)
@@ -409,6 +472,7 @@ class LeanClient:
         except OSError as exc:
             raise httpx.ConnectError(f"cannot connect to {origin[1]}:{origin[2]}: {exc.strerror or exc}") from None
         conn.origin = origin
+        conn.loop = loop
         return conn
 
     def _release(self, conn: _Connection, response: Response) -> None:

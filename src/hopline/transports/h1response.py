@@ -21,7 +21,11 @@ _NAMES: dict[bytes, str] = {}
 
 class Feed(Protocol):
     """The connection a response body comes from (``h1client._Connection``): paused above
-    ``HIGH_WATER`` buffered bytes, resumed once the caller has read them."""
+    ``HIGH_WATER`` buffered bytes, resumed once the caller has read them. ``loop``: the loop
+    its transport runs in (the response's timers and waits are on it: no ``running_loop()``
+    look-up per wait, bench/profile_call.py)."""
+
+    loop: asyncio.AbstractEventLoop | None
 
     def pause(self) -> None: ...
 
@@ -50,6 +54,7 @@ class Response:
         "_done",
         "_error",
         "_headers",
+        "_loop",
         "_reason",
         "_timeout",
         "_until",
@@ -66,6 +71,7 @@ class Response:
         self.raw_headers: list[tuple[bytes, bytes]] = []  # as received, repeats kept (for a proxy that passes them on)
         self.content = b""
         self._conn = conn
+        self._loop = conn.loop or running_loop()
         self._chunks: list[bytes] = []
         self._done = False
         self._waiter: asyncio.Future[None] | None = None
@@ -131,9 +137,13 @@ class Response:
         context per request fewer, bench/profile_call.py --sse)."""
         self._until = when
 
+    def read_for(self, seconds: float) -> None:
+        """``read_until`` ``seconds`` from now, on the response's own loop."""
+        self._until = self._loop.time() + seconds
+
     async def _more(self) -> bool:
         """Wait for more of the body; False if ``read_until``'s time has come first."""
-        loop = running_loop()
+        loop = self._loop
         timeout, until, cut = self._timeout, self._until, False
         if until is not None:
             left = until - loop.time()
@@ -158,7 +168,7 @@ class Response:
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         while True:
             if self._chunks:
-                if self._until is not None and running_loop().time() >= self._until:
+                if self._until is not None and self._loop.time() >= self._until:
                     return  # read_until's time has come (a server that keeps sending cannot hold us)
                 chunks, self._chunks, self._buffered = self._chunks, [], 0
                 self._conn.resume()
@@ -171,6 +181,32 @@ class Response:
                 return
             if not await self._more():
                 return
+
+    async def read_some(self) -> bytes:
+        """The body's next bytes: all that is buffered, in one piece (waiting for some if none is);
+        b"" at its end, or once ``read_until``'s time has come (as ``aiter_bytes`` ends). What
+        ``aiter_bytes`` gives, without an async generator's frame, and one piece however many
+        chunks came at once (one SSE parse for them; bench/profile_call.py --sse)."""
+        while True:
+            chunks = self._chunks
+            if chunks:
+                if self._until is not None and self._loop.time() >= self._until:
+                    return b""
+                self._chunks, self._buffered = [], 0
+                self._conn.resume()
+                try:
+                    [data] = chunks
+                except ValueError:
+                    data = b"".join(chunks)
+                if data:
+                    return data
+                continue
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                return b""
+            if not await self._more():
+                return b""
 
     async def aread(self) -> bytes:
         if self._done and self._error is None and self._chunks:  # all here already: no iterator

@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 
 from hopline.transports.h1client import LeanClient, lean_or_httpx
+from hopline.transports.h1response import Response
 from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
 from hopline.jsonrpc import (
     BackendTimeout,
@@ -118,6 +119,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         # client pipelining its handshake (stdio clients do) still sends the session id.
         self._init_done = asyncio.Event()
         self._init_done.set()
+        self._init_waiting = False  # not _init_done.is_set(), read without a call
+        self._loop: asyncio.AbstractEventLoop | None = None  # see _spawn
         self._initialized: Message | None = None
         self._get_task: asyncio.Task | None = None
         self._reinit_lock = asyncio.Lock()
@@ -137,6 +140,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             flight = _Flight(message, version is not None and era_of_version(version) is Era.MODERN)
             if body["method"] == "initialize" and not flight.modern:
                 self._init = message
+                self._init_waiting = True
                 self._init_done.clear()
             self._flights[message.id] = flight
             flight.task = self._spawn(self._run(flight))
@@ -167,7 +171,13 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- requests -----------------------------------------------------------------------
     def _spawn(self, coro: Any) -> asyncio.Task:
-        task = running_loop().create_task(coro)  # the loop's own: asyncio.create_task is two Python calls more
+        # The loop's own create_task (asyncio.create_task is two Python calls more), on the loop
+        # remembered from the first one: the channel is bound to it anyway (its tasks, its
+        # client's connections). bench/profile_call.py: a running_loop() (4 calls) per request fewer.
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = running_loop()
+        task = loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -176,7 +186,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         msg_id = flight.message.id
         is_init = flight.message is self._init
         try:
-            if not flight.modern and not is_init:
+            if not flight.modern and not is_init and self._init_waiting:
                 await self._init_done.wait()
             for attempt in (0, 1):
                 generation = self._generation
@@ -202,52 +212,51 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             log.exception("%s: request %r failed", self.name, msg_id)
             await self._fail(flight, PeerError(f"{self.name}: {type(exc).__name__}: {exc}"))
         finally:
-            if self._flights.get(msg_id) is flight:
-                del self._flights[msg_id]
+            flights = self._flights
+            if msg_id in flights and flights[msg_id] is flight:
+                del flights[msg_id]
             if is_init:
-                self._init_done.set()
+                self._init_set()
+
+    def _init_set(self) -> None:
+        self._init_waiting = False
+        self._init_done.set()
 
     async def _exchange(self, flight: _Flight) -> None:
+        """One POST and its answer. The lean client's exchange is awaited and ended here
+        (``open``/``end``), not through its ``stream`` context manager: three coroutine levels
+        fewer on each of the request's waits (bench/profile_call.py --sse)."""
         msg = flight.message
         headers = self._modern_headers(msg.body) if flight.modern else self._handshake_headers(msg.body)
         last_id = retry = None
         content, timeout = msg.encode(), self._timeout
         if self._lean:
-            streaming = self._client.stream(
-                "POST", self.url, content=content, headers=headers, timeout=timeout, with_body=True
-            )
+            client = self._client
+            resp = await client.open("POST", self.url, content, headers, timeout, with_body=True)
+            try:
+                if self._sse_answer(flight, resp, headers):
+                    try:
+                        last_id, retry = await self._pump(resp, flight)
+                    except httpx.TransportError:
+                        if flight.modern:  # 2026: a broken stream loses the request
+                            raise
+                else:
+                    return await self._other_answer(flight, resp)
+            finally:
+                client.end(resp)
         else:
-            streaming = self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout)
-        async with streaming as resp:
-            status, ctype = resp.status_code, _ctype(resp)
-            if status == 404 and "mcp-session-id" in headers:
-                raise _SessionGone
-            if not _ok(status):
-                return await self._deliver_http_error(flight, resp)
-            if msg.body["method"] == "initialize" and not flight.modern:
-                self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
-            if ctype.startswith("application/json") and status != 202:
-                try:
-                    answer = parse(await resp.aread())
-                except ProtocolError as exc:  # the body is this request's answer, however broken
-                    self.dropped(
-                        "%s: answered id %r with an error: its response is not JSON-RPC: %s",
-                        self.name,
-                        msg.id,
-                        exc.message,
-                    )
-                    return await self._fail(flight, malformed_answer_error(self.name))
-                await self._deliver(answer)  # a body for another id falls through to the end
-            elif not ctype.startswith("text/event-stream") or status == 202:
-                return await self._fail(
-                    flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}")
-                )
-            else:
-                try:
-                    last_id, retry = await self._pump(resp, flight)
-                except httpx.TransportError:
-                    if flight.modern:  # 2026: a broken stream loses the request
-                        raise
+            async with self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout) as resp:
+                if self._sse_answer(flight, resp, headers):
+                    try:
+                        last_id, retry = await self._pump(resp, flight)
+                    except httpx.TransportError:
+                        if flight.modern:
+                            raise
+                else:
+                    return await self._other_answer(flight, resp)
+        flights = self._flights
+        if msg.id not in flights or flights[msg.id] is not flight:
+            return  # answered (the common case)
         # 2025-11-25: a stream that ended before the answer is resumed with GET + Last-Event-ID.
         low, high = self.BACKOFF
         for attempt in range(self.MAX_RESUME if last_id and not flight.modern else 0):
@@ -267,22 +276,80 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             ),
         )
 
+    def _sse_answer(self, flight: _Flight, resp: Any, headers: dict[str, str]) -> bool:
+        """True if ``resp`` is an SSE stream to pump; False for any other answer
+        (``_other_answer``). Raises _SessionGone on a 404 for our session."""
+        status = resp.status_code
+        if status == 404 and "mcp-session-id" in headers:
+            raise _SessionGone
+        if 200 <= status < 300:
+            if not flight.modern and flight.message.method == "initialize":
+                self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
+            return status != 202 and _ctype(resp).startswith("text/event-stream")
+        return False
+
+    async def _other_answer(self, flight: _Flight, resp: Any) -> None:
+        """A JSON body, an HTTP error, or an answer that is neither (see ``_sse_answer``)."""
+        status, ctype, msg = resp.status_code, _ctype(resp), flight.message
+        if not _ok(status):
+            return await self._deliver_http_error(flight, resp)
+        if ctype.startswith("application/json") and status != 202:
+            try:
+                answer = parse(await resp.aread())
+            except ProtocolError as exc:  # the body is this request's answer, however broken
+                self.dropped(
+                    "%s: answered id %r with an error: its response is not JSON-RPC: %s",
+                    self.name,
+                    msg.id,
+                    exc.message,
+                )
+                return await self._fail(flight, malformed_answer_error(self.name))
+            await self._deliver(answer)
+            if self._flights.get(msg.id) is flight:  # a body for another id: this one is still unanswered
+                await self._fail(
+                    flight,
+                    UnavailableError(
+                        f"{self.name}: the exchange ended without a response", backend=self.name, reason="disconnected"
+                    ),
+                )
+            return
+        await self._fail(flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}"))
+
     async def _pump(self, resp: httpx.Response, flight: _Flight | None) -> tuple[str | None, int | None]:
         """Deliver the messages of one SSE response; returns its last event id and retry.
         Once our answer has come, the stream is read on only briefly (ANSWERED_GRACE): the
         server's end of stream keeps the connection reusable; one that never ends the stream
         cannot hold us. The lean client's response keeps that deadline itself
-        (``read_until``); an httpx response gets an ``asyncio.timeout`` context."""
+        (``read_for``) and is read here, in this coroutine (two coroutine levels and an
+        async generator fewer per request than ``_events``, bench/profile_call.py --sse);
+        an httpx response goes through ``_events`` with an ``asyncio.timeout`` context."""
         parser = SSEParser(errors="surrogateescape")
-        state: list[int | None] = [None]  # the retry: field last seen
-        read_until = getattr(resp, "read_until", None)
-        if read_until is not None:
-            await self._events(resp, flight, parser, state, read_until)
-        else:
+        if resp.__class__ is not Response:
+            state: list[int | None] = [None]  # the retry: field last seen
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(None) as deadline:
                     await self._events(resp, flight, parser, state, deadline.reschedule)
-        return parser.last_event_id, state[0]
+            return parser.last_event_id, state[0]
+        retry = None
+        want = flight.message.id if flight is not None else None
+        while data := await resp.read_some():  # type: ignore[attr-defined]
+            for event in parser.feed(data):
+                if event.retry is not None:
+                    retry = event.retry
+                if event.event != "message" or not event.data:
+                    continue  # the priming event (id, no data), or another type
+                frame = event.data.encode("utf-8", "surrogateescape")
+                try:
+                    message = parse(frame)
+                except ProtocolError as exc:
+                    broken = self._malformed(frame, exc)
+                    if broken is None:
+                        continue
+                    message = broken
+                await self._deliver(message)
+                if flight is not None and message.id == want and "method" not in message.body:
+                    resp.read_for(ANSWERED_GRACE)  # type: ignore[attr-defined]
+        return parser.last_event_id, retry
 
     async def _events(
         self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any
@@ -327,7 +394,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 result = message.body.get("result")
                 if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                     self._set_session(self.session_id, result["protocolVersion"])
-                self._init_done.set()
+                self._init_set()
         await self.put(message)
 
     async def _fail(self, flight: _Flight, error: HoplineError) -> None:
