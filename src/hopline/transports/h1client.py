@@ -76,6 +76,9 @@ class _Connection(asyncio.Protocol):
         self.ready: asyncio.Future[Response] | None = None
         self.origin: tuple[str, str, int] = ("", "", 0)
         self.loop: asyncio.AbstractEventLoop | None = None  # the loop that made it (set by _checkout)
+        # Its origin's idle list in its client (set by _checkout; the client's _idle holds the same
+        # list until aclose empties it, and then nothing goes back to a pool).
+        self.pool: list[_Connection] = []
         self.raw_headers: list[tuple[bytes, bytes]] = []  # the response's, as on_header receives them
         self._paused = False
         # True: ``ready`` waits past the head for the body's first bytes (or its end), so
@@ -123,11 +126,15 @@ class _Connection(asyncio.Protocol):
         # (bench/profile_call.py --by-function: an SSE answer has eight headers).
         self.raw_headers += ((name, value),)
 
+    # ``ready`` is let go once its result is set: the body's later callbacks find None, not a
+    # done future to ask (a Python call each).
     def on_headers_complete(self) -> None:
         assert self.response is not None
         self.response.status_code = self.parser.get_status_code()
-        if not self.with_body and self.ready is not None and not self.ready.done():
-            self.ready.set_result(self.response)
+        ready = self.ready
+        if not self.with_body and ready is not None and not ready.done():
+            ready.set_result(self.response)
+            self.ready = None
 
     def on_body(self, body: bytes) -> None:
         response = self.response
@@ -136,6 +143,7 @@ class _Connection(asyncio.Protocol):
         ready = self.ready
         if ready is not None and not ready.done():  # ``with_body``: the head and the first bytes are in
             ready.set_result(response)
+            self.ready = None
 
     def on_message_complete(self) -> None:
         response = self.response
@@ -146,6 +154,7 @@ class _Connection(asyncio.Protocol):
             ready = self.ready
             if ready is not None and not ready.done():  # ``with_body`` and no body at all
                 ready.set_result(response)
+                self.ready = None
 
     # -- ours ------------------------------------------------------------------------------------
     def _fail(self, error: BaseException) -> None:
@@ -296,8 +305,27 @@ class LeanClient:
 
     def end(self, response: Response) -> None:
         """The exchange of ``response`` (from :meth:`open`) is over: its connection goes back to
-        the pool if the body was read to its end and the server allows keep-alive, else it closes."""
-        self._release(response._conn, response)  # type: ignore[arg-type]
+        the pool if the body was read to its end and the server allows keep-alive, else it closes.
+        ``usable`` and ``is_complete`` inline, the origin's idle list kept on the connection:
+        four Python calls per request fewer (bench/profile_call.py --by-function)."""
+        conn: _Connection = response._conn  # type: ignore[assignment]
+        self._busy.discard(conn)
+        conn.response = None
+        conn.ready = None
+        transport = conn.transport
+        if (
+            response._done
+            and response._error is None
+            and not conn.closed
+            and transport is not None
+            and not transport.is_closing()
+            and not self._closed
+        ):
+            pool = conn.pool
+            if not pool or len(pool) < MAX_IDLE:
+                pool.append(conn)
+                return
+        conn.close()
 
     async def request(
         self,
@@ -473,18 +501,12 @@ class LeanClient:
             raise httpx.ConnectError(f"cannot connect to {origin[1]}:{origin[2]}: {exc.strerror or exc}") from None
         conn.origin = origin
         conn.loop = loop
+        conn.pool = self._idle.setdefault(origin, [])
         return conn
 
     def _release(self, conn: _Connection, response: Response) -> None:
-        self._busy.discard(conn)
-        conn.response = None
-        conn.ready = None
-        if response.is_complete and conn.usable() and not self._closed:
-            parts = self._idle.setdefault(conn.origin, [])
-            if len(parts) < MAX_IDLE:
-                parts.append(conn)
-                return
-        conn.close()
+        assert response._conn is conn
+        self.end(response)
 
     def _discard(self, conn: _Connection) -> None:
         self._busy.discard(conn)

@@ -113,6 +113,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._session: dict[str, str] = {}
+        self._in_session = self._base  # {**_base, **_session}, made by _set_session
         self._generation, self._lost = 0, False
         self._init: Message | None = None  # recorded for reinitialize_on_404
         # Set while no initialize is unanswered. Handshake-era messages wait for it, so that a
@@ -143,7 +144,14 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 self._init_waiting = True
                 self._init_done.clear()
             self._flights[message.id] = flight
-            flight.task = self._spawn(self._run(flight))
+            # Not _spawn: the task takes itself out of _tasks as it ends (_run's finally), instead
+            # of a done-callback (a callback and its loop turn per request fewer); whoever cancels
+            # it from outside adds the callback, for a task cancelled before it ever ran.
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = running_loop()
+            task = flight.task = loop.create_task(self._run(flight))
+            self._tasks.add(task)
         elif body.get("method") != "notifications/cancelled" or not self._consume_cancel(message):
             await self._post_oneway(message)
 
@@ -217,6 +225,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 del flights[msg_id]
             if is_init:
                 self._init_set()
+            self._tasks.discard(flight.task)
 
     def _init_set(self) -> None:
         self._init_waiting = False
@@ -227,7 +236,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         (``open``/``end``), not through its ``stream`` context manager: three coroutine levels
         fewer on each of the request's waits (bench/profile_call.py --sse)."""
         msg = flight.message
-        headers = self._modern_headers(msg.body) if flight.modern else self._handshake_headers(msg.body)
+        if flight.modern:
+            headers = self._modern_headers(msg.body)
+        else:  # _handshake_headers, inline
+            headers = self._base if msg.method == "initialize" else self._in_session
         last_id = retry = None
         content, timeout = msg.encode(), self._timeout
         if self._lean:
@@ -285,7 +297,8 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         if 200 <= status < 300:
             if not flight.modern and flight.message.method == "initialize":
                 self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
-            return status != 202 and _ctype(resp).startswith("text/event-stream")
+            ctype = resp.content_type if resp.__class__ is Response else _ctype(resp)
+            return status != 202 and ctype.startswith("text/event-stream")
         return False
 
     async def _other_answer(self, flight: _Flight, resp: Any) -> None:
@@ -386,8 +399,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         return None
 
     async def _deliver(self, message: Message) -> None:
-        if "method" not in message.body and isinstance(message.id, (str, int)):
-            flight = self._flights.pop(message.id, None)
+        msg_id = message.id
+        cls = msg_id.__class__
+        if "method" not in message.body and (cls is int or cls is str or isinstance(msg_id, (str, int))):
+            flight = self._flights.pop(msg_id, None)
             if flight is not None and flight.message.method == "tools/list":
                 self.params.learn(message.body.get("result"))
             elif flight is not None and not flight.modern and flight.message.body["method"] == "initialize":
@@ -437,6 +452,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 return False  # handshake era: the notification is the signal, a disconnect is not
             del self._flights[request_id]
             flight.task.cancel()  # closes the response stream: the 2026 cancellation
+            flight.task.add_done_callback(self._tasks.discard)  # in case it never ran (see send)
             return True
         # Unmatched (answered already, or unknown): only a handshake session may want it.
         return self._init is None or era_of_message(message.body) is Era.MODERN
@@ -468,7 +484,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- headers ----------------------------------------------------------------------------
     def _handshake_headers(self, body: dict[str, Any]) -> dict[str, str]:
-        return self._base if body.get("method") == "initialize" else {**self._base, **self._session}
+        """The base headers (``initialize``) or those and the session's, one dict made when the
+        session changes (two Python calls and a dict per request fewer)."""
+        return self._base if body.get("method") == "initialize" else self._in_session
 
     def _modern_headers(self, body: dict[str, Any]) -> dict[str, str]:
         """The base headers plus the 2026-07-28 mirror headers, one dict per (version, method,
@@ -496,6 +514,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         tasks = [t for t in self._tasks if t is not current_task()]
         for task in tasks:
             task.cancel()
+            task.add_done_callback(self._tasks.discard)  # a request's task that never ran (see send)
         if tasks:
             await asyncio.wait(tasks, timeout=5)
 
