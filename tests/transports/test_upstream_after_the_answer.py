@@ -16,6 +16,7 @@ import pytest
 from hopline.binding import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
 from hopline.jsonrpc import Message
 from hopline.transports import streamable_http_client
+from hopline.transports.h1client import LeanClient
 from hopline.transports.streamable_http_client import StreamableHttpUpstream
 
 pytestmark = pytest.mark.timeout(30)
@@ -184,13 +185,17 @@ async def test_a_stream_not_ended_within_the_grace_is_cut_and_its_connection_not
             await ch.aclose()
 
 
-async def test_closing_the_channel_after_an_answer_closes_its_stream(short_grace):
+@pytest.mark.parametrize("shared", [False, True], ids=["own-client", "shared-client"])
+async def test_closing_the_channel_after_an_answer_closes_its_stream(shared):
     async with Backend() as backend:
-        ch = StreamableHttpUpstream(backend.url, get_stream=False)
+        client = LeanClient() if shared else None  # a shared client stays open: the channel closes its stream itself
+        ch = StreamableHttpUpstream(backend.url, get_stream=False, client=client)
         await ch.send(call(1, "open"))
         (m,) = await answers(ch, 1)
         assert m.id == 1
         await ch.aclose()
-        async with asyncio.timeout(2):  # well before the grace would have run out
+        async with asyncio.timeout(0.5):  # at once, not when the grace (ANSWERED_GRACE, 1 s) runs out
             while backend.closed_by_peer < 1:
                 await asyncio.sleep(0.01)
+        if client is not None:
+            await client.aclose()
