@@ -79,6 +79,8 @@ class _Connection(asyncio.Protocol):
         # Its origin's idle list in its client (set by _checkout; the client's _idle holds the same
         # list until aclose empties it, and then nothing goes back to a pool).
         self.pool: list[_Connection] = []
+        self.sock: Any = None  # its socket, for the stale() probe (set by _checkout)
+        self.conns: set[_Connection] | None = None  # its client's open connections (set by _checkout)
         self.raw_headers: list[tuple[bytes, bytes]] = []  # the response's, as on_header receives them
         self._paused = False
         # True: ``ready`` waits past the head for the body's first bytes (or its end), so
@@ -107,6 +109,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.conns is not None:
+            self.conns.discard(self)
         self._fail(
             httpx.ReadError(f"connection closed by the server{f': {exc}' if exc else ''}")
             if self.response is None or self.response.status_code
@@ -203,7 +207,7 @@ class _Target:
     headers) and reused (content-length goes after them). Measured with bench/profile_call.py:
     urlsplit and the header formatting were ~25 Python calls per proxied call."""
 
-    __slots__ = ("origin", "secure", "path", "netloc", "heads")
+    __slots__ = ("origin", "secure", "path", "netloc", "heads", "idle", "last")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -213,6 +217,11 @@ class _Target:
         self.path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
         self.netloc = parts.netloc.rpartition("@")[2]
         self.heads: dict[tuple, bytes] = {}
+        self.idle: list[_Connection] = []  # its origin's idle connections (the client's list, see _send_once)
+        # The last head written from a dict: (method, Host, the dict's keys in order, a copy of it, the
+        # head). The same headers again (an upstream's own dict, request after request) are found
+        # by comparing, without a Python call (``items()`` and a dict look-up per request fewer).
+        self.last: tuple[str, str | None, tuple, dict, bytes] | None = None
 
 
 class _Stream:
@@ -251,7 +260,9 @@ class LeanClient:
     def __init__(self, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> None:
         self._targets: dict[str, _Target] = {}  # parsed URLs and their encoded request heads
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self._busy: set[_Connection] = set()
+        # Every open connection (idle or busy), for aclose: added as made, gone as lost (not a set
+        # operation per request, bench/profile_call.py --by-function).
+        self._conns: set[_Connection] = set()
         self._auth = auth
         self._timeout = timeout
         self._ssl: ssl.SSLContext | None = None
@@ -301,7 +312,9 @@ class LeanClient:
         leaving ``stream``'s context does. Two coroutine levels fewer on each wait of the
         exchange (bench/profile_call.py --sse)."""
         timeout = self._timeout if timeout is None else timeout
-        return self._send(method, url, content, headers or {}, timeout, None, with_body)
+        if self._auth is None:
+            return self._send_once(method, url, content, headers or {}, timeout, None, with_body)
+        return self._send_auth(method, url, content, headers or {}, timeout, None)
 
     def end(self, response: Response) -> None:
         """The exchange of ``response`` (from :meth:`open`) is over: its connection goes back to
@@ -309,7 +322,6 @@ class LeanClient:
         ``usable`` and ``is_complete`` inline, the origin's idle list kept on the connection:
         four Python calls per request fewer (bench/profile_call.py --by-function)."""
         conn: _Connection = response._conn  # type: ignore[assignment]
-        self._busy.discard(conn)
         conn.response = None
         conn.ready = None
         transport = conn.transport
@@ -355,9 +367,9 @@ class LeanClient:
             for conn in conns:
                 conn.close()
         self._idle.clear()
-        for conn in list(self._busy):
+        for conn in list(self._conns):
             conn.close()
-        self._busy.clear()
+        self._conns.clear()
 
     # -- internals --------------------------------------------------------------------------------
     def _send(
@@ -425,6 +437,7 @@ class LeanClient:
                 target = self._targets[url] = _Target(url)
                 if len(self._targets) > MAX_CACHED:
                     self._targets.clear()
+                target.idle = self._idle.setdefault(target.origin, [])
             self._last_url, self._last_target = url, target
         origin = target.origin
         if timeout is self._last_timeout:
@@ -432,19 +445,45 @@ class LeanClient:
         else:
             connect_s, read_s = self._last_seconds = _seconds(timeout)
             self._last_timeout = timeout
-        # An idle connection of this origin, checked as _checkout does, without its coroutine.
-        idle = self._idle.get(origin)
+        # An idle connection of this origin, checked as _checkout does (its stale() probe inline),
+        # without its coroutine.
+        idle = target.idle
         conn = idle.pop() if idle else None
-        if conn is None or conn.closed or conn.transport is None or conn.transport.is_closing() or conn.stale():
-            if conn is not None:
+        if conn is not None:
+            transport = conn.transport
+            if conn.closed or transport is None or transport.is_closing():
                 conn.close()
+                conn = None
+            elif conn.sock is not None:
+                try:
+                    stale = bool(select.select([conn.sock], [], [], 0)[0])
+                except (OSError, ValueError):
+                    stale = True
+                if stale:
+                    conn.close()
+                    conn = None
+        if conn is None:
             conn = await self._checkout(origin, target.secure, connect_s)
         # An upstream's own headers (a dict) repeat request after request: their head is kept.
         # Pairs (a transparent proxy's, its clients' headers) are written afresh each time.
         cached = headers.__class__ is dict or isinstance(headers, dict)
-        items = tuple(headers.items()) if cached else headers
-        key = (method, host_header, items) if cached else None
-        start = target.heads.get(key) if cached else None
+        last = target.last
+        if (
+            cached
+            and last is not None
+            and last[0] == method
+            and last[1] == host_header
+            and headers == last[3]
+            and tuple(headers) == last[2]
+        ):
+            start: bytes | None = last[4]
+            items: Any = None
+        else:
+            items = tuple(headers.items()) if cached else headers  # type: ignore[union-attr]
+            key = (method, host_header, items) if cached else None
+            start = target.heads.get(key) if cached else None
+            if start is not None:
+                target.last = (method, host_header, tuple(headers), dict(headers), start)  # type: ignore[arg-type]
         if start is None:
             head = [f"{method} {target.path} HTTP/1.1\r\nhost: {host_header or target.netloc}\r\n"]
             head.extend(f"{name}: {value}\r\n" for name, value in items)
@@ -453,6 +492,7 @@ class LeanClient:
                 if len(target.heads) >= MAX_HEADS:
                     target.heads.clear()
                 target.heads[key] = start
+                target.last = (method, host_header, tuple(headers), dict(headers), start)  # type: ignore[arg-type]
         if content is not None or method in ("POST", "PUT", "PATCH"):
             start += b"content-length: %d\r\n" % len(content or b"")
         response = Response(conn, read_s)
@@ -462,7 +502,6 @@ class LeanClient:
         loop = conn.loop
         assert loop is not None
         ready = conn.ready = loop.create_future()
-        self._busy.add(conn)
         assert conn.transport is not None
         conn.transport.write(start + b"\r\n" + content if content else start + b"\r\n")
         # A timer handle on the head's own future, not an asyncio.timeout context (cheaper per request).
@@ -502,6 +541,9 @@ class LeanClient:
         conn.origin = origin
         conn.loop = loop
         conn.pool = self._idle.setdefault(origin, [])
+        conn.sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+        conn.conns = self._conns
+        self._conns.add(conn)
         return conn
 
     def _release(self, conn: _Connection, response: Response) -> None:
@@ -509,7 +551,6 @@ class LeanClient:
         self.end(response)
 
     def _discard(self, conn: _Connection) -> None:
-        self._busy.discard(conn)
         conn.close()
 
 

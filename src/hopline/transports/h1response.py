@@ -17,6 +17,7 @@ HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
 # handful each time (one decode and lower per header fewer; an SSE answer has eight).
 MAX_NAMES = 256
 _NAMES: dict[bytes, str] = {}
+_CTYPES: dict[bytes, str] = {}  # Content-Type values as received → lower-cased text (up to MAX_NAMES)
 
 
 class Feed(Protocol):
@@ -104,7 +105,12 @@ class Response:
         if self._headers is None:
             for name, value in self.raw_headers:
                 if name == b"content-type" or name == b"Content-Type":
-                    return value.decode("latin-1").lower()
+                    text = _CTYPES.get(value)  # a server sends the same one or two: decoded once
+                    if text is None:
+                        text = value.decode("latin-1").lower()
+                        if len(_CTYPES) < MAX_NAMES:
+                            _CTYPES[value] = text
+                    return text
         return self.headers.get("content-type", "").lower()
 
     @property
