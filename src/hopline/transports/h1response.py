@@ -177,8 +177,9 @@ class Response:
             if self._chunks:
                 if self._until is not None and self._loop.time() >= self._until:
                     return  # read_until's time has come (a server that keeps sending cannot hold us)
+                if self._buffered > HIGH_WATER:  # paused by _body (only then)
+                    self._conn.resume()
                 chunks, self._chunks, self._buffered = self._chunks, [], 0
-                self._conn.resume()
                 for chunk in chunks:
                     yield chunk
                 continue
@@ -199,8 +200,9 @@ class Response:
             if chunks:
                 if self._until is not None and self._loop.time() >= self._until:
                     return b""
+                if self._buffered > HIGH_WATER:  # paused by _body (only then): a Python call per read fewer
+                    self._conn.resume()
                 self._chunks, self._buffered = [], 0
-                self._conn.resume()
                 try:
                     [data] = chunks
                 except ValueError:
@@ -217,8 +219,9 @@ class Response:
 
     async def aread(self) -> bytes:
         if self._done and self._error is None and self._chunks:  # all here already: no iterator
+            if self._buffered > HIGH_WATER:  # paused by _body (only then)
+                self._conn.resume()
             chunks, self._chunks, self._buffered = self._chunks, [], 0
-            self._conn.resume()
             self.content = self.content + (chunks[0] if len(chunks) == 1 else b"".join(chunks))
             return self.content
         if not self._done or self._chunks:
