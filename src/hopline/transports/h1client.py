@@ -130,24 +130,31 @@ class _Connection(asyncio.Protocol):
         # (bench/profile_call.py --by-function: an SSE answer has eight headers).
         self.raw_headers += ((name, value),)
 
-    # ``ready`` is let go once its result is set: the body's later callbacks find None, not a
-    # done future to ask (a Python call each).
+    # ``ready`` is let go as its result is set: the body's later callbacks find None, not a done
+    # future to ask; and set without asking ``done()`` first (a Python call each): it is done
+    # already only if its wait timed out or was cancelled (InvalidStateError, then nothing to do).
     def on_headers_complete(self) -> None:
         assert self.response is not None
         self.response.status_code = self.parser.get_status_code()
         ready = self.ready
-        if not self.with_body and ready is not None and not ready.done():
-            ready.set_result(self.response)
+        if not self.with_body and ready is not None:
             self.ready = None
+            try:
+                ready.set_result(self.response)
+            except asyncio.InvalidStateError:
+                pass
 
     def on_body(self, body: bytes) -> None:
         response = self.response
         assert response is not None
         response._body(body)
         ready = self.ready
-        if ready is not None and not ready.done():  # ``with_body``: the head and the first bytes are in
-            ready.set_result(response)
+        if ready is not None:  # ``with_body``: the head and the first bytes are in
             self.ready = None
+            try:
+                ready.set_result(response)
+            except asyncio.InvalidStateError:
+                pass
 
     def on_message_complete(self) -> None:
         response = self.response
@@ -156,9 +163,12 @@ class _Connection(asyncio.Protocol):
                 self.closed = True
             response._end()
             ready = self.ready
-            if ready is not None and not ready.done():  # ``with_body`` and no body at all
-                ready.set_result(response)
+            if ready is not None:  # ``with_body`` and no body at all
                 self.ready = None
+                try:
+                    ready.set_result(response)
+                except asyncio.InvalidStateError:
+                    pass
 
     # -- ours ------------------------------------------------------------------------------------
     def _fail(self, error: BaseException) -> None:

@@ -88,7 +88,8 @@ class SSEParser:
                     value = None
             else:
                 value = None
-            if value is not None and b"\n" not in value and b"\r" not in value and len(value) <= self.max_event:
+            # ``not value[max_event:]``: len(value) <= max_event, without a call
+            if value is not None and b"\n" not in value and b"\r" not in value and not value[self.max_event :]:
                 return [Event("message", value.decode("utf-8", self._errors))]
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:

@@ -420,11 +420,13 @@ class _Lines(asyncio.Protocol):
             return
         if lines:
             self.lines.extend(lines)
-            waiter = self.waiter  # _wake, inline
+            waiter = self.waiter  # _wake, inline; done already only if its reader was cancelled
             if waiter is not None:
                 self.waiter = None
-                if not waiter.done():
+                try:
                     waiter.set_result(None)
+                except asyncio.InvalidStateError:
+                    pass
         self._size += size
         if self._size > 2 * self._limit and not self.paused and self._transport is not None:
             self.paused = True
