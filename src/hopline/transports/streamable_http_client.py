@@ -246,26 +246,28 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             client = self._client
             resp = await client.open("POST", self.url, content, headers, timeout, with_body=True)
             try:
-                if self._sse_answer(flight, resp, headers):
+                ctype = self._sse_answer(flight, resp, headers)
+                if ctype is None:
                     try:
                         last_id, retry = await self._pump(resp, flight)
                     except httpx.TransportError:
                         if flight.modern:  # 2026: a broken stream loses the request
                             raise
                 else:
-                    return await self._other_answer(flight, resp)
+                    return await self._other_answer(flight, resp, ctype)
             finally:
                 client.end(resp)
         else:
             async with self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout) as resp:
-                if self._sse_answer(flight, resp, headers):
+                ctype = self._sse_answer(flight, resp, headers)
+                if ctype is None:
                     try:
                         last_id, retry = await self._pump(resp, flight)
                     except httpx.TransportError:
                         if flight.modern:
                             raise
                 else:
-                    return await self._other_answer(flight, resp)
+                    return await self._other_answer(flight, resp, ctype)
         flights = self._flights
         if msg.id not in flights or flights[msg.id] is not flight:
             return  # answered (the common case)
@@ -288,9 +290,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             ),
         )
 
-    def _sse_answer(self, flight: _Flight, resp: Any, headers: dict[str, str]) -> bool:
-        """True if ``resp`` is an SSE stream to pump; False for any other answer
-        (``_other_answer``). Raises _SessionGone on a 404 for our session."""
+    def _sse_answer(self, flight: _Flight, resp: Any, headers: dict[str, str]) -> str | None:
+        """None if ``resp`` is an SSE stream to pump; for any other answer, its content type
+        (lower-cased; "" for a status not 2xx), for ``_other_answer``: found once per exchange.
+        Raises _SessionGone on a 404 for our session."""
         status = resp.status_code
         if status == 404 and "mcp-session-id" in headers:
             raise _SessionGone
@@ -298,13 +301,12 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             if not flight.modern and flight.message.method == "initialize":
                 self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
             ctype = resp.content_type if resp.__class__ is Response else _ctype(resp)
-            return status != 202 and ctype.startswith("text/event-stream")
-        return False
+            return None if status != 202 and ctype.startswith("text/event-stream") else ctype
+        return ""
 
-    async def _other_answer(self, flight: _Flight, resp: Any) -> None:
-        """A JSON body, an HTTP error, or an answer that is neither (see ``_sse_answer``)."""
+    async def _other_answer(self, flight: _Flight, resp: Any, ctype: str) -> None:
+        """A JSON body, an HTTP error, or an answer that is neither (``ctype``: see ``_sse_answer``)."""
         status, msg = resp.status_code, flight.message
-        ctype = resp.content_type if resp.__class__ is Response else _ctype(resp)
         if not 200 <= status < 300:
             return await self._deliver_http_error(flight, resp)
         if ctype.startswith("application/json") and status != 202:
