@@ -206,8 +206,7 @@ async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: 
             raise RuntimeError(f"warm-up call failed: {stats.errors}")
     tracer = None
     if strace is not None:  # counts every syscall of hopline's process during the calls (slows it, counts stay)
-        tracer = subprocess.Popen(["strace", "-c", "-f", "-o", str(strace), "-p", str(child.pid)], stderr=subprocess.DEVNULL)
-        await asyncio.sleep(1.0)  # strace attaches asynchronously; a bench, not a test
+        tracer = await asyncio.to_thread(_strace, child.pid, strace)
     child.send_signal(signal.SIGUSR1)
     await asyncio.to_thread(_wait_file, ready, "on")
     if CALLGRIND:
@@ -226,7 +225,14 @@ async def _drive(url: str, n: int, warmup: int, child: subprocess.Popen, ready: 
     await cl.conn.close()
 
 
-def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era: str) -> None:
+def _strace(pid: int, out: Path) -> subprocess.Popen:
+    """strace -c on hopline's process (counts every syscall; slows it, the counts stay)."""
+    tracer = subprocess.Popen(["strace", "-c", "-f", "-o", str(out), "-p", str(pid)], stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # strace attaches asynchronously; a bench, not a test
+    return tracer
+
+
+def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era: str, strace: Path | None = None) -> None:
     """``--relay``: one stdio client of ``hopline relay --stdio``, sequential calls."""
     sys.path.insert(0, str(BENCH))
     from loadgen import LEGACY_VERSION, MODERN_VERSION, dumps, loads
@@ -260,6 +266,7 @@ def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era:
 
     for i in range(warmup):
         echo(i)
+    tracer = _strace(child.pid, strace) if strace is not None else None
     child.send_signal(signal.SIGUSR1)
     _wait_file(ready, "on")
     if CALLGRIND:
@@ -268,6 +275,9 @@ def _drive_stdio(child: subprocess.Popen, n: int, warmup: int, ready: Path, era:
         echo(i)
     if CALLGRIND:
         _callgrind(child.pid, "--instr=off", "-d")
+    if tracer is not None:
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(30)
     child.send_signal(signal.SIGUSR2)
     _wait_file(ready, "off")
     child.stdin.close()
@@ -320,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 relay_argv = ["--log-level", args.log_level, "relay", "--stdio", f"http://127.0.0.1:{bport}/mcp"]
                 child = subprocess.Popen([*wrap, PY, __file__, "_serve", str(stats_path), str(ready), *relay_argv], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=hlog)
                 procs.append(child)
-                _drive_stdio(child, args.n, args.warmup, ready, args.era)
+                _drive_stdio(child, args.n, args.warmup, ready, args.era, tmp / "strace.txt" if args.strace else None)
             else:
                 child = subprocess.Popen([*wrap, PY, __file__, "_serve", str(stats_path), str(ready), *hopline_argv], cwd=REPO, env=env, stdout=hlog, stderr=subprocess.STDOUT)
                 procs.append(child)

@@ -83,6 +83,31 @@ async def test_keep_alive_reuses_one_connection_and_sends_the_body():
         await client.aclose()
 
 
+async def test_each_request_head_is_its_headers_as_they_are_then_even_one_dict_changed_between_requests():
+    ref: list[Server] = []
+    async with Server(keepalive(ref)) as server:
+        ref.append(server)
+        client = LeanClient()
+        headers = {"a": "1", "b": "2"}
+        steps = []
+        for change in (None, None, ("a", "9"), None, "reorder", ("c", "3"), "drop", None):
+            if change == "reorder":
+                headers = {"b": headers["b"], "a": headers["a"]}  # the same fields in another order
+            elif change == "drop":
+                del headers["c"]
+            elif change is not None:
+                headers[change[0]] = change[1]
+            await client.post(server.url, content=b"{}", headers=headers)
+            steps.append(list(headers.items()))
+        await client.stream("GET", server.url, headers=headers).__aenter__()  # another method, the same headers
+        steps.append(list(headers.items()))
+        await client.aclose()
+        for request, items in zip(server.requests, steps, strict=True):
+            fields = [line.split(b": ", 1) for line in request.split(b"\r\n\r\n")[0].split(b"\r\n")[2:]]
+            assert [(k.decode(), v.decode()) for k, v in fields if k not in (b"content-length",)] == items
+        assert server.requests[-1].startswith(b"GET /mcp HTTP/1.1\r\n")
+
+
 async def test_chunked_stream_is_delivered_as_it_arrives():
     release = asyncio.Event()
 
@@ -129,15 +154,15 @@ async def test_with_body_hands_the_response_over_with_its_first_bytes_not_at_its
             entering = asyncio.ensure_future(client.stream("POST", server.url, content=b"{}", timeout=5, with_body=True).__aenter__())
             await head_sent.wait()
             # The client has parsed the head (its status is in), and still holds the response back.
-            await eventually(lambda: any(c.response is not None and c.response.status_code == 200 for c in client._busy))
-            (conn,) = client._busy
+            await eventually(lambda: any(c.response is not None and c.response.status_code == 200 for c in client._conns))
+            (conn,) = client._conns
             assert conn.ready is not None and not conn.ready.done() and not entering.done()
             release.set()
             resp = await entering
             assert resp.status_code == 200 and resp.content_type == "text/event-stream"
             assert resp.headers.get("content-type") == "Text/Event-Stream"  # made from the head when first read
             assert await resp.aread() == expected
-            client._release(client._busy.pop(), resp)
+            client._release(conn, resp)
         assert server.connections == 1  # both read to their end: the connection was kept
         await client.aclose()
 

@@ -7,12 +7,18 @@ normalisation, pool scans), measured in ``bench/run_gateway.py``. This client do
 what the MCP upstreams need and nothing else: POST/GET/DELETE with bytes bodies,
 JSON or SSE responses read whole or as a stream, keep-alive reuse, TLS.
 
+Its own cost per exchange is measured with ``bench/profile_call.py --sse --by-module`` (a proxied
+``tools/call`` to the SDK echo server, which answers with one SSE event): this module and
+h1response.py, with the calls they make, 35 Python calls per request (73 at 84e8efb, before
+``open``/``end``, the head memo, the loops kept on the connection and the callbacks' trims).
+
 Contract (the subset of ``httpx.AsyncClient`` that ``StreamableHttpUpstream`` and
 ``SseUpstream`` use, so either client can be given to them):
 - ``stream(method, url, content=, headers=, timeout=)`` is an async context manager
   giving a :class:`Response` whose body is read with ``aread()`` or ``aiter_bytes()``;
-  ``post``/``delete`` read the whole body. ``timeout`` is an ``httpx.Timeout`` (its
-  ``connect`` and ``read`` are honoured) or seconds.
+  ``post``/``delete`` read the whole body. ``open(...)`` and ``end(response)`` are the same
+  exchange without the context manager, for the upstream's hot path (not in httpx).
+  ``timeout`` is an ``httpx.Timeout`` (its ``connect`` and ``read`` are honoured) or seconds.
 - Failures raise httpx's exception types (``ConnectError``, ``ConnectTimeout``,
   ``ReadTimeout``, ``ReadError``, ``RemoteProtocolError``), so callers handle both
   clients alike.
@@ -33,7 +39,7 @@ import contextlib
 import select
 import ssl
 import urllib.request
-from typing import Any
+from typing import Any, Coroutine
 from urllib.parse import urlsplit
 
 import httptools
@@ -75,6 +81,13 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.ready: asyncio.Future[Response] | None = None
         self.origin: tuple[str, str, int] = ("", "", 0)
+        self.loop: asyncio.AbstractEventLoop | None = None  # the loop that made it (set by _checkout)
+        # Its origin's idle list in its client (set by _checkout; the client's _idle holds the same
+        # list until aclose empties it, and then nothing goes back to a pool).
+        self.pool: list[_Connection] = []
+        self.sock: Any = None  # its socket, for the stale() probe (set by _checkout)
+        self.conns: set[_Connection] | None = None  # its client's open connections (set by _checkout)
+        self.raw_headers: list[tuple[bytes, bytes]] = []  # the response's, as on_header receives them
         self._paused = False
         # True: ``ready`` waits past the head for the body's first bytes (or its end), so
         # that a response whose head and body arrive apart wakes its reader once, not twice.
@@ -102,6 +115,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.conns is not None:
+            self.conns.discard(self)
         self._fail(
             httpx.ReadError(f"connection closed by the server{f': {exc}' if exc else ''}")
             if self.response is None or self.response.status_code
@@ -117,22 +132,35 @@ class _Connection(asyncio.Protocol):
         self.response._reason = status
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        assert self.response is not None
-        self.response.raw_headers.append((name, value))
+        # ``+=`` a one-pair tuple, not ``.append``: one Python call per header instead of two
+        # (bench/profile_call.py --by-function: an SSE answer has eight headers).
+        self.raw_headers += ((name, value),)
 
+    # ``ready`` is let go as its result is set: the body's later callbacks find None, not a done
+    # future to ask; and set without asking ``done()`` first (a Python call each): it is done
+    # already only if its wait timed out or was cancelled (InvalidStateError, then nothing to do).
     def on_headers_complete(self) -> None:
         assert self.response is not None
         self.response.status_code = self.parser.get_status_code()
-        if not self.with_body and self.ready is not None and not self.ready.done():
-            self.ready.set_result(self.response)
+        ready = self.ready
+        if not self.with_body and ready is not None:
+            self.ready = None
+            try:
+                ready.set_result(self.response)
+            except asyncio.InvalidStateError:
+                pass
 
     def on_body(self, body: bytes) -> None:
         response = self.response
         assert response is not None
         response._body(body)
         ready = self.ready
-        if ready is not None and not ready.done():  # ``with_body``: the head and the first bytes are in
-            ready.set_result(response)
+        if ready is not None:  # ``with_body``: the head and the first bytes are in
+            self.ready = None
+            try:
+                ready.set_result(response)
+            except asyncio.InvalidStateError:
+                pass
 
     def on_message_complete(self) -> None:
         response = self.response
@@ -141,8 +169,12 @@ class _Connection(asyncio.Protocol):
                 self.closed = True
             response._end()
             ready = self.ready
-            if ready is not None and not ready.done():  # ``with_body`` and no body at all
-                ready.set_result(response)
+            if ready is not None:  # ``with_body`` and no body at all
+                self.ready = None
+                try:
+                    ready.set_result(response)
+                except asyncio.InvalidStateError:
+                    pass
 
     # -- ours ------------------------------------------------------------------------------------
     def _fail(self, error: BaseException) -> None:
@@ -191,7 +223,7 @@ class _Target:
     headers) and reused (content-length goes after them). Measured with bench/profile_call.py:
     urlsplit and the header formatting were ~25 Python calls per proxied call."""
 
-    __slots__ = ("origin", "secure", "path", "netloc", "heads")
+    __slots__ = ("origin", "secure", "path", "netloc", "heads", "idle", "last")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -201,27 +233,34 @@ class _Target:
         self.path = (parts.path or "/") + ("?" + parts.query if parts.query else "")
         self.netloc = parts.netloc.rpartition("@")[2]
         self.heads: dict[tuple, bytes] = {}
+        self.idle: list[_Connection] = []  # its origin's idle connections (the client's list, see _send_once)
+        # The last head written from a dict: (method, Host, the dict's keys in order, a copy of it, the
+        # head). The same headers again (an upstream's own dict, request after request) are found
+        # by comparing, without a Python call (``items()`` and a dict look-up per request fewer).
+        self.last: tuple[str, str | None, tuple, dict, bytes] | None = None
 
 
 class _Stream:
     """What ``LeanClient.stream`` returns: sends on enter, releases the connection on exit
     (a hand-written async context manager: cheaper per request than ``asynccontextmanager``)."""
 
-    __slots__ = ("_client", "_args", "_conn", "_response")
+    __slots__ = ("_client", "_args", "_response")
 
     def __init__(self, client: LeanClient, *args: Any) -> None:
         self._client = client
         self._args = args
-        self._conn: _Connection | None = None
         self._response: Response | None = None
 
     async def __aenter__(self) -> Response:
-        self._conn, self._response = await self._client._send(*self._args)
+        self._response = await self._client._send(*self._args)
         return self._response
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._conn is not None and self._response is not None:
-            self._client._release(self._conn, self._response)
+        if self._response is not None:
+            self._client.end(self._response)
+
+
+_NO_TIMEOUT = object()  # LeanClient._last_timeout before the first request
 
 
 def _seconds(timeout: Any) -> tuple[float | None, float | None]:
@@ -237,11 +276,20 @@ class LeanClient:
     def __init__(self, *, auth: httpx.Auth | None = None, timeout: Any = 30.0) -> None:
         self._targets: dict[str, _Target] = {}  # parsed URLs and their encoded request heads
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self._busy: set[_Connection] = set()
+        # Every open connection (idle or busy), for aclose: added as made, gone as lost (not a set
+        # operation per request, bench/profile_call.py --by-function).
+        self._conns: set[_Connection] = set()
         self._auth = auth
         self._timeout = timeout
         self._ssl: ssl.SSLContext | None = None
         self._closed = False
+        # The last URL's target and the last timeout's seconds, found by identity (an upstream
+        # passes the same string and Timeout object each time): a dict look-up and _seconds'
+        # two calls per request fewer (bench/profile_call.py --by-function).
+        self._last_url: str | None = None
+        self._last_target: _Target | None = None
+        self._last_timeout: Any = _NO_TIMEOUT
+        self._last_seconds: tuple[float | None, float | None] = (None, None)
 
     # -- the httpx-like surface -------------------------------------------------------------------
     def stream(
@@ -264,6 +312,48 @@ class LeanClient:
         covers that wait too. Not for a stream whose body may begin long after its head."""
         timeout = self._timeout if timeout is None else timeout
         return _Stream(self, method, url, content, headers or {}, timeout, host, with_body)
+
+    def open(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None = None,
+        headers: dict[str, str] | list[tuple[str, str]] | None = None,
+        timeout: Any = None,
+        *,
+        with_body: bool = False,
+    ) -> Coroutine[Any, Any, Response]:
+        """``stream`` without its context manager, for a caller on the hot path: awaiting it gives
+        the response, which the caller must hand back with :meth:`end` (in a ``finally``), as
+        leaving ``stream``'s context does. Two coroutine levels fewer on each wait of the
+        exchange (bench/profile_call.py --sse)."""
+        timeout = self._timeout if timeout is None else timeout
+        if self._auth is None:
+            return self._send_once(method, url, content, headers or {}, timeout, None, with_body)
+        return self._send_auth(method, url, content, headers or {}, timeout, None)
+
+    def end(self, response: Response) -> None:
+        """The exchange of ``response`` (from :meth:`open`) is over: its connection goes back to
+        the pool if the body was read to its end and the server allows keep-alive, else it closes.
+        ``usable`` and ``is_complete`` inline, the origin's idle list kept on the connection:
+        four Python calls per request fewer (bench/profile_call.py --by-function)."""
+        conn: _Connection = response._conn  # type: ignore[assignment]
+        conn.response = None
+        conn.ready = None
+        transport = conn.transport
+        if (
+            response._done
+            and response._error is None
+            and not conn.closed
+            and transport is not None
+            and not transport.is_closing()
+            and not self._closed
+        ):
+            pool = conn.pool
+            if not pool or len(pool) < MAX_IDLE:
+                pool.append(conn)
+                return
+        conn.close()
 
     async def request(
         self,
@@ -293,12 +383,12 @@ class LeanClient:
             for conn in conns:
                 conn.close()
         self._idle.clear()
-        for conn in list(self._busy):
+        for conn in list(self._conns):
             conn.close()
-        self._busy.clear()
+        self._conns.clear()
 
     # -- internals --------------------------------------------------------------------------------
-    async def _send(
+    def _send(
         self,
         method: str,
         url: str,
@@ -307,15 +397,28 @@ class LeanClient:
         timeout: Any,
         host_header: str | None = None,
         with_body: bool = False,
-    ) -> tuple[_Connection, Response]:
+    ) -> Coroutine[Any, Any, Response]:
+        """The exchange to await: ``_send_once`` itself without auth (no coroutine level of its own)."""
         if self._auth is None:
-            return await self._send_once(method, url, content, headers, timeout, host_header, with_body)
+            return self._send_once(method, url, content, headers, timeout, host_header, with_body)
+        return self._send_auth(method, url, content, headers, timeout, host_header)
+
+    async def _send_auth(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        headers: dict[str, str] | list[tuple[str, str]],
+        timeout: Any,
+        host_header: str | None,
+    ) -> Response:
+        assert self._auth is not None
         flow = self._auth.async_auth_flow(httpx.Request(method, url, headers=dict(headers)))
         try:
             request = await flow.__anext__()
-            conn, response = await self._send_once(method, url, content, _plain(request), timeout, host_header)
+            response = await self._send_once(method, url, content, _plain(request), timeout, host_header)
             if response.status_code != 401:
-                return conn, response
+                return response
             await response.aread()  # a 401 body is small; the flow may want to see it
             try:
                 request = await flow.asend(
@@ -323,8 +426,8 @@ class LeanClient:
                 )
             except StopAsyncIteration:
                 response.replay()  # the caller reads the 401 as if untouched
-                return conn, response
-            self._release(conn, response)
+                return response
+            self.end(response)
             return await self._send_once(method, url, content, _plain(request), timeout, host_header)
         finally:
             await flow.aclose()
@@ -338,24 +441,65 @@ class LeanClient:
         timeout: Any,
         host_header: str | None,
         with_body: bool = False,
-    ) -> tuple[_Connection, Response]:
+    ) -> Response:
         if self._closed:
             raise httpx.ConnectError("client closed")
-        target = self._targets.get(url)
-        if target is None:
-            target = self._targets[url] = _Target(url)
-            if len(self._targets) > MAX_CACHED:
-                self._targets.clear()
-        origin, secure = target.origin, target.secure
-        host, port = origin[1], origin[2]
-        connect_s, read_s = _seconds(timeout)
-        conn = await self._checkout(origin, secure, connect_s)
+        if url is self._last_url:
+            target = self._last_target
+            assert target is not None
+        else:
+            target = self._targets.get(url)
+            if target is None:
+                target = self._targets[url] = _Target(url)
+                if len(self._targets) > MAX_CACHED:
+                    self._targets.clear()
+                target.idle = self._idle.setdefault(target.origin, [])
+            self._last_url, self._last_target = url, target
+        origin = target.origin
+        if timeout is self._last_timeout:
+            connect_s, read_s = self._last_seconds
+        else:
+            connect_s, read_s = self._last_seconds = _seconds(timeout)
+            self._last_timeout = timeout
+        # An idle connection of this origin, checked as _checkout does (its stale() probe inline),
+        # without its coroutine.
+        idle = target.idle
+        conn = idle.pop() if idle else None
+        if conn is not None:
+            transport = conn.transport
+            if conn.closed or transport is None or transport.is_closing():
+                conn.close()
+                conn = None
+            elif conn.sock is not None:
+                try:
+                    stale = bool(select.select([conn.sock], [], [], 0)[0])
+                except (OSError, ValueError):
+                    stale = True
+                if stale:
+                    conn.close()
+                    conn = None
+        if conn is None:
+            conn = await self._checkout(origin, target.secure, connect_s)
         # An upstream's own headers (a dict) repeat request after request: their head is kept.
         # Pairs (a transparent proxy's, its clients' headers) are written afresh each time.
-        cached = isinstance(headers, dict)
-        items = tuple(headers.items()) if cached else headers
-        key = (method, host_header, items) if cached else None
-        start = target.heads.get(key) if cached else None
+        cached = headers.__class__ is dict or isinstance(headers, dict)
+        last = target.last
+        if (
+            cached
+            and last is not None
+            and last[0] == method
+            and last[1] == host_header
+            and headers == last[3]
+            and tuple(headers) == last[2]
+        ):
+            start: bytes | None = last[4]
+            items: Any = None
+        else:
+            items = tuple(headers.items()) if cached else headers  # type: ignore[union-attr]
+            key = (method, host_header, items) if cached else None
+            start = target.heads.get(key) if cached else None
+            if start is not None:
+                target.last = (method, host_header, tuple(headers), dict(headers), start)  # type: ignore[arg-type]
         if start is None:
             head = [f"{method} {target.path} HTTP/1.1\r\nhost: {host_header or target.netloc}\r\n"]
             head.extend(f"{name}: {value}\r\n" for name, value in items)
@@ -364,14 +508,16 @@ class LeanClient:
                 if len(target.heads) >= MAX_HEADS:
                     target.heads.clear()
                 target.heads[key] = start
+                target.last = (method, host_header, tuple(headers), dict(headers), start)  # type: ignore[arg-type]
         if content is not None or method in ("POST", "PUT", "PATCH"):
             start += b"content-length: %d\r\n" % len(content or b"")
         response = Response(conn, read_s)
         conn.response = response
+        conn.raw_headers = response.raw_headers
         conn.with_body = with_body
-        loop = running_loop()
+        loop = conn.loop
+        assert loop is not None
         ready = conn.ready = loop.create_future()
-        self._busy.add(conn)
         assert conn.transport is not None
         conn.transport.write(start + b"\r\n" + content if content else start + b"\r\n")
         # A timer handle on the head's own future, not an asyncio.timeout context (cheaper per request).
@@ -380,14 +526,14 @@ class LeanClient:
             await ready
         except TimeoutError:
             self._discard(conn)
-            raise httpx.ReadTimeout(f"no response from {host}:{port} within {read_s:g} s") from None
+            raise httpx.ReadTimeout(f"no response from {origin[1]}:{origin[2]} within {read_s:g} s") from None
         except BaseException:
             self._discard(conn)
             raise
         finally:
             if handle is not None:
                 handle.cancel()
-        return conn, response
+        return response
 
     async def _checkout(self, origin: tuple[str, str, int], secure: bool, connect_s: float | None) -> _Connection:
         idle = self._idle.get(origin)
@@ -409,21 +555,18 @@ class LeanClient:
         except OSError as exc:
             raise httpx.ConnectError(f"cannot connect to {origin[1]}:{origin[2]}: {exc.strerror or exc}") from None
         conn.origin = origin
+        conn.loop = loop
+        conn.pool = self._idle.setdefault(origin, [])
+        conn.sock = conn.transport.get_extra_info("socket") if conn.transport is not None else None
+        conn.conns = self._conns
+        self._conns.add(conn)
         return conn
 
     def _release(self, conn: _Connection, response: Response) -> None:
-        self._busy.discard(conn)
-        conn.response = None
-        conn.ready = None
-        if response.is_complete and conn.usable() and not self._closed:
-            parts = self._idle.setdefault(conn.origin, [])
-            if len(parts) < MAX_IDLE:
-                parts.append(conn)
-                return
-        conn.close()
+        assert response._conn is conn
+        self.end(response)
 
     def _discard(self, conn: _Connection) -> None:
-        self._busy.discard(conn)
         conn.close()
 
 

@@ -17,11 +17,16 @@ HIGH_WATER = 1 << 20  # buffered body bytes before reading pauses
 # handful each time (one decode and lower per header fewer; an SSE answer has eight).
 MAX_NAMES = 256
 _NAMES: dict[bytes, str] = {}
+_CTYPES: dict[bytes, str] = {}  # Content-Type values as received → lower-cased text (up to MAX_NAMES)
 
 
 class Feed(Protocol):
     """The connection a response body comes from (``h1client._Connection``): paused above
-    ``HIGH_WATER`` buffered bytes, resumed once the caller has read them."""
+    ``HIGH_WATER`` buffered bytes, resumed once the caller has read them. ``loop``: the loop
+    its transport runs in (the response's timers and waits are on it: no ``running_loop()``
+    look-up per wait, bench/profile_call.py)."""
+
+    loop: asyncio.AbstractEventLoop | None
 
     def pause(self) -> None: ...
 
@@ -50,6 +55,7 @@ class Response:
         "_done",
         "_error",
         "_headers",
+        "_loop",
         "_reason",
         "_timeout",
         "_until",
@@ -66,6 +72,7 @@ class Response:
         self.raw_headers: list[tuple[bytes, bytes]] = []  # as received, repeats kept (for a proxy that passes them on)
         self.content = b""
         self._conn = conn
+        self._loop = conn.loop or running_loop()
         self._chunks: list[bytes] = []
         self._done = False
         self._waiter: asyncio.Future[None] | None = None
@@ -98,7 +105,12 @@ class Response:
         if self._headers is None:
             for name, value in self.raw_headers:
                 if name == b"content-type" or name == b"Content-Type":
-                    return value.decode("latin-1").lower()
+                    text = _CTYPES.get(value)  # a server sends the same one or two: decoded once
+                    if text is None:
+                        text = value.decode("latin-1").lower()
+                        if len(_CTYPES) < MAX_NAMES:
+                            _CTYPES[value] = text
+                    return text
         return self.headers.get("content-type", "").lower()
 
     @property
@@ -106,22 +118,33 @@ class Response:
         return self._reason.decode("latin-1")
 
     # -- fed by the connection ------------------------------------------------------------
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
+    # The waiter is woken inline, not through a method of its own, let go as it is woken (later
+    # callbacks find None), and without asking ``done()`` first: it is done already only if its
+    # reader was cancelled (InvalidStateError, nothing to do). A Python call or two per wake fewer.
     def _body(self, data: bytes) -> None:
         self._chunks.append(data)
         self._buffered += len(data)
         if self._buffered > HIGH_WATER:
             self._conn.pause()
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            try:
+                waiter.set_result(None)
+            except asyncio.InvalidStateError:
+                pass
 
     def _end(self, error: BaseException | None = None) -> None:
         if not self._done:
             self._done = True
             self._error = error
-            self._wake()
+            waiter = self._waiter
+            if waiter is not None:
+                self._waiter = None
+                try:
+                    waiter.set_result(None)
+                except asyncio.InvalidStateError:
+                    pass
 
     # -- read by the caller -----------------------------------------------------------------
     def read_until(self, when: float) -> None:
@@ -131,9 +154,13 @@ class Response:
         context per request fewer, bench/profile_call.py --sse)."""
         self._until = when
 
+    def read_for(self, seconds: float) -> None:
+        """``read_until`` ``seconds`` from now, on the response's own loop."""
+        self._until = self._loop.time() + seconds
+
     async def _more(self) -> bool:
         """Wait for more of the body; False if ``read_until``'s time has come first."""
-        loop = running_loop()
+        loop = self._loop
         timeout, until, cut = self._timeout, self._until, False
         if until is not None:
             left = until - loop.time()
@@ -158,10 +185,11 @@ class Response:
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         while True:
             if self._chunks:
-                if self._until is not None and running_loop().time() >= self._until:
+                if self._until is not None and self._loop.time() >= self._until:
                     return  # read_until's time has come (a server that keeps sending cannot hold us)
+                if self._buffered > HIGH_WATER:  # paused by _body (only then)
+                    self._conn.resume()
                 chunks, self._chunks, self._buffered = self._chunks, [], 0
-                self._conn.resume()
                 for chunk in chunks:
                     yield chunk
                 continue
@@ -172,10 +200,57 @@ class Response:
             if not await self._more():
                 return
 
+    async def read_some(self) -> bytes:
+        """The body's next bytes: all that is buffered, in one piece (waiting for some if none is);
+        b"" at its end, or once ``read_until``'s time has come (as ``aiter_bytes`` ends). What
+        ``aiter_bytes`` gives, without an async generator's frame, and one piece however many
+        chunks came at once (one SSE parse for them; bench/profile_call.py --sse)."""
+        while True:
+            chunks = self._chunks
+            if chunks:
+                if self._until is not None and self._loop.time() >= self._until:
+                    return b""
+                if self._buffered > HIGH_WATER:  # paused by _body (only then): a Python call per read fewer
+                    self._conn.resume()
+                self._chunks, self._buffered = [], 0
+                try:
+                    [data] = chunks
+                except ValueError:
+                    data = b"".join(chunks)
+                if data:
+                    return data
+                continue
+            if self._done:
+                if self._error is not None:
+                    raise self._error
+                return b""
+            # _more, inline (a coroutine level fewer on the wait for a stream's end)
+            loop = self._loop
+            timeout, until, cut = self._timeout, self._until, False
+            if until is not None:
+                left = until - loop.time()
+                if left <= 0:
+                    return b""
+                if timeout is None or left <= timeout:
+                    timeout, cut = left, True
+            waiter = self._waiter = loop.create_future()
+            handle = loop.call_later(timeout, expire, waiter) if timeout is not None else None
+            try:
+                await waiter
+            except TimeoutError:
+                if cut:
+                    return b""
+                raise httpx.ReadTimeout("timed out waiting for the response body") from None
+            finally:
+                self._waiter = None
+                if handle is not None:
+                    handle.cancel()
+
     async def aread(self) -> bytes:
         if self._done and self._error is None and self._chunks:  # all here already: no iterator
+            if self._buffered > HIGH_WATER:  # paused by _body (only then)
+                self._conn.resume()
             chunks, self._chunks, self._buffered = self._chunks, [], 0
-            self._conn.resume()
             self.content = self.content + (chunks[0] if len(chunks) == 1 else b"".join(chunks))
             return self.content
         if not self._done or self._chunks:

@@ -64,7 +64,33 @@ class SSEParser:
         Lines ended by ``\r\n`` only (sse-starlette's, so the SDK's) are the same lines
         ended by ``\n``: they take the same path once turned into those, unless the buffer
         ends with ``\r`` (the first half of a ``\r\n``, perhaps) or a lone ``\r`` ends a line.
-        Measured with bench/profile_call.py --sse (the SDK backend's SSE answers)."""
+        Measured with bench/profile_call.py --sse (the SDK backend's SSE answers).
+
+        Quicker still, a chunk that is exactly one event of one ``data:`` line, with or without
+        ``event: message`` before it, each line ended the same way (``\r\n`` or ``\n``), fed to
+        a parser at rest (nothing buffered, no field pending): the prefix and the end are compared
+        as slices (no Python call) and the data taken as it is; what the line rules make of that
+        chunk, made directly (bench/profile_call.py --sse: 15 Python calls per answer fewer)."""
+        if not self._buf and not self._data and not self._event and self._id is None and self._retry is None:
+            if chunk[-4:] == b"\r\n\r\n":
+                if chunk[:22] == b"event: message\r\ndata: ":
+                    value = chunk[22:-4]
+                elif chunk[:6] == b"data: ":
+                    value = chunk[6:-4]
+                else:
+                    value = None
+            elif chunk[-2:] == b"\n\n":
+                if chunk[:21] == b"event: message\ndata: ":
+                    value = chunk[21:-2]
+                elif chunk[:6] == b"data: ":
+                    value = chunk[6:-2]
+                else:
+                    value = None
+            else:
+                value = None
+            # ``not value[max_event:]``: len(value) <= max_event, without a call
+            if value is not None and b"\n" not in value and b"\r" not in value and not value[self.max_event :]:
+                return [Event("message", value.decode("utf-8", self._errors))]
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" in buf:
             if buf[-1:] == b"\r" or buf.count(b"\r") != buf.count(b"\r\n"):

@@ -23,6 +23,7 @@ clear reason, because the stream cannot be resynchronised safely inside an unbou
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import fnmatch
 import logging
@@ -59,6 +60,9 @@ class StreamChannel:
     ) -> None:
         self._reader = reader
         self._writer = writer
+        # Written to directly: StreamWriter.write and is_closing are the transport's, through a
+        # Python call each (bench/profile_call.py --relay: two calls per message written fewer).
+        self._transport: Any = writer.transport if writer is not None else None
         self._max_frame = max_frame
         self._closed = False
         self._close_reason = "closed"
@@ -67,11 +71,13 @@ class StreamChannel:
         self.garbage_frames = 0
 
     async def send(self, message: Message) -> None:
-        if self._closed or self._writer is None or self._writer.is_closing():
+        transport = self._transport
+        if self._closed or transport is None or transport.is_closing():
             raise ChannelClosed(f"{self.name}: {self._close_reason}")
-        self._writer.write(message.encode() + b"\n")
+        transport.write(message.encode() + b"\n")
         # Only wait for the pipe when its buffer is above the high-water mark.
-        if self._writer.transport.get_write_buffer_size() > HIGH_WATER:
+        if transport.get_write_buffer_size() > HIGH_WATER:
+            assert self._writer is not None
             try:
                 await self._writer.drain()
             except (ConnectionError, BrokenPipeError) as exc:
@@ -82,12 +88,12 @@ class StreamChannel:
         """Write ``message`` now if the pipe takes it without waiting; False (nothing written)
         if the channel is closed or the pipe's buffer is above the high-water mark (``send``
         then waits for it, or says why it cannot)."""
-        writer = self._writer
-        if self._closed or writer is None or writer.is_closing():
+        transport = self._transport
+        if self._closed or transport is None or transport.is_closing():
             return False
-        if writer.transport.get_write_buffer_size() > HIGH_WATER:
+        if transport.get_write_buffer_size() > HIGH_WATER:
             return False
-        writer.write(message.encode() + b"\n")
+        transport.write(message.encode() + b"\n")
         return True
 
     async def receive(self) -> Message:
@@ -118,20 +124,28 @@ class StreamChannel:
             try:
                 return parse(line[:end])
             except ProtocolError as exc:
-                self.garbage_frames += 1
-                answer = self._broken_answer(line[:end]) if self.recover_answers else None
-                if answer is not None:  # no preview: an answer's content is the client's, not the log's
-                    self._garbage.warn(
-                        "%s: answered id %r with an error: its response is not JSON-RPC (%s)",
-                        self.name,
-                        answer.id,
-                        exc.message,
-                    )
+                answer = await self._not_jsonrpc(line[:end], exc)
+                if answer is not None:
                     return answer
-                preview = line[:80].decode("utf-8", "backslashreplace").rstrip()
-                self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
-                if self.garbage_frames % GARBAGE_YIELD == 0:
-                    await asyncio.sleep(0)  # buffered garbage never monopolises the loop
+
+    async def _not_jsonrpc(self, frame: bytes, exc: ProtocolError) -> Message | None:
+        """A frame that is not JSON-RPC: counted and logged, and answered if it is a broken answer
+        whose id can be read (``recover_answers``); else None (dropped)."""
+        self.garbage_frames += 1
+        answer = self._broken_answer(frame) if self.recover_answers else None
+        if answer is not None:  # no preview: an answer's content is the client's, not the log's
+            self._garbage.warn(
+                "%s: answered id %r with an error: its response is not JSON-RPC (%s)",
+                self.name,
+                answer.id,
+                exc.message,
+            )
+            return answer
+        preview = frame[:80].decode("utf-8", "backslashreplace").rstrip()
+        self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
+        if self.garbage_frames % GARBAGE_YIELD == 0:
+            await asyncio.sleep(0)  # buffered garbage never monopolises the loop
+        return None
 
     def _broken_answer(self, frame: bytes) -> Message | None:
         msg_id = recover_answer_id(frame)
@@ -352,7 +366,159 @@ class _FileWriter:
         self.closed = True
 
 
-async def _feed_from_file(fd: int, reader: asyncio.StreamReader) -> None:
+class _Lines(asyncio.Protocol):
+    """Our own stdin cut into lines as they arrive: what :class:`StreamChannel` reads of an
+    ``asyncio.StreamReader`` (``readuntil(b"\\n")``), without its Python calls per line (its
+    buffer, waiter and pause checks: ~20 per relayed call, bench/profile_call.py --relay).
+    The same rules: a line (or an unfinished one) longer than ``limit`` is an overrun, after
+    the lines before it; a read error is raised before any line still waiting, as
+    ``readuntil`` raises it; the end of the input after the last full line gives what was left
+    unfinished; reading pauses while more than ``2 * limit`` bytes wait and resumes at
+    ``limit``. Also fed by hand (``feed_data``, ``feed_eof``) for a regular file."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop or asyncio.get_running_loop()  # the waits' (see _StdinChannel.receive)
+        self.lines: collections.deque[bytes] = collections.deque()  # full lines, without their "\\n"
+        self.partial = b""  # the unfinished line
+        self.eof = False
+        self.error: BaseException | None = None  # a read error (connection_lost)
+        self.overrun = False  # a line longer than the limit follows the lines waiting
+        self.paused = False
+        self._limit = limit
+        self._size = 0  # bytes waiting (counted from when none were; see feed_data)
+        self.waiter: asyncio.Future[None] | None = None  # the reader's, while it waits for a line
+        self._transport: asyncio.ReadTransport | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def eof_received(self) -> bool:
+        self.feed_eof()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            self.error = exc
+        self.feed_eof()
+
+    # -- fed -------------------------------------------------------------------------------------
+    def feed_data(self, data: bytes) -> None:
+        if self.eof or self.overrun:
+            return
+        if not self.lines:
+            self._size = 0  # what waits is the unfinished line only, counted below with the new bytes
+        elif self.partial:
+            self._size -= len(self.partial)  # counted again below, in ``data``
+        if self.partial:
+            data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = lines[-1]
+        del lines[-1]
+        size = len(data)
+        if size > self._limit and self._overran(lines):
+            return
+        if lines:
+            self.lines.extend(lines)
+            waiter = self.waiter  # _wake, inline; done already only if its reader was cancelled
+            if waiter is not None:
+                self.waiter = None
+                try:
+                    waiter.set_result(None)
+                except asyncio.InvalidStateError:
+                    pass
+        self._size += size
+        if self._size > 2 * self._limit and not self.paused and self._transport is not None:
+            self.paused = True
+            self._transport.pause_reading()
+
+    data_received = feed_data  # asyncio.Protocol's, itself (a Python call per read fewer)
+
+    def _overran(self, lines: list[bytes]) -> bool:
+        """True if a line of ``lines`` or the unfinished one is longer than the limit: the lines
+        before it are kept, then ``overrun``."""
+        for i, line in enumerate(lines):
+            if len(line) > self._limit:
+                del lines[i:]
+                break
+        else:
+            if len(self.partial) <= self._limit:
+                return False
+        self.lines.extend(lines)
+        self.partial = b""
+        self.overrun = True
+        self._wake()
+        return True
+
+    def feed_eof(self) -> None:
+        self.eof = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- read --------------------------------------------------------------------------------------
+    def consumed(self, size: int) -> None:
+        """``size`` bytes were read while reading was paused: it resumes once ``limit`` or fewer wait."""
+        self._size -= size
+        if self.paused and self._size <= self._limit and self._transport is not None:
+            self.paused = False
+            self._transport.resume_reading()
+
+
+class _StdinChannel(StreamChannel):
+    """:class:`StreamChannel` reading our own stdin through :class:`_Lines`: the same frames,
+    the same reasons to close, the same handling of what is not JSON-RPC."""
+
+    _reader: _Lines  # type: ignore[assignment]
+
+    async def receive(self) -> Message:
+        reader = self._reader
+        lines = reader.lines
+        while True:
+            if self._closed:
+                raise ChannelClosed(f"{self.name}: {self._close_reason}")
+            if reader.error is not None:
+                self._closed, self._close_reason = True, f"read failed: {reader.error}"
+                raise ChannelClosed(f"{self.name}: {self._close_reason}")
+            if not lines:
+                if reader.overrun:
+                    self._closed = True
+                    self._close_reason = f"a frame exceeded the {self._max_frame}-byte limit"
+                    raise ChannelClosed(f"{self.name}: {self._close_reason}")
+                if reader.eof:
+                    partial, reader.partial = reader.partial, b""
+                    if partial.strip():
+                        self._garbage.warn("%s: dropped a truncated frame at EOF (%d bytes)", self.name, len(partial))
+                    self._closed, self._close_reason = True, self._eof_reason()
+                    raise ChannelClosed(f"{self.name}: {self._close_reason}")
+                waiter = reader.waiter = reader.loop.create_future()  # until a line, the end or an error
+                try:
+                    await waiter
+                finally:
+                    if reader.waiter is waiter:
+                        reader.waiter = None
+                continue
+            line = lines.popleft()
+            if reader.paused:
+                reader.consumed(len(line) + 1)
+            if line[-1:] == b"\r":  # a CR from CRLF peers: the bytes kept for forwarding are exactly the message
+                line = line[:-1]
+            if line[:1] != b"{" and not line.strip():
+                continue
+            try:
+                return parse(line)
+            except ProtocolError as exc:
+                answer = await self._not_jsonrpc(line, exc)
+                if answer is not None:
+                    return answer
+
+
+async def _feed_from_file(fd: int, reader: asyncio.StreamReader | _Lines) -> None:
     loop = asyncio.get_running_loop()
     while chunk := await loop.run_in_executor(None, os.read, fd, 1 << 16):
         reader.feed_data(chunk)
@@ -372,18 +538,18 @@ async def open_own_stdio_halves(
     still wants every answer). Pipes, ttys and regular files all work.
     """
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=max_frame)
+    reader = _Lines(limit=max_frame, loop=loop)
     feeder = None
     if _is_file(0):
         feeder = asyncio.create_task(_feed_from_file(0, reader))
     else:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        await loop.connect_read_pipe(lambda: reader, sys.stdin)
     writer: Any
     if _is_file(1):
         writer = _FileWriter(1)
     else:
         transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
-    receiving = StreamChannel(reader, None, name="stdio-client", max_frame=max_frame)
+    receiving = _StdinChannel(reader, None, name="stdio-client", max_frame=max_frame)  # type: ignore[arg-type]
     sending = StreamChannel(asyncio.StreamReader(), writer, name="stdio-client", max_frame=max_frame)
     return receiving, sending, feeder

@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 
 from hopline.transports.h1client import LeanClient, lean_or_httpx
+from hopline.transports.h1response import Response
 from hopline.binding import META_PROTOCOL_VERSION, NAME_HEADER_PARAM, Era, era_of_message, era_of_version
 from hopline.jsonrpc import (
     BackendTimeout,
@@ -112,12 +113,15 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._session: dict[str, str] = {}
+        self._in_session = self._base  # {**_base, **_session}, made by _set_session
         self._generation, self._lost = 0, False
         self._init: Message | None = None  # recorded for reinitialize_on_404
         # Set while no initialize is unanswered. Handshake-era messages wait for it, so that a
         # client pipelining its handshake (stdio clients do) still sends the session id.
         self._init_done = asyncio.Event()
         self._init_done.set()
+        self._init_waiting = False  # not _init_done.is_set(), read without a call
+        self._loop: asyncio.AbstractEventLoop | None = None  # see _spawn
         self._initialized: Message | None = None
         self._get_task: asyncio.Task | None = None
         self._reinit_lock = asyncio.Lock()
@@ -137,9 +141,17 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             flight = _Flight(message, version is not None and era_of_version(version) is Era.MODERN)
             if body["method"] == "initialize" and not flight.modern:
                 self._init = message
+                self._init_waiting = True
                 self._init_done.clear()
             self._flights[message.id] = flight
-            flight.task = self._spawn(self._run(flight))
+            # Not _spawn: the task takes itself out of _tasks as it ends (_run's finally), instead
+            # of a done-callback (a callback and its loop turn per request fewer); whoever cancels
+            # it from outside adds the callback, for a task cancelled before it ever ran.
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = running_loop()
+            task = flight.task = loop.create_task(self._run(flight))
+            self._tasks.add(task)
         elif body.get("method") != "notifications/cancelled" or not self._consume_cancel(message):
             await self._post_oneway(message)
 
@@ -167,7 +179,13 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- requests -----------------------------------------------------------------------
     def _spawn(self, coro: Any) -> asyncio.Task:
-        task = running_loop().create_task(coro)  # the loop's own: asyncio.create_task is two Python calls more
+        # The loop's own create_task (asyncio.create_task is two Python calls more), on the loop
+        # remembered from the first one: the channel is bound to it anyway (its tasks, its
+        # client's connections). bench/profile_call.py: a running_loop() (4 calls) per request fewer.
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = running_loop()
+        task = loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -176,7 +194,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         msg_id = flight.message.id
         is_init = flight.message is self._init
         try:
-            if not flight.modern and not is_init:
+            if not flight.modern and not is_init and self._init_waiting:
                 await self._init_done.wait()
             for attempt in (0, 1):
                 generation = self._generation
@@ -202,52 +220,57 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             log.exception("%s: request %r failed", self.name, msg_id)
             await self._fail(flight, PeerError(f"{self.name}: {type(exc).__name__}: {exc}"))
         finally:
-            if self._flights.get(msg_id) is flight:
-                del self._flights[msg_id]
+            flights = self._flights
+            if msg_id in flights and flights[msg_id] is flight:
+                del flights[msg_id]
             if is_init:
-                self._init_done.set()
+                self._init_set()
+            self._tasks.discard(flight.task)
+
+    def _init_set(self) -> None:
+        self._init_waiting = False
+        self._init_done.set()
 
     async def _exchange(self, flight: _Flight) -> None:
+        """One POST and its answer. The lean client's exchange is awaited and ended here
+        (``open``/``end``), not through its ``stream`` context manager: three coroutine levels
+        fewer on each of the request's waits (bench/profile_call.py --sse)."""
         msg = flight.message
-        headers = self._modern_headers(msg.body) if flight.modern else self._handshake_headers(msg.body)
+        if flight.modern:
+            headers = self._modern_headers(msg.body)
+        else:  # _handshake_headers, inline
+            headers = self._base if msg.method == "initialize" else self._in_session
         last_id = retry = None
         content, timeout = msg.encode(), self._timeout
         if self._lean:
-            streaming = self._client.stream(
-                "POST", self.url, content=content, headers=headers, timeout=timeout, with_body=True
-            )
+            client = self._client
+            resp = await client.open("POST", self.url, content, headers, timeout, with_body=True)
+            try:
+                ctype = self._sse_answer(flight, resp, headers)
+                if ctype is None:
+                    try:
+                        last_id, retry = await self._pump(resp, flight)
+                    except httpx.TransportError:
+                        if flight.modern:  # 2026: a broken stream loses the request
+                            raise
+                else:
+                    return await self._other_answer(flight, resp, ctype)
+            finally:
+                client.end(resp)
         else:
-            streaming = self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout)
-        async with streaming as resp:
-            status, ctype = resp.status_code, _ctype(resp)
-            if status == 404 and "mcp-session-id" in headers:
-                raise _SessionGone
-            if not _ok(status):
-                return await self._deliver_http_error(flight, resp)
-            if msg.body["method"] == "initialize" and not flight.modern:
-                self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
-            if ctype.startswith("application/json") and status != 202:
-                try:
-                    answer = parse(await resp.aread())
-                except ProtocolError as exc:  # the body is this request's answer, however broken
-                    self.dropped(
-                        "%s: answered id %r with an error: its response is not JSON-RPC: %s",
-                        self.name,
-                        msg.id,
-                        exc.message,
-                    )
-                    return await self._fail(flight, malformed_answer_error(self.name))
-                await self._deliver(answer)  # a body for another id falls through to the end
-            elif not ctype.startswith("text/event-stream") or status == 202:
-                return await self._fail(
-                    flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}")
-                )
-            else:
-                try:
-                    last_id, retry = await self._pump(resp, flight)
-                except httpx.TransportError:
-                    if flight.modern:  # 2026: a broken stream loses the request
-                        raise
+            async with self._client.stream("POST", self.url, content=content, headers=headers, timeout=timeout) as resp:
+                ctype = self._sse_answer(flight, resp, headers)
+                if ctype is None:
+                    try:
+                        last_id, retry = await self._pump(resp, flight)
+                    except httpx.TransportError:
+                        if flight.modern:
+                            raise
+                else:
+                    return await self._other_answer(flight, resp, ctype)
+        flights = self._flights
+        if msg.id not in flights or flights[msg.id] is not flight:
+            return  # answered (the common case)
         # 2025-11-25: a stream that ended before the answer is resumed with GET + Last-Event-ID.
         low, high = self.BACKOFF
         for attempt in range(self.MAX_RESUME if last_id and not flight.modern else 0):
@@ -267,22 +290,83 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             ),
         )
 
+    def _sse_answer(self, flight: _Flight, resp: Any, headers: dict[str, str]) -> str | None:
+        """None if ``resp`` is an SSE stream to pump; for any other answer, its content type
+        (lower-cased; "" for a status not 2xx), for ``_other_answer``: found once per exchange.
+        Raises _SessionGone on a 404 for our session."""
+        status = resp.status_code
+        if status == 404 and "mcp-session-id" in headers:
+            raise _SessionGone
+        if 200 <= status < 300:
+            if not flight.modern and flight.message.method == "initialize":
+                self._set_session(resp.headers.get("mcp-session-id"), self.protocol_version)
+            ctype = resp.content_type if resp.__class__ is Response else _ctype(resp)
+            return None if status != 202 and ctype.startswith("text/event-stream") else ctype
+        return ""
+
+    async def _other_answer(self, flight: _Flight, resp: Any, ctype: str) -> None:
+        """A JSON body, an HTTP error, or an answer that is neither (``ctype``: see ``_sse_answer``)."""
+        status, msg = resp.status_code, flight.message
+        if not 200 <= status < 300:
+            return await self._deliver_http_error(flight, resp)
+        if ctype.startswith("application/json") and status != 202:
+            try:
+                answer = parse(await resp.aread())
+            except ProtocolError as exc:  # the body is this request's answer, however broken
+                self.dropped(
+                    "%s: answered id %r with an error: its response is not JSON-RPC: %s",
+                    self.name,
+                    msg.id,
+                    exc.message,
+                )
+                return await self._fail(flight, malformed_answer_error(self.name))
+            await self._deliver(answer)
+            flights = self._flights
+            if msg.id in flights and flights[msg.id] is flight:  # a body for another id: this one is still unanswered
+                await self._fail(
+                    flight,
+                    UnavailableError(
+                        f"{self.name}: the exchange ended without a response", backend=self.name, reason="disconnected"
+                    ),
+                )
+            return
+        await self._fail(flight, PeerError(f"{self.name}: answered a request with HTTP {status} {ctype or 'no body'}"))
+
     async def _pump(self, resp: httpx.Response, flight: _Flight | None) -> tuple[str | None, int | None]:
         """Deliver the messages of one SSE response; returns its last event id and retry.
         Once our answer has come, the stream is read on only briefly (ANSWERED_GRACE): the
         server's end of stream keeps the connection reusable; one that never ends the stream
         cannot hold us. The lean client's response keeps that deadline itself
-        (``read_until``); an httpx response gets an ``asyncio.timeout`` context."""
+        (``read_for``) and is read here, in this coroutine (two coroutine levels and an
+        async generator fewer per request than ``_events``, bench/profile_call.py --sse);
+        an httpx response goes through ``_events`` with an ``asyncio.timeout`` context."""
         parser = SSEParser(errors="surrogateescape")
-        state: list[int | None] = [None]  # the retry: field last seen
-        read_until = getattr(resp, "read_until", None)
-        if read_until is not None:
-            await self._events(resp, flight, parser, state, read_until)
-        else:
+        if resp.__class__ is not Response:
+            state: list[int | None] = [None]  # the retry: field last seen
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(None) as deadline:
                     await self._events(resp, flight, parser, state, deadline.reschedule)
-        return parser.last_event_id, state[0]
+            return parser.last_event_id, state[0]
+        retry = None
+        want = flight.message.id if flight is not None else None
+        while data := await resp.read_some():  # type: ignore[attr-defined]
+            for event in parser.feed(data):
+                if event.retry is not None:
+                    retry = event.retry
+                if event.event != "message" or not event.data:
+                    continue  # the priming event (id, no data), or another type
+                frame = event.data.encode("utf-8", "surrogateescape")
+                try:
+                    message = parse(frame)
+                except ProtocolError as exc:
+                    broken = self._malformed(frame, exc)
+                    if broken is None:
+                        continue
+                    message = broken
+                await self._deliver(message)
+                if flight is not None and message.id == want and "method" not in message.body:
+                    resp.read_for(ANSWERED_GRACE)  # type: ignore[attr-defined]
+        return parser.last_event_id, retry
 
     async def _events(
         self, resp: httpx.Response, flight: _Flight | None, parser: SSEParser, state: list[int | None], stop_at: Any
@@ -319,15 +403,17 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         return None
 
     async def _deliver(self, message: Message) -> None:
-        if "method" not in message.body and isinstance(message.id, (str, int)):
-            flight = self._flights.pop(message.id, None)
+        msg_id = message.id
+        cls = msg_id.__class__
+        if "method" not in message.body and (cls is int or cls is str or isinstance(msg_id, (str, int))):
+            flight = self._flights.pop(msg_id, None)
             if flight is not None and flight.message.method == "tools/list":
                 self.params.learn(message.body.get("result"))
             elif flight is not None and not flight.modern and flight.message.body["method"] == "initialize":
                 result = message.body.get("result")
                 if isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
                     self._set_session(self.session_id, result["protocolVersion"])
-                self._init_done.set()
+                self._init_set()
         await self.put(message)
 
     async def _fail(self, flight: _Flight, error: HoplineError) -> None:
@@ -370,6 +456,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
                 return False  # handshake era: the notification is the signal, a disconnect is not
             del self._flights[request_id]
             flight.task.cancel()  # closes the response stream: the 2026 cancellation
+            flight.task.add_done_callback(self._tasks.discard)  # in case it never ran (see send)
             return True
         # Unmatched (answered already, or unknown): only a handshake session may want it.
         return self._init is None or era_of_message(message.body) is Era.MODERN
@@ -401,7 +488,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
 
     # -- headers ----------------------------------------------------------------------------
     def _handshake_headers(self, body: dict[str, Any]) -> dict[str, str]:
-        return self._base if body.get("method") == "initialize" else {**self._base, **self._session}
+        """The base headers (``initialize``) or those and the session's, one dict made when the
+        session changes (two Python calls and a dict per request fewer)."""
+        return self._base if body.get("method") == "initialize" else self._in_session
 
     def _modern_headers(self, body: dict[str, Any]) -> dict[str, str]:
         """The base headers plus the 2026-07-28 mirror headers, one dict per (version, method,
@@ -412,7 +501,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         version = params["_meta"][META_PROTOCOL_VERSION]
         param = NAME_HEADER_PARAM.get(method)
         name = None if param is None else params.get(param)
-        if method == "tools/call" and (mirrors := self.params.get(name)):
+        # self.params.get(name), inline (two Python calls per request fewer)
+        if method == "tools/call" and (
+            mirrors := self.params.tools.get(name) if name.__class__ is str or isinstance(name, str) else None
+        ):
             return {**self._base, **modern_headers(body), **param_headers(mirrors, params.get("arguments"))}
         if version.__class__ is not str or not (name is None or name.__class__ is str):
             return {**self._base, **modern_headers(body)}
@@ -429,6 +521,7 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         tasks = [t for t in self._tasks if t is not current_task()]
         for task in tasks:
             task.cancel()
+            task.add_done_callback(self._tasks.discard)  # a request's task that never ran (see send)
         if tasks:
             await asyncio.wait(tasks, timeout=5)
 

@@ -54,6 +54,7 @@ class SessionStreams:
         _short: httpx.Timeout
         _base: dict[str, str]
         _session: dict[str, str]
+        _in_session: dict[str, str]
         _generation: int
         _lost: bool
         _closing: bool
@@ -75,6 +76,7 @@ class SessionStreams:
             self._generation += 1
         self.session_id, self.protocol_version = session_id, version
         self._session = {k: v for k, v in (("mcp-session-id", session_id), ("mcp-protocol-version", version)) if v}
+        self._in_session = {**self._base, **self._session}  # an in-session request's headers (nobody changes them)
 
     async def _session_gone(self, generation: int) -> bool:
         """HTTP 404 for our session: True if a fresh one replaced it, else the channel closes."""
