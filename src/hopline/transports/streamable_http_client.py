@@ -353,16 +353,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             for event in parser.feed(data):
                 if event.retry is not None:
                     retry = event.retry
-                if event.event != "message" or not event.data:
-                    continue  # the priming event (id, no data), or another type
-                frame = event.data.encode("utf-8", "surrogateescape")
-                try:
-                    message = parse(frame)
-                except ProtocolError as exc:
-                    broken = self._malformed(frame, exc)
-                    if broken is None:
-                        continue
-                    message = broken
+                message = self._message_of(event)
+                if message is None:
+                    continue
                 await self._deliver(message)
                 if flight is not None and message.id == want and "method" not in message.body:
                     resp.read_for(ANSWERED_GRACE)  # type: ignore[attr-defined]
@@ -376,19 +369,24 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
             for event in parser.feed(chunk):
                 if event.retry is not None:
                     state[0] = event.retry
-                if event.event != "message" or not event.data:
-                    continue  # the priming event (id, no data), or another type
-                frame = event.data.encode("utf-8", "surrogateescape")
-                try:
-                    message = parse(frame)
-                except ProtocolError as exc:
-                    broken = self._malformed(frame, exc)
-                    if broken is None:
-                        continue
-                    message = broken
+                message = self._message_of(event)
+                if message is None:
+                    continue
                 await self._deliver(message)
                 if flight is not None and message.id == flight.message.id and message.is_response():
                     stop_at(loop.time() + ANSWERED_GRACE)
+
+    def _message_of(self, event: Any) -> Message | None:
+        """The JSON-RPC message an SSE event carries (a -31003 answer for a broken answer to a
+        request in flight), or None: the priming event (an id, no data), another event type, or
+        a frame dropped as not JSON-RPC. One place for the lean and the httpx read loops."""
+        if event.event != "message" or not event.data:
+            return None
+        frame = event.data.encode("utf-8", "surrogateescape")
+        try:
+            return parse(frame)
+        except ProtocolError as exc:
+            return self._malformed(frame, exc)
 
     def _malformed(self, frame: bytes, exc: ProtocolError) -> Message | None:
         """A -31003 answer for the request in flight whose SSE answer is broken (invalid UTF-8,
