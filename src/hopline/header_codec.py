@@ -180,7 +180,12 @@ def param_problem(found: ParamMap, arguments: Any, headers: dict[bytes, str]) ->
 
 def param_syntax_problem(headers: dict[bytes, str]) -> str | None:
     """A ``Mcp-Param-*`` header that is wrong whatever the tool: a character outside visible
-    ASCII (encode such a value as ``=?base64?…?=``) or a sentinel that does not decode."""
+    ASCII (encode such a value as ``=?base64?…?=``) or a sentinel that does not decode.
+    Header names are lower case and hold no line feed (the HTTP parser refuses one), so one
+    search over the joined names finds whether any is a ``Mcp-Param-*`` at all (a call per
+    request, not one per header: bench/profile_call.py --era 2026)."""
+    if b"\nmcp-param-" not in b"\n" + b"\n".join(headers):
+        return None
     for key, raw in headers.items():
         if not key.startswith(b"mcp-param-"):
             continue

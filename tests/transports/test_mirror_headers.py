@@ -101,6 +101,12 @@ def test_syntax_problems_whatever_the_tool():
     assert param_syntax_problem({b"mcp-param-x": "fine value"}) is None
     assert "visible ASCII" in param_syntax_problem({b"mcp-param-x": "caf\xe9"})
     assert "malformed base64" in param_syntax_problem({b"mcp-param-x": "=?base64?***?="})
+    # found among other headers, first, last or between; a name merely containing it is no Mcp-Param
+    others = {b"host": "caf\xe9", b"x-mcp-param-y": "caf\xe9"}
+    assert param_syntax_problem(others) is None
+    assert "visible ASCII" in param_syntax_problem({**others, b"mcp-param-x": "caf\xe9"})
+    assert "visible ASCII" in param_syntax_problem({b"mcp-param-x": "caf\xe9", **others})
+    assert "visible ASCII" in param_syntax_problem({b"host": "a", b"mcp-param-x": "caf\xe9", b"accept": "b"})
 
 
 def test_the_learned_maps_are_bounded():

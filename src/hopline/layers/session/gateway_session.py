@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("hopline.gateway")
 
 MISSING_KEY = "io.hopline/missing-backends"
+_LIST_KEY_SET = frozenset(LIST_KEYS.values())  # a result carrying one of these is a list
 
 
 class GatewaySession(BackendLinks, ListComposer):
@@ -517,7 +518,7 @@ class GatewaySession(BackendLinks, ListComposer):
             name=g.settings.name,
             reverse=g.routes.reverse,
             backend_id=backend_id,
-            is_list=any(k in value for k in LIST_KEYS.values()),
+            is_list=not _LIST_KEY_SET.isdisjoint(value),  # one call (a generator was five per call)
         )
 
     # -- traffic the backends start -----------------------------------------------------------
