@@ -15,6 +15,9 @@ so only the measured calls are profiled and the client's own cost is not in them
 ``--by-module`` runs them under a plain profile hook instead of cProfile and charges every call
 (Python and builtin) to the innermost hopline module on the stack: which module's code, with the
 stdlib and library calls it makes, costs what share of a request (``modes`` vs ``transports`` ...).
+``--critical`` counts only what a client waits through (the latency path, not the CPU total):
+the Python and builtin calls from the request's bytes read to the upstream write, and from the
+backend's last bytes read to the client write, with the task hand-offs (loop turns) on each.
 ``--relay`` profiles ``hopline relay --stdio URL`` instead (one stdio client, this script,
 relayed to the same backend). ``--cpu`` runs the same calls without the profiler and prints hopline's CPU-ms per call
 (``/proc/self/task/*/schedstat``): a quick orientation, but that one depends on machine load.
@@ -47,6 +50,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -110,6 +114,52 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
             key = name or "(outside hopline)"
             owners[key] = owners.get(key, 0) + 1
 
+    critical = os.environ.get("HOPLINE_PROFILE_CRITICAL") == "1"
+    stretch: dict[str, Any] = {"mode": None, "n": 0, "task": None, "turns": 0, "in": [], "out": []}
+    if critical:  # calls (and task hand-offs) on the two stretches a client waits through
+        profiling = False
+        from hopline.transports import front_door, h1client
+
+        # A transport's write is Cython (no profile event): a stretch ends as the Python function
+        # that wrote returns (the upstream's _send_once first suspends after its write; the front
+        # door's OneWrite.whole/write return after theirs).
+        door_code = front_door.FrontDoorProtocol.data_received.__code__
+        upstream_code = h1client._Connection.data_received.__code__
+        sent_code = h1client.LeanClient._send_once.__code__
+        answered = {front_door.OneWrite.whole.__code__, front_door.OneWrite.write.__code__}
+        current_task = asyncio.current_task
+
+        def critical_tracer(frame, event, _arg) -> None:  # noqa: ANN001
+            mode = stretch["mode"]
+            if event == "call":
+                code = frame.f_code
+                if code is door_code:  # a request's bytes arrive: the inbound stretch starts
+                    stretch.update(mode="in", n=0, turns=0, task=None)
+                    mode = "in"
+                elif code is upstream_code and mode != "in":  # the backend's bytes carrying the answer start it
+                    data = frame.f_locals.get("data") or b""
+                    if b'"result"' in data or b'"error"' in data:
+                        stretch.update(mode="out", n=0, turns=0, task=None)
+                        mode = "out"
+            elif event == "return" and mode is not None:
+                code = frame.f_code
+                if mode == "in" and code is sent_code or mode == "out" and code in answered:
+                    stretch[mode].append((stretch["n"], stretch["turns"]))
+                    stretch["mode"] = None
+                return
+            elif event != "c_call":
+                return
+            if mode is not None:
+                stretch["n"] += 1
+                try:
+                    task = current_task()
+                except RuntimeError:
+                    task = None
+                if task is not stretch["task"]:
+                    if stretch["task"] is not None:
+                        stretch["turns"] += 1
+                    stretch["task"] = task
+
     def cpu_ns() -> int:  # this process's threads, user + system, from the scheduler
         return sum(int((t / "schedstat").read_text().split()[0]) for t in Path("/proc/self/task").iterdir())
 
@@ -128,18 +178,24 @@ def _serve_child(stats_path: str, ready_path: str, argv: list[str]) -> int:
         elif by_module:
             owners.clear()
             sys.setprofile(tracer)
+        elif critical:
+            stretch.update(mode=None, n=0, turns=0, task=None)
+            stretch["in"].clear()
+            stretch["out"].clear()
+            sys.setprofile(critical_tracer)
         Path(ready_path).write_text("on")
 
     def off(_sig, _frm) -> None:
         prof.disable()
-        if by_module:
+        if by_module or critical:
             sys.setprofile(None)
         cpu = cpu_ns() - io["cpu"]
         utime, stime = ticks()
         after = proc_io()
         asyncio.get_running_loop().set_task_factory(None)
         prof.dump_stats(stats_path)
-        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu, "user_ticks": utime - io["utime"], "system_ticks": stime - io["stime"], "owners": owners}
+        extra = {"tasks": tasks[0], "read_syscalls": after["syscr"] - io["syscr"], "write_syscalls": after["syscw"] - io["syscw"], "cpu_ns": cpu, "user_ticks": utime - io["utime"], "system_ticks": stime - io["stime"], "owners": owners,
+                 "critical": {"in": stretch["in"], "out": stretch["out"]}}
         Path(stats_path + ".json").write_text(json.dumps(extra))
         Path(ready_path).write_text("off")
 
@@ -299,6 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--relay", action="store_true", help="profile `hopline relay --stdio URL` (a stdio client relayed to the backend) instead of `hopline serve`")
     p.add_argument("--by-module", action="store_true", help="instead of cProfile: every call (Python and builtin) charged to the innermost hopline module on the stack, per request")
     p.add_argument("--callgrind", action="store_true", help="no profiler: run hopline under valgrind's callgrind and print the machine instructions it ran per call (deterministic, independent of load; slow: use -n 200 --warmup 50)")
+    p.add_argument(
+        "--critical",
+        action="store_true",
+        help="count the calls on the two stretches a client waits through: its request read -> the upstream "
+        "write, the answer's bytes read -> the client write (and the task hand-offs on each)",
+    )
     p.add_argument("--by-function", action="store_true", help="the same, charged to the innermost hopline function (module:function)")
     args = p.parse_args(argv)
 
@@ -313,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
         WAIT = 600.0
         CALLGRIND["out"] = str(tmp / "callgrind.out")
         wrap = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={CALLGRIND['out']}"]
+    if args.critical:
+        if args.relay:
+            p.error("--critical measures hopline serve (HTTP both sides), not --relay")
+        env["HOPLINE_PROFILE_CRITICAL"] = "1"
     if args.by_module or args.by_function:
         env["HOPLINE_PROFILE_BY_MODULE"] = "function" if args.by_function else "1"
     backend_cmd = [PY, str(BENCH / "echo_server.py"), "http", "--port", str(bport)] + (["--sse"] if args.sse else [])
@@ -356,6 +422,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} {'relayed' if args.relay else 'proxied'} tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'}): hopline CPU {extra['cpu_ns'] / n / 1e6:.3f} ms per call, "
               f"({100 * extra['system_ticks'] / max(1, extra['user_ticks'] + extra['system_ticks']):.0f}% of it in the kernel), "
               f"{extra['tasks'] / n:.2f} tasks, {extra['write_syscalls'] / n:.2f} write / {extra['read_syscalls'] / n:.2f} read syscalls per call")  # fmt: skip
+        return 0
+    if args.critical:
+        import statistics
+
+        crit = extra["critical"]
+        label = f"{n} proxied tools/call ({args.era} era, backend answers {'sse' if args.sse else 'json'})"
+        if not crit["in"] or not crit["out"]:
+            print(f"{label}: no critical stretch seen (in {len(crit['in'])}, out {len(crit['out'])}")
+            return 1
+        cin = statistics.median(c for c, _ in crit["in"])
+        cout = statistics.median(c for c, _ in crit["out"])
+        tin = statistics.median(t for _, t in crit["in"])
+        tout = statistics.median(t for _, t in crit["out"])
+        print(f"{label}: Python and builtin calls (median of {len(crit['in'])} / {len(crit['out'])} stretches)")
+        print(f"  inbound,  request read -> upstream write: {cin:6.0f} calls, {tin:.0f} task hand-offs")
+        print(f"  outbound, answer read  -> client write:   {cout:6.0f} calls, {tout:.0f} task hand-offs")
+        if args.json:
+            figures = {"inbound_calls": cin, "outbound_calls": cout, "inbound_handoffs": tin, "outbound_handoffs": tout}
+            print(json.dumps({"calls": n, "era": args.era, "backend": "sse" if args.sse else "json", **figures}))
         return 0
     if args.by_module or args.by_function:
         owners = extra["owners"]
