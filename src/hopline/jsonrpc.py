@@ -294,6 +294,13 @@ class NotAcceptable(ProtocolError):
     http_status = 406
 
 
+class UnsupportedMediaType(ProtocolError):
+    """A POST whose body is not declared ``application/json`` (415, as both official SDKs answer)."""
+
+    code = -32600
+    http_status = 415
+
+
 class MethodNotAllowed(ProtocolError):
     code = -32600
     http_status = 405

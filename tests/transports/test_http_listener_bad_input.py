@@ -134,8 +134,16 @@ def test_bad_protocol_version_is_400(relay):
 
 
 def test_wrong_content_type_is_refused(relay):
-    r = post(relay, INIT, {"content-type": "text/plain"})
-    assert r.status_code == 400
+    # 415 with -32600, as the official SDKs answer (the Python SDK's own code); it was a 400 with
+    # -32603, which says "internal error" about the client's own mistake.
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "application/jsonp"):
+        r = post(relay, INIT, {"content-type": ctype})
+        assert r.status_code == 415, ctype
+        assert r.json()["error"] == {
+            "code": -32600,
+            "message": "Unsupported Media Type: Content-Type must be application/json",
+        }
+    assert post(relay, INIT, {"content-type": "Application/JSON; charset=utf-8"}).status_code == 200
 
 
 def test_modern_get_and_delete_are_405(relay):

@@ -64,10 +64,10 @@ from hopline.jsonrpc import (
     Message,
     MethodNotAllowed,
     NotAcceptable,
-    ProtocolError,
     SessionNotFound,
     SessionRequired,
     UnavailableError,
+    UnsupportedMediaType,
     UnsupportedProtocolVersion,
     parse,
 )
@@ -130,10 +130,10 @@ class StreamableHttpListener(ResponseWriter):
             if method == "POST":
                 # The POST itself, inline rather than a coroutine of its own (bench/profile_call.py:
                 # every coroutine on the stack costs a call when the response's wait resumes).
-                # Content-Type and Accept are read as sent first, lower-cased only if that fails.
+                # Content-Type and Accept are read as sent first, parsed only if that fails.
                 ctype = headers.get(b"content-type") or ""
-                if ctype[:16] != "application/json" and ctype[:16].lower() != "application/json":
-                    raise ProtocolError("Content-Type must be application/json", data=None)
+                if ctype != "application/json" and not _is_json_type(ctype):
+                    raise UnsupportedMediaType("Unsupported Media Type: Content-Type must be application/json")
                 accept = headers.get(b"accept") or "*/*"
                 if not ("application/json" in accept or "text/event-stream" in accept or "*/*" in accept):
                     accept = accept.lower()
@@ -381,7 +381,12 @@ def _owner(principal: Principal | None) -> tuple[str | None, str] | None:
 
 
 def _is_json(headers: hu.Headers) -> bool:
-    return (headers.get(b"content-type") or "").lower().startswith("application/json")
+    return _is_json_type(headers.get(b"content-type") or "")
+
+
+def _is_json_type(ctype: str) -> bool:
+    """The media type is ``application/json`` (any case, any parameters; not ``application/jsonp``)."""
+    return ctype.partition(";")[0].strip(" \t").lower() == "application/json"
 
 
 def _modern_request(headers: hu.Headers, message: Message, params: ParamMaps) -> bool:
