@@ -118,6 +118,20 @@ async def test_reverse_mode_presents_the_single_backend_as_itself(tmp_path, hopl
         assert (await bounded(c.read_resource("test://info"))).contents
 
 
+@pytest.mark.parametrize(
+    "params",
+    [None, {}, {"protocolVersion": 5}, {"protocolVersion": "2025-11-25", "capabilities": []}],
+    ids=["no params", "empty", "version not a string", "capabilities not an object"],
+)
+def test_a_malformed_initialize_is_invalid_params_and_opens_no_session(two_backends, params):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "initialize", **({} if params is None else {"params": params})}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    r = httpx.post(two_backends.url, content=orjson.dumps(body), headers=headers, timeout=30)
+    assert r.status_code == 200 and r.json()["id"] == 7 and r.json()["error"]["code"] == -32602, r.text
+    assert "protocolVersion" in r.text or "capabilities" in r.text
+    assert "mcp-session-id" not in r.headers  # the half-made session is closed (streamable_http_server._initialize)
+
+
 async def test_invalid_cursor_is_invalid_params(two_backends):
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}

@@ -146,6 +146,40 @@ def test_wrong_content_type_is_refused(relay):
     assert post(relay, INIT, {"content-type": "Application/JSON; charset=utf-8"}).status_code == 200
 
 
+def _events(text: str) -> list[dict]:
+    return [orjson.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+def test_accept_decides_between_json_and_sse(relay):
+    # Both official SDKs require both types; hopline takes either, and answers in the one the
+    # client named: a client that takes only SSE gets its lone answer as an SSE event (it got
+    # JSON it had said it could not read), one that takes neither gets 406.
+    r = post(relay, INIT, {"accept": "application/json"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    for accept in ("application/*", "*/*", "Application/JSON"):
+        r = post(relay, INIT, {"accept": accept})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/json"), accept
+    r = post(relay, INIT, {"accept": "text/*"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    r = post(relay, INIT, {"accept": "text/event-stream"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    (answer,) = _events(r.text)
+    assert answer["id"] == 1 and answer["result"]["protocolVersion"] == "2025-11-25"
+    sid = r.headers["mcp-session-id"]
+    post(relay, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {"mcp-session-id": sid})
+    r = post(relay, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {"mcp-session-id": sid, "accept": "text/event-stream"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert [m["id"] for m in _events(r.text)] == [2]
+    modern = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": MODERN_META}}
+    headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/list", "accept": "text/event-stream"}
+    r = post(relay, modern, headers)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert [m["id"] for m in _events(r.text)] == [3]
+    for accept in ("text/html", "image/png, text/plain"):
+        r = post(relay, INIT, {"accept": accept})
+        assert r.status_code == 406 and r.json()["error"]["code"] == -32600, accept
+
+
 def test_modern_get_and_delete_are_405(relay):
     for method in ("GET", "DELETE"):
         r = httpx.request(method, relay.url, headers={"mcp-protocol-version": "2026-07-28", "accept": "text/event-stream"}, timeout=10)

@@ -135,24 +135,27 @@ class StreamableHttpListener(ResponseWriter):
                 if ctype != "application/json" and not _is_json_type(ctype):
                     raise UnsupportedMediaType("Unsupported Media Type: Content-Type must be application/json")
                 accept = headers.get(b"accept") or "*/*"
-                if not ("application/json" in accept or "text/event-stream" in accept or "*/*" in accept):
+                sse = False  # the client takes SSE but not JSON: even a lone answer is an SSE stream
+                if "application/json" not in accept:
                     accept = accept.lower()
-                    if not ("application/json" in accept or "text/event-stream" in accept or "*/*" in accept):
-                        raise NotAcceptable("Accept must include application/json and text/event-stream")
+                    if not ("application/json" in accept or "*/*" in accept or "application/*" in accept):
+                        if "text/event-stream" not in accept and "text/*" not in accept:
+                            raise NotAcceptable("Accept must include application/json and text/event-stream")
+                        sse = True
                 message = parse(await hu.read_body(receive, headers, self.options.max_body))
                 if principal is not None:
                     message.principal = principal
                 if era is Era.MODERN:  # _modern's, inline (one coroutine fewer)
                     if _modern_request(headers, message, self.params):
-                        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
+                        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True, sse=sse)
                         if message.method == "tools/list" and answer is not None:
                             self.params.learn(answer.body.get("result"))
                     else:
                         await hu.send_empty(send, 202)
                 elif self.options.stateless:
-                    await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False)
+                    await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False, sse=sse)
                 else:
-                    await self._handshake(receive, send, headers, message, principal)
+                    await self._handshake(receive, send, headers, message, principal, sse)
             elif era is Era.MODERN or self.options.stateless or method not in ("GET", "DELETE"):
                 raise MethodNotAllowed(f"{method} is not allowed on this endpoint")
             elif method == "GET":
@@ -192,12 +195,18 @@ class StreamableHttpListener(ResponseWriter):
 
     # -- POST (its checks and body: __call__) --------------------------------------
     async def _handshake(
-        self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, principal: Principal | None
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        headers: hu.Headers,
+        message: Message,
+        principal: Principal | None,
+        sse: bool = False,
     ) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
             with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
-                await self._initialize(receive, send, message, principal, slot)
+                await self._initialize(receive, send, message, principal, slot, sse)
             return
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
@@ -222,10 +231,16 @@ class StreamableHttpListener(ResponseWriter):
                 f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
             ) from None
         extra = {SESSION_HEADER: session.id}
-        await self._respond(receive, send, sink, message, extra, session=session, sink=sink)
+        await self._respond(receive, send, sink, message, extra, session=session, sink=sink, sse=sse)
 
     async def _initialize(
-        self, receive: hu.Receive, send: hu.Send, message: Message, principal: Principal | None, slot: Slot
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        message: Message,
+        principal: Principal | None,
+        slot: Slot,
+        sse: bool = False,
     ) -> None:
         """Create a session and answer its ``initialize`` within the handshake deadline.
         If the client leaves first, or the answer is not a result, the session is closed."""
@@ -256,6 +271,7 @@ class StreamableHttpListener(ResponseWriter):
                 sink=sink,
                 timeout=deadline - loop.time(),
                 watcher=watcher,
+                sse=sse,
             )
         finally:
             watcher.cancel()
@@ -316,7 +332,7 @@ class StreamableHttpListener(ResponseWriter):
             self.params.learn(answer.body.get("result"))
 
     async def _exchange(
-        self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool
+        self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool, sse: bool = False
     ) -> Message | None:
         try:
             channel = await self.backends.open_exchange(era)
@@ -327,7 +343,7 @@ class StreamableHttpListener(ResponseWriter):
         try:
             await channel.send(message)
             if message.is_request():
-                return await self._respond(receive, send, channel, message, None, modern=modern)
+                return await self._respond(receive, send, channel, message, None, modern=modern, sse=sse)
             await hu.send_empty(send, 202)
             return None
         except ChannelClosed as exc:

@@ -71,9 +71,11 @@ class ResponseWriter:
         sink: Sink | None = None,
         timeout: float | None = None,
         watcher: asyncio.Future | None = None,
+        sse: bool = False,
     ) -> Message | None:
         """Wait for the backend's answer to ``request`` and write it: JSON, or SSE if
-        other messages come first; return the answer written (None if none was).
+        other messages come first or the client takes only SSE (``sse``: its Accept names
+        text/event-stream but not JSON); return the answer written (None if none was).
         Waits park on a future, not a task (inbox.py).
 
         Modern exchanges watch for the client leaving (that is their cancellation);
@@ -139,7 +141,9 @@ class ResponseWriter:
                     message = None
             if message is None:
                 return None
-            if message.is_response():
+            if "error" in message.body and headers is not None and request.method == "initialize":
+                headers = None  # a failed initialize leaves no session (its id would name a closed one)
+            if message.is_response() and not sse:
                 status = _modern_status(message) if modern and "error" in message.body else 200
                 await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
                 answer = message

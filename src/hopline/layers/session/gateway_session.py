@@ -143,6 +143,10 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _initialize(self, message: Message, ctx: Context) -> Message:
         params = message.params
+        if not isinstance(params.get("protocolVersion"), str):  # the SDK's answer too (InitializeRequestParams)
+            raise InvalidParams("initialize needs params.protocolVersion, a string", request_id=message.id)
+        if not isinstance(params.get("capabilities", {}), dict):
+            raise InvalidParams("initialize's params.capabilities must be an object", request_id=message.id)
         self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
         backends = await self.live_backends()
         g = self.hub
