@@ -178,6 +178,35 @@ def test_stdio_client_that_closes_stdin_still_gets_every_answer(sdk_http_server,
     assert b"\n\n" not in out.stdout  # one frame per line, no blank lines
 
 
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+def test_a_stdio_clients_malformed_request_is_answered_not_left_waiting(sdk_http_server, tmp_path, stdin_kind):
+    # JSON that is no valid JSON-RPC request but whose id can be read: its sender gets the error
+    # (it was dropped with a log line, and the client waited for ever); unreadable frames stay dropped.
+    url = sdk_http_server()
+    payload = (
+        orjson.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bad", "version": "1"}}}
+        )
+        + b"\n"
+        + b'{"jsonrpc":"2.0","id":2,"method":7}\n'
+        + b'{"jsonrpc":"2.0","id":"three","method":"tools/list","params":[1]}\n'
+        + b"{not json at all\n"
+        + b'{"jsonrpc":"2.0","id":4,"method":"ping"}\n'
+    )
+    argv = [PY, "-m", "hopline", "relay", "--stdio", url]
+    if stdin_kind == "pipe":
+        out = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    else:
+        (tmp_path / "in.jsonl").write_bytes(payload)
+        with open(tmp_path / "in.jsonl", "rb") as f:
+            out = subprocess.run(argv, stdin=f, capture_output=True, timeout=30)
+    answers = {m["id"]: m for m in map(orjson.loads, out.stdout.splitlines())}
+    assert set(answers) == {1, 2, "three", 4}, out.stderr.decode()[-2000:]
+    assert answers[2]["error"] == {"code": -32600, "message": '"method" must be a string'}
+    assert answers["three"]["error"] == {"code": -32600, "message": '"params" must be an object'}
+    assert "result" in answers[4]
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_log_messages_reach_the_client(hopline_relay, mode):
     relay = hopline_relay("--", *sdk_server_cmd())

@@ -150,6 +150,34 @@ def test_child_environment_is_the_safe_list_plus_what_is_asked():
     assert "PATH" in SAFE_ENV
 
 
+async def test_a_malformed_request_with_a_readable_id_is_answered_on_the_channel():
+    # A peer whose request is JSON but no valid JSON-RPC would otherwise wait for it forever
+    # (`hopline relay --stdio URL` dropped it, logged); the HTTP listener answers the same 400.
+    import os
+
+    loop = asyncio.get_running_loop()
+    read_fd, write_fd = os.pipe()
+    reader_file = os.fdopen(read_fd, "rb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb"))
+    reader = asyncio.StreamReader()
+    reader.feed_data(
+        b'{"jsonrpc":"2.0","id":7,"method":5}\n'  # method not a string: answered, id 7
+        b'{"jsonrpc":"1.0","id":"a","method":"ping"}\n'  # wrong version: answered, id "a"
+        b'{"jsonrpc":"2.0","id":{},"method":"ping"}\n'  # no id to answer: dropped
+        b'{"jsonrpc":"1.0","id":8,"result":{}}\n'  # a broken response: never answered
+        b"{not json\n"  # no id: dropped
+        b'{"jsonrpc":"2.0","id":9,"method":"ping"}\n'
+    )
+    channel = StreamChannel(reader, asyncio.StreamWriter(transport, protocol, None, loop), name="client")
+    message = await channel.receive()
+    assert message.id == 9 and channel.garbage_frames == 5
+    await channel.aclose()
+    answers = [json.loads(line) for line in (await asyncio.to_thread(reader_file.read)).splitlines()]
+    assert [(a["id"], a["error"]["code"]) for a in answers] == [(7, -32600), ("a", -32600)]
+    assert answers[0]["error"]["message"] == '"method" must be a string'
+    reader_file.close()
+
+
 async def test_send_nowait_writes_only_what_the_pipe_takes_without_waiting():
     # The relay's pump writes an answer from the backend's delivery when it can (send_nowait);
     # a client that stops reading makes it say no, so the pump's down task waits instead.

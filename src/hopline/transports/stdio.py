@@ -33,6 +33,8 @@ import stat
 import sys
 from typing import Any, Mapping, Sequence
 
+import orjson
+
 from hopline.jsonrpc import Message, ProtocolError, malformed_answer, parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.garbage import RateLimitedLog
@@ -69,6 +71,7 @@ class StreamChannel:
         self._garbage = RateLimitedLog(log)
         self.name = name
         self.garbage_frames = 0
+        self.replies: StreamChannel | None = None  # where a read-only half answers a malformed request
 
     async def send(self, message: Message) -> None:
         transport = self._transport
@@ -130,8 +133,12 @@ class StreamChannel:
 
     async def _not_jsonrpc(self, frame: bytes, exc: ProtocolError) -> Message | None:
         """A frame that is not JSON-RPC: counted and logged, and answered if it is a broken answer
-        whose id can be read (``recover_answers``); else None (dropped)."""
+        whose id can be read (``recover_answers``); else None (dropped). A request that is JSON
+        but no valid JSON-RPC, with an id that can be read, gets its error back on this channel
+        (the HTTP listener answers it too), so that its sender does not wait for it forever."""
         self.garbage_frames += 1
+        if exc.request_id is not None:
+            self._refuse(frame, exc)
         answer = self._broken_answer(frame) if self.recover_answers else None
         if answer is not None:  # no preview: an answer's content is the client's, not the log's
             self._garbage.warn(
@@ -146,6 +153,17 @@ class StreamChannel:
         if self.garbage_frames % GARBAGE_YIELD == 0:
             await asyncio.sleep(0)  # buffered garbage never monopolises the loop
         return None
+
+    def _refuse(self, frame: bytes, exc: ProtocolError) -> None:
+        """Write ``exc`` to the peer as the answer to its request ``exc.request_id`` (a request:
+        a broken response is never answered), through ``replies`` (the sending half, where this
+        channel only reads); not if the peer does not read what it is sent (``send_nowait``)."""
+        try:
+            body = orjson.loads(frame)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(body, dict) and "method" in body:
+            (self.replies or self).send_nowait(exc.to_response(exc.request_id))
 
     def _broken_answer(self, frame: bytes) -> Message | None:
         msg_id = recover_answer_id(frame)
@@ -552,4 +570,5 @@ async def open_own_stdio_halves(
         writer = asyncio.StreamWriter(transport, protocol, None, loop)
     receiving = _StdinChannel(reader, None, name="stdio-client", max_frame=max_frame)  # type: ignore[arg-type]
     sending = StreamChannel(asyncio.StreamReader(), writer, name="stdio-client", max_frame=max_frame)
+    receiving.replies = sending
     return receiving, sending, feeder
