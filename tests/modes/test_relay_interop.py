@@ -155,6 +155,16 @@ def test_modern_meta_and_trace_context_reach_the_backend_verbatim(hopline_relay)
     assert seen == meta
 
 
+def _relay_stdio(url: str, payload: bytes, tmp_path, stdin_kind: str) -> subprocess.CompletedProcess:
+    """``hopline relay --stdio URL`` fed ``payload`` on stdin, a pipe or a regular file, to its end."""
+    argv = [PY, "-m", "hopline", "relay", "--stdio", url]
+    if stdin_kind == "pipe":
+        return subprocess.run(argv, input=payload, capture_output=True, timeout=30)
+    (tmp_path / "in.jsonl").write_bytes(payload)
+    with open(tmp_path / "in.jsonl", "rb") as f:
+        return subprocess.run(argv, stdin=f, capture_output=True, timeout=30)
+
+
 @pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
 def test_stdio_client_that_closes_stdin_still_gets_every_answer(sdk_http_server, tmp_path, stdin_kind):
     url = sdk_http_server()
@@ -165,13 +175,7 @@ def test_stdio_client_that_closes_stdin_still_gets_every_answer(sdk_http_server,
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "last"}}},
     ]
     payload = b"".join(orjson.dumps(f) + b"\n" for f in frames)
-    argv = [PY, "-m", "hopline", "relay", "--stdio", url]
-    if stdin_kind == "pipe":
-        out = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
-    else:
-        (tmp_path / "in.jsonl").write_bytes(payload)
-        with open(tmp_path / "in.jsonl", "rb") as f:
-            out = subprocess.run(argv, stdin=f, capture_output=True, timeout=30)
+    out = _relay_stdio(url, payload, tmp_path, stdin_kind)
     answers = {m["id"]: m for m in map(orjson.loads, out.stdout.splitlines())}
     assert set(answers) == {1, 2, 3}, out.stderr.decode()[-2000:]
     assert answers[3]["result"]["content"][0]["text"] == "last"
@@ -193,13 +197,7 @@ def test_a_stdio_clients_malformed_request_is_answered_not_left_waiting(sdk_http
         + b"{not json at all\n"
         + b'{"jsonrpc":"2.0","id":4,"method":"ping"}\n'
     )
-    argv = [PY, "-m", "hopline", "relay", "--stdio", url]
-    if stdin_kind == "pipe":
-        out = subprocess.run(argv, input=payload, capture_output=True, timeout=30)
-    else:
-        (tmp_path / "in.jsonl").write_bytes(payload)
-        with open(tmp_path / "in.jsonl", "rb") as f:
-            out = subprocess.run(argv, stdin=f, capture_output=True, timeout=30)
+    out = _relay_stdio(url, payload, tmp_path, stdin_kind)
     answers = {m["id"]: m for m in map(orjson.loads, out.stdout.splitlines())}
     assert set(answers) == {1, 2, "three", 4}, out.stderr.decode()[-2000:]
     assert answers[2]["error"] == {"code": -32600, "message": '"method" must be a string'}
