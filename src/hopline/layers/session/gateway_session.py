@@ -147,7 +147,7 @@ class GatewaySession(BackendLinks, ListComposer):
             raise InvalidParams("initialize needs params.protocolVersion, a string", request_id=message.id)
         if not isinstance(params.get("capabilities", {}), dict):
             raise InvalidParams("initialize's params.capabilities must be an object", request_id=message.id)
-        self.client_capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        self.client_capabilities = params.get("capabilities") or {}  # an object or absent (checked above)
         backends = await self.live_backends()
         g = self.hub
         value = compose.initialize_result(
