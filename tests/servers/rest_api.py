@@ -2,7 +2,7 @@
 
 Usage::
 
-    python rest_api.py --port P [--record FILE]
+    python rest_api.py --port P [--record FILE]     # P = 0: a free port, named on stderr
 
 Its OpenAPI 3.1 description is ``petstore.openapi.yaml`` beside this file. Pets live
 in memory (two to start with). Endpoints:
@@ -120,8 +120,13 @@ def main() -> int:
     RECORD = args.record
     import uvicorn
 
-    print(f"rest_api: http://127.0.0.1:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
+    import socket
+
+    sock = socket.socket()  # bound here, so that --port 0 gets a free port and says which
+    sock.bind(("127.0.0.1", args.port))
+    print(f"rest_api: http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server.run(sockets=[sock])
     return 0
 
 
