@@ -34,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @dataclass
 class Proc:
     popen: subprocess.Popen
-    lines: "queue.Queue[str]" = field(default_factory=queue.Queue)
+    lines: "queue.Queue[str | None]" = field(default_factory=queue.Queue)  # None: stderr closed
     stderr: list[str] = field(default_factory=list)
     url: str = ""
 
@@ -53,6 +53,10 @@ class Proc:
                 line = self.lines.get(timeout=remaining)
             except queue.Empty:
                 continue
+            if line is None:  # stderr closed: the process is gone, no line will come
+                self.lines.put(None)
+                self.popen.wait(5)
+                raise RuntimeError(f"process exited with {self.popen.returncode}; stderr:\n" + "".join(self.stderr[-30:]))
             m = rx.search(line)
             if m:
                 return m
@@ -93,6 +97,7 @@ def start(argv: list[str], env: dict[str, str] | None = None, stdin=None, stdout
             line = raw.decode("utf-8", "replace")
             proc.stderr.append(line)
             proc.lines.put(line)
+        proc.lines.put(None)  # end of stderr
 
     threading.Thread(target=drain, daemon=True).start()
     return proc

@@ -92,17 +92,20 @@ async def bounded(coro: Any, seconds: float = 20.0) -> Any:
 
 
 def start_script(script: str, *args: str) -> tuple[subprocess.Popen, int]:
-    """Run a test server script with ``--port P`` (a free port) and wait until it listens."""
+    """Run a test server script with ``--port 0`` and wait for the ``NAME: URL`` line it prints on
+    stderr once it accepts connections (tests/servers/serving.py): (process, the port it bound).
+    The server binds the port itself, so no other process can take it between a pick and a bind."""
     import sys
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, script, *args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from tests.conftest import start
+
+    proc = start([sys.executable, script, *args, "--port", "0"])
     try:
-        wait_port(port, proc)
+        port = int(proc.wait_line(r"^\S+: https?://127\.0\.0\.1:(\d+)").group(1))
     except BaseException:
-        stop(proc)
+        stop(proc.popen)
         raise
-    return proc, port
+    return proc.popen, port
 
 
 def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
