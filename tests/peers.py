@@ -75,6 +75,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def listening_port(pid: int) -> int:
+    """The one TCP port process ``pid`` listens on: for a server that binds port 0 and says only
+    that it listens, not where (read it once the server said so)."""
+    ports = {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    assert len(ports) == 1, f"process {pid} listens on {sorted(ports) or 'no port'}"
+    return ports.pop()
+
+
 def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
