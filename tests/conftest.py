@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -149,6 +150,20 @@ def _stop_all(started) -> None:
         for p in alive:
             p.kill()
         assert not alive, f"hopline left children behind: {alive}"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> "Iterator[str]":
+    """The session's real ``redis-server`` (no persistence) on a unix socket, started on first
+    use and stopped at the end; tests keep apart by key prefixes of their own."""
+    from tests import peers
+
+    path = peers.redis_socket(tmp_path_factory.mktemp("redis"))
+    stop = peers.start_redis(path)
+    try:
+        yield peers.redis_url(path)
+    finally:
+        stop()
 
 
 def sdk_server_cmd(*extra: str) -> list[str]:

@@ -11,6 +11,7 @@ import asyncio
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import psutil
@@ -118,8 +119,6 @@ def start_script(script: str, *args: str) -> tuple[subprocess.Popen, int]:
 
 def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
     """tests/servers/sdk_server.py over Streamable HTTP on a free port: (process, /mcp URL)."""
-    from pathlib import Path
-
     proc, port = start_script(str(Path(__file__).resolve().parent / "servers" / "sdk_server.py"), "http", *flags)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
@@ -166,15 +165,32 @@ def below(pid: int) -> list[psutil.Process]:
         return []
 
 
-def start_redis(port: int, timeout: float = 10.0) -> Callable[[], None]:
-    """Debian's ``redis-server`` (no persistence) on loopback ``port``, waited for by its
-    "Ready to accept connections" line; the answer stops it."""
+def redis_url(path: Path) -> str:
+    """The URL of the Redis ``start_redis(path)`` serves."""
+    return f"unix://{path}?db=0"
+
+
+def redis_socket(tmp: Path) -> Path:
+    """Where a test's Redis listens: a unix socket under ``tmp``, or under a short temporary
+    folder when ``tmp`` would make the path longer than a socket address may be (107 bytes)."""
+    path = tmp / "redis.sock"
+    if len(str(path)) > 100:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="redis-")) / "redis.sock"
+    return path
+
+
+def start_redis(path: Path, timeout: float = 10.0) -> Callable[[], None]:
+    """Debian's ``redis-server`` (no persistence) on the unix socket ``path`` (``redis_url(path)``),
+    waited for by its "ready to accept connections" line; the answer stops it. No TCP port: a
+    port picked for it to bind later could be taken meanwhile (issue 37), a socket path cannot."""
     import queue
     import shutil
     import threading
 
     proc = subprocess.Popen(
-        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", "0", "--unixsocket", str(path), "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -193,6 +209,6 @@ def start_redis(port: int, timeout: float = 10.0) -> Callable[[], None]:
         except queue.Empty:
             continue
         seen.append(line)
-        if "Ready to accept connections" in line:
+        if "ready to accept connections" in line.lower():  # "... at PATH" on a unix socket
             break
     return lambda: stop(proc)
