@@ -71,6 +71,9 @@ async def exercise(c: Client) -> dict[str, Any]:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on, for a test about a peer that is down. Never a port
+    for a server to bind later: another process may take it meanwhile (issue 37); servers bind
+    port 0 and say which port they got (start_script, listening_port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
