@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -118,10 +117,10 @@ def main() -> int:
     parser.add_argument("--record", type=Path)
     args = parser.parse_args()
     RECORD = args.record
-    import uvicorn
+    from serving import bind, port_of, serve
 
-    print(f"rest_api: http://127.0.0.1:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
+    sock = bind(args.port)
+    serve(app, sock, f"rest_api: http://127.0.0.1:{port_of(sock)}", lifespan="on")
     return 0
 
 
