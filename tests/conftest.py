@@ -18,6 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import pytest
@@ -34,7 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @dataclass
 class Proc:
     popen: subprocess.Popen
-    lines: "queue.Queue[str]" = field(default_factory=queue.Queue)
+    lines: "queue.Queue[str | None]" = field(default_factory=queue.Queue)  # None: stderr closed
     stderr: list[str] = field(default_factory=list)
     url: str = ""
 
@@ -53,6 +54,10 @@ class Proc:
                 line = self.lines.get(timeout=remaining)
             except queue.Empty:
                 continue
+            if line is None:  # stderr closed: the process is gone, no line will come
+                self.lines.put(None)
+                self.popen.wait(5)
+                raise RuntimeError(f"process exited with {self.popen.returncode}; stderr:\n" + "".join(self.stderr[-30:]))
             m = rx.search(line)
             if m:
                 return m
@@ -93,6 +98,7 @@ def start(argv: list[str], env: dict[str, str] | None = None, stdin=None, stdout
             line = raw.decode("utf-8", "replace")
             proc.stderr.append(line)
             proc.lines.put(line)
+        proc.lines.put(None)  # end of stderr
 
     threading.Thread(target=drain, daemon=True).start()
     return proc
@@ -144,6 +150,20 @@ def _stop_all(started) -> None:
         for p in alive:
             p.kill()
         assert not alive, f"hopline left children behind: {alive}"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory) -> "Iterator[str]":
+    """The session's real ``redis-server`` (no persistence) on a unix socket, started on first
+    use and stopped at the end; tests keep apart by key prefixes of their own."""
+    from tests import peers
+
+    path = peers.redis_socket(tmp_path_factory.mktemp("redis"))
+    stop = peers.start_redis(path)
+    try:
+        yield peers.redis_url(path)
+    finally:
+        stop()
 
 
 def sdk_server_cmd(*extra: str) -> list[str]:

@@ -11,6 +11,7 @@ import asyncio
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import psutil
@@ -70,9 +71,20 @@ async def exercise(c: Client) -> dict[str, Any]:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on, for a test about a peer that is down. Never a port
+    for a server to bind later: another process may take it meanwhile (issue 37); servers bind
+    port 0 and say which port they got (start_script, listening_port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listening_port(pid: int) -> int:
+    """The one TCP port process ``pid`` listens on: for a server that binds port 0 and says only
+    that it listens, not where (read it once the server said so)."""
+    ports = {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    assert len(ports) == 1, f"process {pid} listens on {sorted(ports) or 'no port'}"
+    return ports.pop()
 
 
 def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 15.0) -> None:
@@ -92,23 +104,24 @@ async def bounded(coro: Any, seconds: float = 20.0) -> Any:
 
 
 def start_script(script: str, *args: str) -> tuple[subprocess.Popen, int]:
-    """Run a test server script with ``--port P`` (a free port) and wait until it listens."""
+    """Run a test server script with ``--port 0`` and wait for the ``NAME: URL`` line it prints on
+    stderr once it accepts connections (tests/servers/serving.py): (process, the port it bound).
+    The server binds the port itself, so no other process can take it between a pick and a bind."""
     import sys
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, script, *args, "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from tests.conftest import start
+
+    proc = start([sys.executable, script, *args, "--port", "0"])
     try:
-        wait_port(port, proc)
+        port = int(proc.wait_line(r"^\S+: https?://127\.0\.0\.1:(\d+)").group(1))
     except BaseException:
-        stop(proc)
+        stop(proc.popen)
         raise
-    return proc, port
+    return proc.popen, port
 
 
 def start_sdk_http(*flags: str) -> tuple[subprocess.Popen, str]:
     """tests/servers/sdk_server.py over Streamable HTTP on a free port: (process, /mcp URL)."""
-    from pathlib import Path
-
     proc, port = start_script(str(Path(__file__).resolve().parent / "servers" / "sdk_server.py"), "http", *flags)
     return proc, f"http://127.0.0.1:{port}/mcp"
 
@@ -155,15 +168,32 @@ def below(pid: int) -> list[psutil.Process]:
         return []
 
 
-def start_redis(port: int, timeout: float = 10.0) -> Callable[[], None]:
-    """Debian's ``redis-server`` (no persistence) on loopback ``port``, waited for by its
-    "Ready to accept connections" line; the answer stops it."""
+def redis_url(path: Path) -> str:
+    """The URL of the Redis ``start_redis(path)`` serves."""
+    return f"unix://{path}?db=0"
+
+
+def redis_socket(tmp: Path) -> Path:
+    """Where a test's Redis listens: a unix socket under ``tmp``, or under a short temporary
+    folder when ``tmp`` would make the path longer than a socket address may be (107 bytes)."""
+    path = tmp / "redis.sock"
+    if len(str(path)) > 100:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="redis-")) / "redis.sock"
+    return path
+
+
+def start_redis(path: Path, timeout: float = 10.0) -> Callable[[], None]:
+    """Debian's ``redis-server`` (no persistence) on the unix socket ``path`` (``redis_url(path)``),
+    waited for by its "ready to accept connections" line; the answer stops it. No TCP port: a
+    port picked for it to bind later could be taken meanwhile (issue 37), a socket path cannot."""
     import queue
     import shutil
     import threading
 
     proc = subprocess.Popen(
-        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
+        [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", "0", "--unixsocket", str(path), "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--logfile", "", "--daemonize", "no"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -182,6 +212,6 @@ def start_redis(port: int, timeout: float = 10.0) -> Callable[[], None]:
         except queue.Empty:
             continue
         seen.append(line)
-        if "Ready to accept connections" in line:
+        if "ready to accept connections" in line.lower():  # "... at PATH" on a unix socket
             break
     return lambda: stop(proc)

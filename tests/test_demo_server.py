@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -25,6 +24,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types.methods import validate_server_result
+
+from tests.peers import start_sdk_http, stop
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -377,27 +378,15 @@ async def test_sdk_server_modern_sampling_is_an_input_required_result_on_the_wir
         assert request["params"]["messages"][0]["content"]["text"] == "hi"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(20)
 async def test_sdk_server_over_streamable_http_in_both_eras() -> None:
-    port = _free_port()
-    async with spawned(sys.executable, SDK_SERVER, "http", "--port", str(port)) as server:
-        async with asyncio.timeout(8):
-            while True:  # wait for uvicorn to listen
-                with contextlib.suppress(OSError):
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                    writer.close()
-                    break
-                assert server.proc.returncode is None, "sdk_server.py http exited"
-                await asyncio.sleep(0.1)
+    proc, url = start_sdk_http()  # it binds port 0 and announces the port it got
+    try:
         for mode in MODES:
             async with asyncio.timeout(5):
-                await _exercise_sdk_server(f"http://127.0.0.1:{port}/mcp", mode)
+                await _exercise_sdk_server(url, mode)
+    finally:
+        stop(proc)
 
 
 # -- fault_server.py -----------------------------------------------------------------------

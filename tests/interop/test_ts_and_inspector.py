@@ -46,8 +46,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import _launcher, _stop_all
-from tests.peers import bounded, client, free_port, stop, wait_port
+from tests.conftest import _launcher, _stop_all, start
+from tests.peers import bounded, client, listening_port, stop
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "node"
 MODULES = NODE_DIR / "node_modules"
@@ -76,18 +76,12 @@ ERAS = ("legacy", "modern")
 # -- the three paths, once for the module -----------------------------------------------------
 @pytest.fixture(scope="module")
 def direct() -> Any:
-    port = free_port()
-    proc = subprocess.Popen(
-        [NODE, str(EVERYTHING), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = start([NODE, str(EVERYTHING), "streamableHttp"], env={"PORT": "0"})  # it binds a free port itself
     try:
-        wait_port(port, proc)
-        yield f"http://127.0.0.1:{port}/mcp"
+        proc.wait_line(r"listening on port")  # it prints PORT as given (0): the port it got is read from the process
+        yield f"http://127.0.0.1:{listening_port(proc.popen.pid)}/mcp"
     finally:
-        stop(proc)
+        stop(proc.popen)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from tests.conftest import PY
-from tests.peers import MODES, bounded, client, free_port, text_of
+from tests.faults.tcp_proxy import FaultProxy
+from tests.peers import MODES, bounded, client, text_of
 from tests.servers import recorder_server
 
 HOPS = "io.modelcontextprotocol/proxy-hops"
@@ -50,18 +51,24 @@ async def test_a_federation_of_gateways_nests_names_and_carries_every_hop(tmp_pa
 
 @pytest.mark.parametrize("era", MODES)
 async def test_a_loop_of_intermediaries_is_refused_not_followed(tmp_path, hopline_serve, era):
-    ports = free_port(), free_port()
+    # Each member's peer is the other: one reaches two through a loopback link pointed at two
+    # once two is up, so both bind port 0 and no port is picked for a member to bind later.
+    link = await FaultProxy.start(0)
 
-    def member(name: str, port: int, peer_port: int) -> str:
-        conf = {"mode": "federation", "listen": {"port": port}, "backends": {"demo": DEMO, "peer": {"url": f"http://127.0.0.1:{peer_port}/mcp", "transport": "streamable-http"}}}
+    def member(name: str, peer_url: str) -> str:
+        conf = {"mode": "federation", "backends": {"demo": DEMO, "peer": {"url": peer_url, "transport": "streamable-http"}}}
         return write(tmp_path, name, conf)
 
-    one = hopline_serve(member("one", ports[0], ports[1]), "--port", str(ports[0]))
-    two = hopline_serve(member("two", ports[1], ports[0]), "--port", str(ports[1]))
-    async with client(one.url, era) as c:
-        names = {t.name for t in (await bounded(c.list_tools())).tools}
-        assert {"demo__echo", "peer__demo__echo"} <= names  # each member's own tools, once
-        assert not any(n.startswith("peer__peer__") for n in names)  # and never itself again
-        assert text_of(await bounded(c.call_tool("peer__demo__echo", {"text": "one hop"}))) == "one hop"
+    try:
+        one = hopline_serve(member("one", link.url("/mcp")))
+        two = hopline_serve(member("two", one.url))
+        link.target = ("127.0.0.1", httpx.URL(two.url).port)
+        async with client(one.url, era) as c:
+            names = {t.name for t in (await bounded(c.list_tools())).tools}
+            assert {"demo__echo", "peer__demo__echo"} <= names  # each member's own tools, once
+            assert not any(n.startswith("peer__peer__") for n in names)  # and never itself again
+            assert text_of(await bounded(c.call_tool("peer__demo__echo", {"text": "one hop"}))) == "one hop"
+    finally:
+        await link.aclose()
     # The member that would have led back was refused, and its gateway says why.
     two.wait_line(r"backend peer unavailable: backend peer: request loop: this request already passed through this hopline", timeout=10)

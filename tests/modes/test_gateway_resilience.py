@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY, SERVERS
 from tests.faults.tcp_proxy import FaultProxy
-from tests.peers import bounded, client, free_port, text_of
+from tests.peers import bounded, client, text_of
 
 FAULT = [PY, str(SERVERS / "fault_server.py")]
 DEMO = [PY, "-m", "hopline.demo"]
@@ -484,7 +484,6 @@ async def test_fault_07_a_silent_partition_opens_the_breaker_and_healing_closes_
 
 
 async def test_fault_09_stateless_clients_survive_a_gateway_restart(tmp_path, hopline_serve):
-    port = free_port()
     path = write(tmp_path, {"backends": {"fault": stdio(FAULT)}})
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "fault__echo"}
@@ -493,7 +492,8 @@ async def test_fault_09_stateless_clients_survive_a_gateway_restart(tmp_path, ho
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fault__echo", "arguments": {"text": text}, "_meta": meta}}
         return (await http.post(url, content=orjson.dumps(body), headers=headers)).json()
 
-    first = hopline_serve(path, "--port", str(port))
+    first = hopline_serve(path)  # on port 0; the restart takes the port it got
+    port = httpx.URL(first.url).port
     async with httpx.AsyncClient(timeout=20) as http:
         assert (await echo(http, first.url, "one"))["result"]["content"][0]["text"] == "one"
         first.stop(signal.SIGTERM)

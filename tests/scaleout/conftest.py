@@ -13,6 +13,7 @@ import base64
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import textwrap
 from dataclasses import dataclass, field
@@ -52,7 +53,6 @@ def replica_config(redis_url: str | None, key: str, **state: Any) -> dict[str, A
 @dataclass
 class Cluster:
     tmp: Path
-    redis_port: int
     key: str = field(default_factory=session_key)
     replicas: list[Proc] = field(default_factory=list)
     haproxy: subprocess.Popen | None = None
@@ -61,12 +61,15 @@ class Cluster:
     _all: list[Proc] = field(default_factory=list)
     configs: list[Path] = field(default_factory=list)  # each started replica's file, in start order
 
+    def __post_init__(self) -> None:
+        self.redis_socket = peers.redis_socket(self.tmp)  # restarts of this cluster's Redis come back here
+
     @property
     def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+        return peers.redis_url(self.redis_socket)
 
     def start_redis(self) -> None:
-        self.stop_redis = peers.start_redis(self.redis_port)
+        self.stop_redis = peers.start_redis(self.redis_socket)
 
     def start_replica(self, config: dict[str, Any] | None = None) -> Proc:
         n = len(self._all)
@@ -80,7 +83,11 @@ class Cluster:
         return proc
 
     def start_haproxy(self) -> str:
-        port = peers.free_port()
+        # HAProxy listens on a socket bound here on port 0 and handed down (bind fd@N), so no port
+        # is picked for it to bind later; bound, not listening: wait_port waits for HAProxy itself.
+        front = socket.socket()
+        front.bind(("127.0.0.1", 0))
+        port = front.getsockname()[1]
         servers = "\n".join(
             f"  server r{i} {p.url.split('//')[1].split('/')[0]} check inter 200ms fall 1 rise 2"
             for i, p in enumerate(self.replicas)
@@ -99,7 +106,7 @@ class Cluster:
                   retries 3
                   option redispatch 1
                 frontend mcp
-                  bind 127.0.0.1:{port}
+                  bind fd@{front.fileno()}
                   default_backend replicas
                 backend replicas
                   balance roundrobin
@@ -108,9 +115,10 @@ class Cluster:
             + servers
             + "\n"
         )
-        self.haproxy = subprocess.Popen(
-            [HAPROXY, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        with front:
+            self.haproxy = subprocess.Popen(
+                [HAPROXY, "-f", str(cfg), "-db"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=[front.fileno()]
+            )
         peers.wait_port(port, self.haproxy)
         self.url = f"http://127.0.0.1:{port}/mcp"
         return self.url
@@ -148,7 +156,7 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
     made: list[Cluster] = []
 
     def make(n: int = 3, *, redis: bool = True, shared: bool = True) -> Cluster:
-        c = Cluster(tmp_path, peers.free_port())
+        c = Cluster(tmp_path)
         made.append(c)
         if redis:
             c.start_redis()

@@ -25,7 +25,7 @@ HEADERS = {
 @pytest.fixture
 def held_replicas(tmp_path):
     proc, backend = peers.start_sdk_http("--handshake-only")
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         config = replica_config(c.redis_url, c.key)

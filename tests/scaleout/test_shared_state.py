@@ -108,7 +108,7 @@ def echo(text: str) -> dict[str, Any]:
 @pytest.fixture
 def pair(tmp_path):
     """Redis and two replicas (no load balancer): ``(cluster, url A, url B)``."""
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         a, b = c.start_replica(), c.start_replica()
@@ -199,7 +199,7 @@ async def test_a_change_signalled_on_one_replica_reaches_the_get_stream_held_on_
     """B's tools change (a backend added by a reload of B's file only); the client's copy
     of its session on B has no stream open, so the signal goes to A, which holds the
     client's GET stream. A itself saw no change: the one signal the client gets came from B."""
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         config = replica_config(c.redis_url, c.key)
@@ -230,7 +230,7 @@ async def test_a_definition_changed_between_two_replicas_starts_is_a_rug_pull_on
     later) describes it otherwise, so B withholds it as a rug pull. A replica that shares
     no Redis pins what it sees (the control)."""
     pid_server = str(Path(__file__).resolve().parents[1] / "servers" / "pid_server.py")
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
 
     def config(description: str, redis: bool = True) -> dict[str, Any]:
         conf = replica_config(c.redis_url if redis else None, c.key)
@@ -259,7 +259,7 @@ async def test_a_definition_changed_between_two_replicas_starts_is_a_rug_pull_on
 async def test_relays_with_replica_share_sessions_too(tmp_path, hopline_relay):
     """``hopline relay --replica``: the same sealed sessions (the key and Redis from the
     environment); each relay starts its own child for a session it resumes."""
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         env = {"HOPLINE_SESSION_KEY": c.key, "REDIS_URL": c.redis_url}
@@ -306,7 +306,7 @@ async def test_a_subscription_made_on_one_replica_is_replayed_where_the_session_
     fault_server = str(Path(__file__).resolve().parents[1] / "servers" / "fault_server.py")
     events = tmp_path / "events.txt"
     events.touch()
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
 
     def subscribes() -> list[str]:
         return [line for line in events.read_text().splitlines() if line.startswith(("subscribe", "unsubscribe"))]

@@ -16,7 +16,7 @@ from tests.scaleout.conftest import Cluster, replica_config
 def task_replicas(tmp_path):
     """Redis, one task-capable SDK backend over HTTP, two replicas with API keys in front."""
     proc, port = peers.start_script(str(SERVERS / "sdk_task_server.py"), "http")
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         config = replica_config(c.redis_url, c.key)
@@ -72,7 +72,7 @@ async def test_with_redis_down_a_task_request_gets_a_clear_error_and_works_again
 async def test_a_task_in_one_replicas_stdio_child_is_driven_through_another(tmp_path):
     """A stdio backend is each replica's own child: the task lives in A's. Asked through B,
     the request is handed to A (transports/replica_link.py), still bound to its creator."""
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         config = replica_config(c.redis_url, c.key)

@@ -46,7 +46,6 @@ import argparse
 import asyncio
 import base64
 import json
-import sys
 import warnings
 from typing import Annotated, Any
 
@@ -605,11 +604,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the conformance suite's fixtures on the official SDK")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    import uvicorn
+    from serving import bind, port_of, serve
 
     app = trim_ows(mcp.streamable_http_app(event_store=Events(), retry_interval=100))
-    print(f"conformance_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    sock = bind(args.port)
+    serve(app, sock, f"conformance_server: http://127.0.0.1:{port_of(sock)}/mcp")
     return 0
 
 

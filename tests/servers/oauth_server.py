@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -151,10 +150,10 @@ def main() -> int:
     parser.add_argument("--client-secret", default="gateway-client-secret")
     parser.add_argument("--expires-in", type=int, default=3600)
     args = parser.parse_args()
-    import uvicorn
+    from serving import bind, port_of, serve
 
-    print(f"oauth_server: http://127.0.0.1:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(build(args.jwks, args.client_id, args.client_secret, args.expires_in), host="127.0.0.1", port=args.port, log_level="warning")
+    sock = bind(args.port)
+    serve(build(args.jwks, args.client_id, args.client_secret, args.expires_in), sock, f"oauth_server: http://127.0.0.1:{port_of(sock)}")
     return 0
 
 

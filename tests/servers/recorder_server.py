@@ -72,14 +72,13 @@ def main() -> int:
     parser.add_argument("--record", type=Path, required=True)
     parser.add_argument("--reject-first", type=int, default=0)
     args = parser.parse_args()
-    import uvicorn
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from sdk_server import mcp
+    from serving import bind, port_of, serve
 
     app = Recorder(mcp.streamable_http_app(stateless_http=False, json_response=False), args.record, args.reject_first)
-    print(f"recorder_server: http://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", lifespan="on")
+    sock = bind(args.port)
+    serve(app, sock, f"recorder_server: http://127.0.0.1:{port_of(sock)}/mcp", lifespan="on")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python rest_api.py --port P [--record FILE]     # P = 0: a free port, named on stderr
+    python rest_api.py --port P [--record FILE]
 
 Its OpenAPI 3.1 description is ``petstore.openapi.yaml`` beside this file. Pets live
 in memory (two to start with). Endpoints:
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -118,15 +117,10 @@ def main() -> int:
     parser.add_argument("--record", type=Path)
     args = parser.parse_args()
     RECORD = args.record
-    import uvicorn
+    from serving import bind, port_of, serve
 
-    import socket
-
-    sock = socket.socket()  # bound here, so that --port 0 gets a free port and says which
-    sock.bind(("127.0.0.1", args.port))
-    print(f"rest_api: http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    server.run(sockets=[sock])
+    sock = bind(args.port)
+    serve(app, sock, f"rest_api: http://127.0.0.1:{port_of(sock)}", lifespan="on")
     return 0
 
 

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import warnings
 from typing import Annotated, Any
 
@@ -283,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="transport", required=True)
     sub.add_parser("stdio", help="serve on stdin/stdout")
     http = sub.add_parser("http", help="serve Streamable HTTP on 127.0.0.1:PORT/mcp")
-    http.add_argument("--port", type=int, required=True)
+    http.add_argument("--port", type=int, required=True, help="0: a free port, announced on stderr once it listens")
     http.add_argument("--stateless", action="store_true", help="stateless_http=True (no legacy sessions)")
     http.add_argument("--json", action="store_true", help="json_response=True (JSON instead of SSE)")
     http.add_argument("--handshake-only", action="store_true", help="refuse the 2026-07-28 era (as servers before it do): 400 for its requests")
@@ -296,8 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.transport == "stdio":
         mcp.run("stdio")
         return 0
-    import uvicorn
-
     security = None
     if args.allow_host:
         from mcp.server.transport_security import TransportSecuritySettings
@@ -309,11 +306,14 @@ def main(argv: list[str] | None = None) -> int:
         app = _handshake_only(app)
     if args.sse:
         app = _with_sse(app, mcp.sse_app(transport_security=security))
+    from serving import bind, port_of, serve
+
+    sock = bind(args.port)
+    port = port_of(sock)
     if args.require_token:
-        app = _protected(app, args.require_token, args.port)
+        app = _protected(app, args.require_token, port)
     scheme = "https" if args.tls_cert else "http"
-    print(f"sdk_server: {scheme}://127.0.0.1:{args.port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
+    serve(app, sock, f"sdk_server: {scheme}://127.0.0.1:{port}/mcp", ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
     return 0
 
 

@@ -333,10 +333,10 @@ def main() -> None:
     if "http" not in sys.argv[1:2]:
         mcp.run("stdio")
         return
-    import uvicorn
+    from serving import bind, port_of, serve
 
-    port = int(sys.argv[sys.argv.index("--port") + 1])
-    uvicorn.run(mcp.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    sock = bind(int(sys.argv[sys.argv.index("--port") + 1]))
+    serve(mcp.streamable_http_app(), sock, f"sdk_task_server: http://127.0.0.1:{port_of(sock)}/mcp")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.sse_client import SseUpstream
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "servers"))
-from mcp_harness import McpServerProcess, free_port  # noqa: E402
+from mcp_harness import McpServerProcess  # noqa: E402
+from tests.peers import free_port  # noqa: E402  (a port nothing listens on)
 
 pytestmark = pytest.mark.timeout(20)
 

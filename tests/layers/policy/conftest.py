@@ -1,14 +1,13 @@
 """Fixtures for the policy tests: a real Redis server, a fake clock, an audit capture.
 
-``redis_url`` starts Debian's ``redis-server`` (no persistence) on a free loopback port
-once per test session and waits for its "Ready to accept connections" line — no polling
-sleeps; it is stopped at the end. ``start_redis(port)`` starts another one on a chosen
-port (for the outage/recovery test) and returns its stopper.
+``redis_url`` (tests/conftest.py) is the session's Redis. ``start_redis(path)`` starts
+another one on a unix socket the test chose (for the outage/recovery test) and returns its
+stopper.
 """
 
 from __future__ import annotations
 
-import socket
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import orjson
@@ -56,37 +55,18 @@ def audit() -> AuditCapture:
     return AuditCapture()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def free_port() -> Callable[[], int]:
     """A loopback port nothing listens on (yet)."""
-    return _free_port
-
-
-_start = peers.start_redis
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    port = _free_port()
-    stop = _start(port)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        stop()
+    return peers.free_port
 
 
 @pytest.fixture
-def start_redis() -> Iterator[Callable[[int], Callable[[], None]]]:
+def start_redis() -> Iterator[Callable[[Path], Callable[[], None]]]:
     stops: list[Callable[[], None]] = []
 
-    def start(port: int) -> Callable[[], None]:
-        stop = _start(port)
+    def start(path: Path) -> Callable[[], None]:
+        stop = peers.start_redis(path)
         stops.append(stop)
         return stop
 

@@ -15,6 +15,8 @@ from hopline.layers.policy.chain import Entry, InterceptorChain
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimited, RateLimiter, RedisStore
 from hopline.pipeline import Call, Pipeline
 
+from tests import peers
+
 ALICE = Principal("alice", issuer="https://idp")
 BOB = Principal("bob", issuer="https://idp")
 
@@ -196,14 +198,14 @@ async def test_an_unreachable_redis_fails_open_or_closed_and_logs_once(mode, clo
         await store.aclose()
 
 
-async def test_redis_coming_back_is_used_again(clock, caplog, start_redis, free_port):
-    port = free_port()
-    ch, store = replica(f"redis://127.0.0.1:{port}/0", clock, on_unavailable="closed", retry_interval=5.0, prefix=f"t{port}:")
+async def test_redis_coming_back_is_used_again(clock, caplog, start_redis, tmp_path):
+    path = peers.redis_socket(tmp_path)  # nothing listens there yet
+    ch, store = replica(peers.redis_url(path), clock, on_unavailable="closed", retry_interval=5.0, prefix="back:")
     try:
         with caplog.at_level(logging.WARNING, "hopline.policy"):
             with pytest.raises(UnavailableError):
                 await ch(call(), ok)
-            start_redis(port)
+            start_redis(path)
             with pytest.raises(UnavailableError):  # still inside retry_interval
                 await ch(call(), ok)
             clock.advance(5.0)

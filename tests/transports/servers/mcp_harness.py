@@ -1,28 +1,26 @@
 """Start and stop the test MCP server (mcp_http_server.py) as a subprocess.
 
-``McpServerProcess`` picks a free port, waits until the port accepts connections
-(polling, never a fixed sleep), and always kills and reaps the child.
+``McpServerProcess`` starts it on port 0 and reads the port it bound from the line it prints
+once it accepts connections (tests/servers/serving.py: no port is picked for it to bind later),
+and always kills and reaps the child.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import tempfile
 
 SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_http_server.py")
 
 
-from tests.peers import free_port, wait_port as wait_for_port  # noqa: E402  (one implementation for the suite)
+from tests.conftest import Proc, start  # noqa: E402  (one implementation for the suite)
 
 
 class McpServerProcess:
-    def __init__(self, *args: str, port: int | None = None) -> None:
+    def __init__(self, *args: str) -> None:
         self.args = args
-        self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
-        self.log = tempfile.TemporaryFile()
+        self.port = 0
+        self.proc: Proc | None = None
 
     @property
     def url(self) -> str:
@@ -33,11 +31,10 @@ class McpServerProcess:
         return f"http://127.0.0.1:{self.port}/sse"
 
     def start(self) -> McpServerProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, SERVER, str(self.port), *self.args], stdout=self.log, stderr=self.log
-        )
+        """Start on port 0 the first time; started again (a restart), on the port it had."""
+        self.proc = start([sys.executable, SERVER, str(self.port), *self.args])
         try:
-            wait_for_port(self.port, self.proc)
+            self.port = int(self.proc.wait_line(r"^mcp_http_server: http://127\.0\.0\.1:(\d+)").group(1))
         except Exception:
             self.stop()
             raise
@@ -47,16 +44,11 @@ class McpServerProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        proc.kill()  # a test server has nothing to clean up; SIGTERM waits for open streams
-        proc.wait(10)
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
+        proc.popen.kill()  # a test server has nothing to clean up; SIGTERM waits for open streams
+        proc.popen.wait(10)
 
     def __enter__(self) -> McpServerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-        self.log.close()

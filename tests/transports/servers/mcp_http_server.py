@@ -1,6 +1,6 @@
 """A real MCP server (the official SDK's MCPServer) for the HTTP upstream tests.
 
-Usage: python mcp_http_server.py PORT [--stateless] [--json] [--sse] [--event-store] [--retry-ms N]
+Usage: python mcp_http_server.py PORT (0: a free one, announced on stderr) [--stateless] [--json] [--sse] [--event-store] [--retry-ms N]
 
 Tools: echo, progress (progress notifications), sample (server→client sampling
 request), slow / counters (modern cancellation), announce (a notification on the
@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import sys
 import warnings
+from pathlib import Path
 
-import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.streamable_http import EventStore
 
@@ -142,7 +143,11 @@ def main() -> None:
             event_store=MemoryEventStore() if args.event_store else None,
             retry_interval=args.retry_ms,
         )
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "servers"))
+    from serving import bind, port_of, serve
+
+    sock = bind(args.port)
+    serve(app, sock, f"mcp_http_server: http://127.0.0.1:{port_of(sock)}/mcp")
 
 
 if __name__ == "__main__":

@@ -144,6 +144,8 @@ class RedisPins:
         return cls(connect(url, kwargs.get("timeout", 0.25)), **kwargs)
 
     async def claim(self, pins: Mapping[Pin, str], replace: Iterable[Pin]) -> dict[Pin, str]:
+        if not pins:  # HMGET of no field is a Redis error
+            return {}
         replace = set(replace)
         fields = [f"{b}\0{t}" for b, t in pins]
         async with asyncio.timeout(self.timeout):

@@ -230,10 +230,12 @@ class RedisTaskStore:
             if not tasks:
                 return []
             raws = await self.client.mget([f"{self.prefix}task:{t}" for t in tasks])
-            gone = [t for t, r in zip(tasks, raws) if r is None]  # expired: out of the owner's set too
+            found = [(t, TaskRecord.of(orjson.loads(r)) if r is not None else None) for t, r in zip(tasks, raws)]
+            # expired, or put again for another owner: out of this owner's set too (never another's record)
+            gone = [t for t, rec in found if rec is None or rec.owner != owner]
             if gone:
                 await self.client.zrem(f"{self.prefix}tasks:{owner}", *gone)
-            return [(t, TaskRecord.of(orjson.loads(r))) for t, r in zip(tasks, raws) if r is not None]
+            return [(t, rec) for t, rec in found if rec is not None and rec.owner == owner]
 
         return await self._run(run)
 
