@@ -96,3 +96,29 @@ def test_a_stale_reference_page_a_broken_link_and_a_page_outside_the_nav_fail_th
     assert built.returncode == 1
     assert "docs/reference/cli.md differs from the code: run python scripts/gen_docs.py" in built.stderr
     assert "'modes/nowhere.md'" in built.stderr and "orphan.md" in built.stderr
+
+
+def test_the_readme_is_short_starts_with_the_two_commands_and_links_every_page():
+    import re
+
+    import yaml
+
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    first_screen = "\n".join(readme.splitlines()[:30])
+    assert "python3 -m venv .venv && . .venv/bin/activate && pip install . && hopline relay --port 8000" in first_screen
+    assert "bash scripts/test" in first_screen
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#[^)]*)?\)", readme)
+    for link in links:  # every link into the site names a page that exists
+        assert (ROOT / link).is_file(), link
+
+    def pages(nav) -> list[str]:
+        out = []
+        for item in nav:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            out += pages(value) if isinstance(value, list) else [value]
+        return out
+
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)["nav"]
+    missing = [p for p in pages(nav) if f"docs/{p}" not in links and p != "index.md"]
+    assert not missing, f"pages no README link reaches in one click: {missing}"
