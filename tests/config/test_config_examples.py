@@ -30,7 +30,7 @@ def test_example_loads(path):
 def test_gateway_example_shows_each_feature():
     cfg = load_config(EXAMPLES / "gateway.yaml", env={})
     assert cfg.mode == "forward" and [b.kind() for b in cfg.backends.values()] == ["stdio", "stdio", "http"]
-    assert cfg.listen.port == 8000 and cfg.backends["remote"].headers["Authorization"] == "Bearer "
+    assert cfg.listen.port == 8000 and cfg.backends["remote"].headers["Authorization"] == "Bearer"
     assert load_config(EXAMPLES / "gateway.yaml", env={"HOPLINE_PORT": "9100"}).listen.port == 9100
 
 

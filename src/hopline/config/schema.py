@@ -185,7 +185,9 @@ class BackendConfig(_Section):
                 if not _TOKEN.fullmatch(name) or any(c in value for c in "\r\n\0")
             ]
         )
-        return headers
+        # A field value has no leading or trailing whitespace (RFC 9110 §5.5); HTTP clients refuse
+        # one that does, so `Bearer ${TOKEN:-}` with TOKEN unset is sent as `Bearer`, not refused.
+        return {name: value.strip(" \t") for name, value in headers.items()}
 
     @model_validator(mode="after")
     def _one_kind(self) -> BackendConfig:
