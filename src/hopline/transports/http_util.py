@@ -79,10 +79,14 @@ class SecurityPolicy:
     # HOSTS_KEPT of them: ~10 Python calls per request fewer (bench/profile_call.py).
     _hosts: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if self.check_host:
+            self.loopback  # resolved now, when the listener is made, not in its first request
+
     @functools.cached_property
     def loopback(self) -> bool:
         """Does the listener bind loopback addresses only (by the addresses, not the spelling:
-        ``LOCALHOST`` or ``2130706433`` is 127.0.0.1 too)? Resolved once, on first use."""
+        ``LOCALHOST`` or ``2130706433`` is 127.0.0.1 too)? Resolved once."""
         return binds_loopback(self.bound_host)
 
     def check(self, headers: Headers) -> None:
