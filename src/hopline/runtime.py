@@ -85,7 +85,7 @@ async def serve_http(
     except BindError:
         await on_shutdown()
         raise
-    door = FrontDoor(_fit_fd_limit(limits or DoorLimits()), counters)
+    door = FrontDoor(_fit_fd_limit(limits or DoorLimits()), counters, tls=ssl)  # TLS handshakes under its caps
     config = uvicorn.Config(
         app,
         host=host,
@@ -101,7 +101,6 @@ async def serve_http(
         proxy_headers=False,  # hopline reads no X-Forwarded-*; skip the middleware on the hot path
         server_header=False,
         date_header=False,
-        ssl_context_factory=None if ssl is None else (lambda _config, _default: ssl),
     )
     server = uvicorn.Server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))

@@ -25,6 +25,8 @@ normally. Its tools:
   message text ``bytes`` long; progress token from the request, else ``"flood"``) as fast
   as its stdout drains, then never answers; when cancelled, writes ``cancelled flood <id>``
   to the events file (a slow-reader test's backend).
+- ``burst(count=20000, bytes=100)``: sends ``count`` ``notifications/progress`` as fast as
+  its stdout drains (as ``flood``), then answers.
 - ``touch(uri)``: sends ``notifications/resources/updated`` for ``uri``, then answers.
 - ``log(level, text)``: sends ``notifications/message`` at ``level`` if the session's
   ``logging/setLevel`` lets it through, then answers whether it did.
@@ -159,6 +161,16 @@ async def _flood(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     raise AssertionError("unreachable")
 
 
+async def _burst(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
+    count = integer(args, "count", 20_000, 0, 10_000_000)
+    pad = "x" * integer(args, "bytes", 100, 0, 1 << 24)
+    token = req.progress_token if req.progress_token is not None else "burst"
+    for n in range(1, count + 1):
+        req.outbox.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": n, "message": pad}})
+        await req.outbox.drain()
+    return text(f"sent {count} notifications")
+
+
 async def _touch(args: dict[str, Any], req: Request) -> list[dict[str, Any]]:
     req.outbox.send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": str(args.get("uri", ""))}})
     return text("touched")
@@ -191,6 +203,8 @@ CATALOG = Catalog().add(
     Tool("slow", "Answer after `ms` milliseconds.", {"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "default": 500}}}, _slow),
     Tool("meta", "Answer with the request's _meta as JSON.", _NO_ARGS, _meta, annotations={"readOnlyHint": True}),
     Tool("stall", "Never answer; record the cancellation.", _NO_ARGS, _stall),
+    Tool("burst", "Send `count` progress notifications of `bytes` bytes as fast as stdout drains, then answer.",
+         {"type": "object", "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}}, _burst),
     Tool("flood", "Send `count` progress notifications of `bytes` bytes, then never answer; record the cancellation.",
          {"type": "object", "properties": {"count": {"type": "integer", "minimum": 0}, "bytes": {"type": "integer", "minimum": 0}}}, _flood),
     Tool("touch", "Announce that resource `uri` changed.", {"type": "object", "properties": {"uri": {"type": "string"}}}, _touch),

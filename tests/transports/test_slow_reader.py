@@ -191,3 +191,46 @@ async def test_a_2026_exchange_through_the_gateway_is_bounded_the_same_way(hopli
         await bounded(until_eof(reader), 30)
     finally:
         writer.close()
+
+
+async def read_call(http: httpx.AsyncClient, url: str, body: dict, headers: dict) -> tuple[int, dict]:
+    """POST ``body`` and read its SSE stream to the end, as a client does: the number of
+    notifications and the final answer."""
+    notes, answer = 0, None
+    async with http.stream("POST", url, content=orjson.dumps(body), headers=headers) as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                message = orjson.loads(line[5:])
+                if "method" in message:
+                    notes += 1
+                else:
+                    answer = message
+    return notes, answer
+
+
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_a_burst_of_notifications_reaches_a_client_that_reads_with_the_result(hopline_relay, hopline_serve, tmp_path, era):
+    """Issue 29 item 8: a backend that sends 20,000 notifications at once during a call (the
+    fault server's ``burst``, behind a Streamable HTTP hop, so they arrive in large reads)
+    must not get a reading client's stream cut off as a slow reader's (it was, with -31001,
+    once 1,000 waited: the burst was counted, not the client's reading)."""
+    count = 20_000
+    upstream = hopline_relay("--", *FAULT)
+    config = {"mode": "reverse", "backends": {"f": {"url": upstream.url}}}
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(config))
+    gw = hopline_serve(str(path))
+    arguments = {"count": count, "bytes": 0}
+    async with httpx.AsyncClient(timeout=120) as http:
+        if era == "2026-07-28":
+            meta = {"io.modelcontextprotocol/protocolVersion": era, "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}, "progressToken": "b"}
+            headers = {**HEADERS, "mcp-protocol-version": era, "mcp-method": "tools/call", "mcp-name": "burst"}
+        else:
+            meta = {"progressToken": "b"}
+            headers = {**HEADERS, "mcp-session-id": await session(http, gw.url)}
+        body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "burst", "arguments": arguments, "_meta": meta}}
+        notes, answer = await bounded(read_call(http, gw.url, body, headers), 120)
+    assert answer is not None and "error" not in answer, answer
+    assert answer["result"]["content"][0]["text"] == f"sent {count} notifications"
+    assert notes == count

@@ -132,3 +132,57 @@ async def test_reading_pauses_and_resumes_at_the_same_points_over_a_pipe():
     before = await reading_states(asyncio.StreamReaderProtocol, asyncio.StreamReader(limit=limit), limit)
     after = await reading_states(lambda reader: reader, _Lines(limit=limit), limit)
     assert before == after == [False, True]
+
+
+def allocated_per_read(reader: _Lines, reads: list[bytes]) -> list[int]:
+    """The most memory each ``feed_data`` call allocated at once (tracemalloc's peak over the
+    call, above what was allocated before it): the bytes one read copies."""
+    import tracemalloc
+
+    peaks = []
+    tracemalloc.start()
+    try:
+        for data in reads:
+            before, _ = tracemalloc.get_traced_memory()
+            tracemalloc.reset_peak()
+            reader.feed_data(data)
+            peaks.append(tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        tracemalloc.stop()
+    return peaks
+
+
+async def test_a_long_line_read_in_many_pieces_is_copied_once_not_once_per_read():
+    """A 4 MiB line arriving in 64 KiB reads (as a pipe delivers it): each read copies only
+    itself, and the line is assembled once at its end, so the bytes copied grow with the line,
+    not with its square (the whole unfinished line was re-joined on every read: 64 reads of a
+    4 MiB line copied ~130 MiB)."""
+    piece, count = 1 << 16, 64
+    reads = [b"x" * piece for _ in range(count)] + [b'"}\n']
+    reader = _Lines(limit=16 * 1024 * 1024)
+    peaks = allocated_per_read(reader, reads)
+    assert max(peaks[:-1]) < piece  # a read inside the line copies nothing of what came before
+    assert sum(peaks) < 3 * piece * count  # the whole line: about one copy of it
+    assert list(reader.lines) == [b"x" * piece * count + b'"}']
+
+
+async def test_a_line_over_16_mib_in_pieces_is_refused_after_the_lines_before_it():
+    """The default frame limit still holds for a line read in pieces: the lines before it are
+    received, then the channel closes naming the limit, without waiting for the line's end."""
+    from hopline.transports.stdio import DEFAULT_MAX_FRAME
+
+    reader = _Lines(limit=DEFAULT_MAX_FRAME)
+    channel = _StdinChannel(reader, None, name="stdio-client", max_frame=DEFAULT_MAX_FRAME)  # type: ignore[arg-type]
+    reader.feed_data(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n{"jsonrpc":"2.0","id":2,"method":"x","params":"')
+    piece = b"y" * (1 << 20)
+    fed = 0
+    while not reader.overrun:
+        reader.feed_data(piece)
+        fed += len(piece)
+        assert fed <= DEFAULT_MAX_FRAME + len(piece)
+    assert fed > DEFAULT_MAX_FRAME - len(piece)
+    assert reader.chunks == []  # the refused line is not kept
+    assert (await channel.receive()).body["id"] == 1
+    with pytest.raises(ChannelClosed) as closed:
+        await channel.receive()
+    assert closed.value.reason == f"stdio-client: a frame exceeded the {DEFAULT_MAX_FRAME}-byte limit"

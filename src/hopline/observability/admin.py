@@ -38,6 +38,8 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from hopline.bound import binds_loopback
+
 log = logging.getLogger("hopline.admin")
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MAX_INPUT = 16_384  # bytes of a /status/surface body
@@ -70,7 +72,7 @@ class AdminApp:
     ) -> None:
         self.registry = registry
         self.path = path
-        self.check_host = bound_host in LOOPBACK or bound_host.startswith("127.")
+        self.check_host = binds_loopback(bound_host)  # by the address bound, not its spelling (bound.py)
         self.ready = ready  # the gateway sets it: are all backends available?
         self.status: Callable[[], dict[str, Any]] | None = None  # the gateway's views (compose/status.py), if handed in
         self.config: Callable[[], dict[str, Any]] | None = None

@@ -13,7 +13,8 @@ else (``/healthz``, other sessions, parse errors) whatever the burst.
 Buffers: every message bound for a response stream waits in that stream's buffer until
 the client reads it; :class:`StreamLimits` bounds it (messages and bytes). A client
 that does not read makes the socket's write block, and the buffer then fills: past the
-bound the stream is cut off (http_session.py says what follows). :class:`BoundedLog`
+bound, once the writer took nothing for a while (or far past it), the stream is cut off
+(sink.py says when, http_session.py what follows). :class:`BoundedLog`
 is the same bound for the per-session backlog and resumability log, which drop their
 oldest entries instead.
 
@@ -30,6 +31,7 @@ from typing import Any, Generic, Iterator, TypeVar
 from hopline.jsonrpc import Id, UnavailableError
 
 MiB = 1024 * 1024
+BURST_BYTES = 2  # times its byte bound a stream may hold while its client reads (sink.py; messages: inbox.BURST)
 T = TypeVar("T")
 
 

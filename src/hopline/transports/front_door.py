@@ -13,6 +13,9 @@ bounds (:class:`DoorLimits`, all configuration):
 - **body time**: the body must be complete within ``body_timeout`` of the head, else ``408``
   and close; time during which hopline itself is not reading (the app has not taken what it
   was given: uvicorn paused the socket) does not count against the client;
+- **TLS** (the listener's ``ssl`` context, transparent mode's ``tls: terminate``): the
+  handshake is done here, after the connection is counted under the caps, and must end within
+  ``header_timeout``; over a cap the connection is closed at once (no TLS to answer in);
 - **head size**: more than ``max_header_bytes`` of head, more than ``max_headers`` header fields
   (``431``) or a request target over ``max_url_bytes`` (``414``). The head bytes are counted as
   they arrive and the parser is never fed past the limit, so an oversized header costs the
@@ -51,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 import urllib.parse
 from typing import Any, Callable
 
@@ -85,9 +89,12 @@ IDLE, HEAD, BODY, BUSY, CLOSING = range(5)
 class FrontDoor:
     """State shared by every connection of one listener: its limits, counters, and open connections per source."""
 
-    def __init__(self, limits: DoorLimits | None = None, counters: DoorCounters | None = None) -> None:
+    def __init__(
+        self, limits: DoorLimits | None = None, counters: DoorCounters | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.limits = limits or DoorLimits()
         self.counters = counters or DoorCounters()
+        self.tls = tls  # the listener's server context: each connection's handshake is done here, under the caps
         self.by_source: dict[str, int] = {}
         self.refusing = 0  # connections over a cap, answered 503, draining before their close
 
@@ -121,6 +128,21 @@ class FrontDoor:
 
 class _Refused(Exception):
     """Raised from a parser callback to stop parsing; the refusal is in ``_refusal``."""
+
+
+def _ssl_protocol(loop: asyncio.AbstractEventLoop) -> Any:
+    """The TLS protocol class of ``loop``: uvloop's own (what ``create_server(ssl=...)`` uses there), else asyncio's."""
+    try:
+        import uvloop
+        import uvloop.loop
+
+        if isinstance(loop, uvloop.Loop):
+            return uvloop.loop.SSLProtocol
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    from asyncio.sslproto import SSLProtocol
+
+    return SSLProtocol
 
 
 def _answer(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
@@ -352,10 +374,18 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._linger_end = 0.0  # a draining connection is closed by then at the latest
         self._source: str | None = None
         self._refusing = False  # refused over a cap and lingering (counted in door.refusing)
+        self._handshake: Any = None  # with TLS: the handshake's task (False: refused before it)
         self._raw_root = self.root_path.encode("ascii")  # what uvicorn encodes per request
 
     # -- the connection -----------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        if self.door.tls is not None:
+            if self._handshake is None:  # the TCP connection: admitted first, then its TLS handshake
+                self._start_tls(transport)
+                return
+            super().connection_made(transport)  # the handshake is done: the TLS transport, admitted already
+            self._arm(self._limits.idle_timeout)
+            return
         super().connection_made(transport)
         source = self.client[0] if self.client else ""
         if self.door.admit(source) is not None:
@@ -379,7 +409,47 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._source = source
         self._arm(self._limits.idle_timeout)
 
+    def _start_tls(self, raw: Any) -> None:
+        """A TLS connection counts under the caps from its TCP accept, like a plaintext one, and
+        its handshake must finish within ``header_timeout`` (a client that sends nothing, or half
+        a ClientHello, is closed then); over a cap it is closed at once (no TLS to answer in).
+        The listener's own TLS (uvicorn's ``ssl``) ran the handshake before any of this, outside
+        the caps, 60 s each. The TLS layer is put in place here, before the first byte is read
+        (the loop starts reading after ``connection_made``); once its handshake is done it calls
+        ``connection_made`` again, with the TLS transport."""
+        peer = raw.get_extra_info("peername")
+        source = peer[0] if isinstance(peer, tuple) else ""
+        if self.door.admit(source) is not None:
+            self._handshake = False
+            raw.abort()
+            return
+        self._source = source
+        loop = self.loop
+        waiter = self._handshake = loop.create_future()
+        waiter.add_done_callback(self._handshake_done)
+        tls = _ssl_protocol(loop)(
+            loop, self, self.door.tls, waiter, server_side=True, ssl_handshake_timeout=self._limits.header_timeout
+        )
+        raw.set_protocol(tls)
+        tls.connection_made(raw)
+
+    def _handshake_done(self, waiter: asyncio.Future) -> None:
+        if self.transport is not None:
+            return  # done: connection_made had the TLS transport
+        exc = None if waiter.cancelled() else waiter.exception()
+        if isinstance(exc, (TimeoutError, ConnectionAbortedError)):  # the deadline
+            self.door.counters.header_timeout += 1
+        self._release()  # no TLS: the connection is closed, its place given back
+
+    def _release(self) -> None:
+        if self._source is not None:
+            self.door.release(self._source)
+            self._source = None
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is None:  # a TLS connection refused over a cap (its handshake's end: _handshake_done)
+            self._release()
+            return
         super().connection_lost(exc)
         self._cycle_lost()
         self._deadline = None

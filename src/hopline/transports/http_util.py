@@ -13,19 +13,20 @@ on by default; a body over the limit is refused with 413 before it is read whole
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import orjson
 
+from hopline.bound import binds_loopback
 from hopline.jsonrpc import Forbidden, HoplineError, Id, PayloadTooLarge, ProtocolError, error_response
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-LOOPBACK_BINDS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 HOSTS_KEPT = 64  # Host header values whose verdict a SecurityPolicy keeps
 SINGLETON_HEADERS = (
@@ -78,9 +79,15 @@ class SecurityPolicy:
     # HOSTS_KEPT of them: ~10 Python calls per request fewer (bench/profile_call.py).
     _hosts: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @property
+    def __post_init__(self) -> None:
+        if self.check_host:
+            self.loopback  # resolved now, when the listener is made, not in its first request
+
+    @functools.cached_property
     def loopback(self) -> bool:
-        return self.bound_host in LOOPBACK_BINDS or self.bound_host.startswith("127.")
+        """Does the listener bind loopback addresses only (by the addresses, not the spelling:
+        ``LOCALHOST`` or ``2130706433`` is 127.0.0.1 too)? Resolved once."""
+        return binds_loopback(self.bound_host)
 
     def check(self, headers: Headers) -> None:
         origin = headers.get(b"origin")

@@ -1,9 +1,13 @@
 """One HTTP response stream's buffer: the messages a session routed to it, bounded.
 
 A :class:`Sink` sits between a session's backend reader (which puts) and the HTTP
-response writing that stream (which receives). It holds at most ``StreamLimits`` of
-unread messages (count and bytes; a message alone always fits, so a large result
-passes). The put that passes the bound *overflows* the sink: its queue is dropped, its
+response writing that stream (which receives). It holds ``StreamLimits`` of unread
+messages (count and bytes; a message alone always fits, so a large result passes), and
+more only while its writer takes them: a burst put at once, before the writer had its
+turn, is no debt of the client's. A put past the bound when the client is not reading
+(its writer, blocked on the client's full socket, took nothing for ``inbox.STALL``
+seconds) or past ``inbox.BURST`` times the bound (``BURST_BYTES`` times in bytes) whatever
+it does, *overflows* the sink: its queue is dropped, its
 writer is woken with :class:`~hopline.transports.admission.StreamOverflow` (through the
 inbox if it waits there, through its ``guard`` if it is blocked in ``send`` on a client
 that does not read), and everything put later is dropped. What the session does about
@@ -16,8 +20,8 @@ import asyncio
 import contextlib
 
 from hopline.jsonrpc import Id, Message
-from hopline.layers.transport.inbox import Inbox
-from hopline.transports.admission import StreamLimits, StreamOverflow
+from hopline.layers.transport.inbox import BURST, Inbox, stalled
+from hopline.transports.admission import BURST_BYTES, StreamLimits, StreamOverflow
 from hopline.layers.transport.loop import running_loop
 
 
@@ -66,12 +70,21 @@ class Sink:
             return False
         size = len(message.encode())
         queued = self.inbox.qsize()
-        if queued and (queued >= self.limits.messages or self.size + size > self.limits.bytes):
+        limits = self.limits
+        if queued and (queued >= limits.messages or self.size + size > limits.bytes) and self._stalled(queued, size):
             self.overflow()
             return True
         self.size += size
         self.inbox.put_nowait(message)
         return False
+
+    def _stalled(self, queued: int, size: int) -> bool:
+        """Past the bound: is the client not reading? (inbox.stalled: its writer took nothing
+        for STALL seconds, or BURST times the bound waits; BURST_BYTES times in bytes)."""
+        if self.size + size > self.limits.bytes * BURST_BYTES:
+            return True
+        stop, self.inbox.stalled_at = stalled(self.inbox.stalled_at, queued, self.limits.messages * BURST)
+        return stop
 
     def overflow(self) -> None:
         """Drop what is queued and wake the writer, wherever it waits, with StreamOverflow."""

@@ -397,7 +397,8 @@ class _Lines(asyncio.Protocol):
     def __init__(self, limit: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.get_running_loop()  # the waits' (see _StdinChannel.receive)
         self.lines: collections.deque[bytes] = collections.deque()  # full lines, without their "\\n"
-        self.partial = b""  # the unfinished line
+        self.chunks: list[bytes] = []  # the unfinished line, as read (joined once, when its end comes)
+        self._partial = 0  # its length
         self.eof = False
         self.error: BaseException | None = None  # a read error (connection_lost)
         self.overrun = False  # a line longer than the limit follows the lines waiting
@@ -425,18 +426,34 @@ class _Lines(asyncio.Protocol):
         if self.eof or self.overrun:
             return
         if not self.lines:
-            self._size = 0  # what waits is the unfinished line only, counted below with the new bytes
-        elif self.partial:
-            self._size -= len(self.partial)  # counted again below, in ``data``
-        if self.partial:
-            data = self.partial + data
+            self._size = self._partial  # what waits is the unfinished line only; the new bytes are added below
         lines = data.split(b"\n")
-        self.partial = lines[-1]
-        del lines[-1]
         size = len(data)
-        if size > self._limit and self._overran(lines):
-            return
-        if lines:
+        chunks = self.chunks
+        if len(lines) == 1:  # no line ends in this read: kept as it is, joined once with the rest of its line
+            chunks.append(data)
+            self._partial += size
+            if self._partial > self._limit:
+                self._overran([])
+                return
+        else:
+            whole = size
+            if chunks:  # the end of the unfinished line: its pieces are copied once, here
+                whole += self._partial
+                if len(chunks) == 1:
+                    lines[0] = chunks[0] + lines[0]
+                else:
+                    chunks.append(lines[0])
+                    lines[0] = b"".join(chunks)
+                chunks.clear()
+            tail = lines.pop()
+            if tail:
+                chunks.append(tail)
+                self._partial = len(tail)
+            else:
+                self._partial = 0
+            if whole > self._limit and self._overran(lines):
+                return
             self.lines.extend(lines)
             waiter = self.waiter  # _wake, inline; done already only if its reader was cancelled
             if waiter is not None:
@@ -460,13 +477,21 @@ class _Lines(asyncio.Protocol):
                 del lines[i:]
                 break
         else:
-            if len(self.partial) <= self._limit:
+            if self._partial <= self._limit:
                 return False
         self.lines.extend(lines)
-        self.partial = b""
+        self.chunks.clear()
+        self._partial = 0
         self.overrun = True
         self._wake()
         return True
+
+    def take_partial(self) -> bytes:
+        """The unfinished line (at the end of the input), and none is left."""
+        partial = b"".join(self.chunks)
+        self.chunks.clear()
+        self._partial = 0
+        return partial
 
     def feed_eof(self) -> None:
         self.eof = True
@@ -509,7 +534,7 @@ class _StdinChannel(StreamChannel):
                     self._close_reason = f"a frame exceeded the {self._max_frame}-byte limit"
                     raise ChannelClosed(f"{self.name}: {self._close_reason}")
                 if reader.eof:
-                    partial, reader.partial = reader.partial, b""
+                    partial = reader.take_partial()
                     if partial.strip():
                         self._garbage.warn("%s: dropped a truncated frame at EOF (%d bytes)", self.name, len(partial))
                     self._closed, self._close_reason = True, self._eof_reason()

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from time import monotonic
 from typing import Callable, Generic, TypeVar
 
 from hopline.layers.transport.loop import running_loop
 
 T = TypeVar("T")
+STALL = 5.0  # seconds a bounded stream's consumer may take nothing while past its bound
+BURST = 32  # times its bound a bounded stream may hold while its consumer takes items
 
 
 class Interrupted(Exception):
@@ -27,12 +30,28 @@ def _expire(waiter: asyncio.Future) -> None:
         waiter.set_exception(TimeoutError())
 
 
+def stalled(since: float | None, queued: int, ceiling: int) -> tuple[bool, float | None]:
+    """Past a stream's bound, is its consumer stalled? (the rule of :class:`Inbox` and of
+    transports/sink.py). Yes once ``ceiling`` items wait, or when it took nothing for
+    ``STALL`` seconds ``since`` the bound was first passed (None: just now, and the time to
+    remember is returned). A consumer that takes items is reading, however many a burst
+    put at once: what waits is then the producer's burst, not the client's debt."""
+    if queued >= ceiling:
+        return True, since
+    now = monotonic()  # the loop's clock (asyncio's time() is monotonic()), without finding the loop
+    if since is None:
+        return False, now
+    return now - since >= STALL, since
+
+
 class Inbox(Generic[T]):
     """A FIFO with one consumer that parks on a future. Unbounded unless its owner sets
-    ``limit`` (a stream's writer does): past it the queue is dropped, ``overflowed`` is set,
-    later items are dropped too, and ``on_overflow`` is called once (to cut the stream)."""
+    ``limit`` (a stream's writer does): past it, once the consumer is stalled (:func:`stalled`:
+    it took nothing for ``STALL`` seconds, or ``BURST`` times the limit wait) the queue is
+    dropped, ``overflowed`` is set, later items are dropped too, and ``on_overflow`` is called
+    once (to cut the stream)."""
 
-    __slots__ = ("_items", "_waiter", "_interrupt", "limit", "overflowed", "on_overflow")
+    __slots__ = ("_items", "_waiter", "_interrupt", "limit", "overflowed", "on_overflow", "stalled_at")
 
     def __init__(self) -> None:
         self._items: collections.deque[T] = collections.deque()
@@ -41,9 +60,14 @@ class Inbox(Generic[T]):
         self.limit: int | None = None
         self.overflowed = False
         self.on_overflow: Callable[[], object] | None = None
+        self.stalled_at: float | None = None  # past the limit since, with nothing taken (see stalled())
 
     def put_nowait(self, item: T) -> None:
         if self.limit is not None and len(self._items) >= self.limit:
+            stop, self.stalled_at = stalled(self.stalled_at, len(self._items), self.limit * BURST)
+            if not stop:
+                self._items.append(item)  # a burst the consumer has not had its turn at yet
+                return
             if not self.overflowed:
                 self.overflowed = True
                 self._items.clear()
@@ -100,4 +124,5 @@ class Inbox(Generic[T]):
                     self._waiter = None
                 if handle is not None:
                     handle.cancel()
+        self.stalled_at = None  # the consumer takes: not stalled
         return self._items.popleft()
