@@ -10,6 +10,8 @@ process is stopped in teardown; the test fails if a replica left a child behind.
 from __future__ import annotations
 
 import base64
+import contextlib
+import re
 import secrets
 import shutil
 import signal
@@ -70,6 +72,21 @@ class Cluster:
 
     def start_redis(self) -> None:
         self.stop_redis = peers.start_redis(self.redis_socket)
+
+    @contextlib.contextmanager
+    def frozen_redis(self) -> Iterator[None]:
+        """Redis unreachable but keeping its memory (a hung server, a partition): SIGSTOP, then SIGCONT."""
+        (server,) = [
+            p
+            for p in psutil.process_iter(["name", "cmdline"])
+            if p.info["name"] == "redis-server"
+            and re.search(rf"(:|--port )({self.redis_port})\b", " ".join(p.info["cmdline"] or ()))
+        ]
+        server.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            server.send_signal(signal.SIGCONT)
 
     def start_replica(self, config: dict[str, Any] | None = None) -> Proc:
         n = len(self._all)

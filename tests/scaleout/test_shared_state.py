@@ -176,18 +176,19 @@ async def test_a_delete_on_a_replica_that_never_held_the_session_ends_it(pair):
 
 
 async def test_redis_down_refuses_a_resume_with_503_and_recovers(pair):
+    """Redis unreachable but keeping its memory (SIGSTOPped; a restart without persistence
+    is test_shared_fail_closed's): 503, then the session resumes."""
     c, a, b = pair
     async with httpx.AsyncClient(timeout=20) as http:
         peer = Peer(http)
         await peer.initialize(a)
-        c.stop_redis()
-        resp = await peer.post(b, "tools/call", echo("x"))
-        assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
-        error = resp.json()["error"]
-        assert "session store is unreachable" in error["message"] and error["data"]["limit"] == "session_store"
-        # the replica that holds the session does not need the store
-        assert (await peer.call(a, "tools/call", echo("still on a")))["result"]["content"][0]["text"] == "still on a"
-        c.start_redis()
+        with c.frozen_redis():
+            resp = await peer.post(b, "tools/call", echo("x"))
+            assert resp.status_code == 503 and resp.headers["retry-after"] == "1"
+            error = resp.json()["error"]
+            assert "session store is unreachable" in error["message"] and error["data"]["limit"] == "session_store"
+            # the replica that holds the session does not need the store
+            assert (await peer.call(a, "tools/call", echo("still on a")))["result"]["content"][0]["text"] == "still on a"
         deadline = asyncio.get_running_loop().time() + 15
         while (resp := await peer.post(b, "tools/call", echo("back"))).status_code == 503:
             assert asyncio.get_running_loop().time() < deadline

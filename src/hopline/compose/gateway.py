@@ -81,6 +81,7 @@ class Gateway:
         if tasks is None and config.state is not None and config.state.redis_url is not None:  # replicas
             tasks = RedisTaskStore.from_url(
                 config.state.redis_url,
+                keys=config.state.keys(),
                 prefix=config.state.prefix,
                 timeout=config.state.timeout,
                 max_per_owner=bounds.max_per_caller,

@@ -39,5 +39,5 @@ def replicas(state: StateConfig | None) -> dict[str, Any]:
 
     shared = None
     if state.redis_url is not None:
-        shared = RedisSessions.from_url(state.redis_url, prefix=state.prefix, timeout=state.timeout)
+        shared = RedisSessions.from_url(state.redis_url, keys=state.keys(), prefix=state.prefix, timeout=state.timeout)
     return dict(seal=SessionSeal(state.keys()), shared=shared, max_age=state.max_age, on_store_down=state.on_store_down)

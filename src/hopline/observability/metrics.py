@@ -13,10 +13,11 @@ hopline_breaker_transitions_total         counter    backend, state
 hopline_sessions_open                     gauge      —
 hopline_list_fetches_total                counter    backend, method, kind
 hopline_session_creations_pending         gauge      —
-hopline_session_creations_refused_total   counter    limit (max_pending_sessions, max_sessions)
+hopline_session_creations_refused_total   counter    limit (max_pending_sessions, max_sessions, session_store…)
 hopline_session_creations_failed_total    counter    why (timeout, client_left)
 hopline_stream_overflows_total            counter    —
 hopline_buffer_drops_total                counter    —
+hopline_shared_messages_forged_total      counter    —
 hopline_shared_session_events_total       counter    backend, event
 ========================================  =========  =================================
 
@@ -252,7 +253,13 @@ class _ListenerCounters:
         refused.add_metric(["max_pending_sessions"], c["shed_busy"])
         refused.add_metric(["max_sessions"], c["shed_full"])
         refused.add_metric(["session_store"], c["store_unavailable"])
+        refused.add_metric(["session_store_answer"], c["store_invalid"])
         yield refused
+        yield CounterMetricFamily(
+            "hopline_shared_messages_forged",
+            "Messages read from the shared store (Redis) and dropped: not signed with the session key, or replayed.",
+            value=c["forged"],
+        )
         yield CounterMetricFamily(
             "hopline_sessions_resumed",
             "Sessions made by another replica (or before a restart) and resumed by this one.",

@@ -73,6 +73,8 @@ class Admission:
         "dropped",
         "resumed",
         "store_unavailable",
+        "store_invalid",
+        "forged",
     )
 
     def __init__(self, max_pending: int = 16) -> None:
@@ -86,6 +88,8 @@ class Admission:
         self.dropped = 0  # backlog / event-log entries dropped at their bound
         self.resumed = 0  # sessions made elsewhere (another replica, or before a restart) resumed here
         self.store_unavailable = 0  # resumes refused because the shared session store did not answer
+        self.store_invalid = 0  # resumes refused because the store answered what hopline did not write
+        self.forged = 0  # messages from the store dropped: not signed with the session key, or replayed
 
     def counts(self) -> dict[str, int]:
         return {name: getattr(self, name) for name in self.__slots__ if name != "max_pending"}

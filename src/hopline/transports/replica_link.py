@@ -7,12 +7,14 @@ call, over the Redis the replicas share, and answers with what it gets back: the
 cannot tell.
 
 Each replica has an id (random, per process) and listens on ``{prefix}r:{id}``. A request
-is ``{"k": "req", "id", "from", "t", "body", "who"}`` (``who``: the caller's principal,
-its token never included); its answer ``{"k": "res", "id", "body"}`` goes to the asker's
-channel. Every envelope is signed (HMAC-SHA256, a key derived from the session key), so
-that only replicas of this deployment can hand each other work; a request older than
-``MAX_AGE`` seconds or unsigned is dropped. The asker waits at most the request's
-deadline; the replica it names being gone (nobody subscribed) is an error at once.
+is ``{"k": "req", "id", "from", "to", "t", "body", "who"}`` (``who``: the caller's principal,
+its token never included); its answer ``{"k": "res", "id", "to", "body"}`` goes to the
+asker's channel. Every envelope is signed (HMAC-SHA256, a key derived from the session
+key), so that only replicas of this deployment can hand each other work; a request older
+than ``MAX_AGE`` seconds, unsigned, addressed to another replica, or seen before (its id is
+remembered until it expires: a captured envelope published again is not run again) is
+dropped. The asker waits at most the request's deadline; the replica it names being gone
+(nobody subscribed) is an error at once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ log = logging.getLogger("hopline.http")
 
 MAX_AGE = 30.0  # seconds a forwarded request stays acceptable
 MAX_WAITING = 1024  # forwarded requests in flight from this replica
+MAX_SEEN = 65_536  # request ids remembered until they expire (a replay is refused)
 
 Handler = Callable[[dict[str, Any], dict[str, Any], float], Awaitable[dict[str, Any]]]
 
@@ -54,6 +57,8 @@ class ReplicaLink:
         self._task: asyncio.Task | None = None
         self._ready = asyncio.Event()
         self._running: set[asyncio.Task] = set()
+        self._seen: dict[str, float] = {}  # request ids served, until they expire
+        self.refused = 0  # envelopes dropped: unsigned, replayed, expired or addressed to another replica
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> ReplicaLink:
@@ -103,7 +108,15 @@ class ReplicaLink:
         rid = secrets.token_hex(12)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = future
-        envelope = {"k": "req", "id": rid, "from": self.replica, "t": time.time(), "body": body, "who": who}
+        envelope = {
+            "k": "req",
+            "id": rid,
+            "from": self.replica,
+            "to": replica,
+            "t": time.time(),
+            "body": body,
+            "who": who,
+        }
         try:
             try:
                 async with asyncio.timeout(self.timeout):
@@ -135,12 +148,16 @@ class ReplicaLink:
                         continue
                     envelope = self._open(message["data"])
                     if envelope is None:
+                        self.refused += 1
                         log.warning("replica link: dropped a message that is not signed with this deployment's key")
+                    elif envelope.get("to") != self.replica:
+                        self.refused += 1
+                        log.warning("replica link: dropped a message addressed to another replica")
                     elif envelope.get("k") == "res":
                         future = self._waiting.get(str(envelope.get("id")))
                         if future is not None and not future.done() and isinstance(envelope.get("body"), dict):
                             future.set_result(envelope["body"])
-                    elif envelope.get("k") == "req" and time.time() - float(envelope.get("t", 0)) < MAX_AGE:
+                    elif envelope.get("k") == "req" and self._first(envelope):
                         task = asyncio.get_running_loop().create_task(self._serve(envelope))
                         self._running.add(task)
                         task.add_done_callback(self._running.discard)
@@ -153,6 +170,27 @@ class ReplicaLink:
                     await pubsub.aclose()
                 await asyncio.sleep(1.0)
 
+    def _first(self, envelope: dict[str, Any]) -> bool:
+        """A signed request not yet served and not expired; its id remembered until it expires."""
+        now = time.time()
+        sent = envelope.get("t")
+        rid = f"{envelope.get('from')}/{envelope.get('id')}"
+        if not isinstance(sent, (int, float)) or not now - MAX_AGE < sent < now + MAX_AGE:
+            self.refused += 1
+            return False
+        if rid in self._seen:
+            self.refused += 1
+            log.warning("replica link: dropped a request already served (a replay)")
+            return False
+        if len(self._seen) >= MAX_SEEN:
+            self._seen = {r: until for r, until in self._seen.items() if until > now}
+            if len(self._seen) >= MAX_SEEN:  # full of live ids: refused, never forgotten early
+                self.refused += 1
+                log.warning("replica link: too many requests handed over within %g s; one was dropped", MAX_AGE)
+                return False
+        self._seen[rid] = sent + MAX_AGE
+        return True
+
     async def _serve(self, envelope: dict[str, Any]) -> None:
         body = envelope.get("body")
         if self.handler is None or not isinstance(body, dict):
@@ -162,7 +200,7 @@ class ReplicaLink:
         except Exception as exc:  # a bug here must not kill the link
             log.exception("replica link: a forwarded request failed")
             answer = {"jsonrpc": "2.0", "id": body.get("id"), "error": {"code": -32603, "message": type(exc).__name__}}
-        reply = {"k": "res", "id": envelope.get("id"), "body": answer}
+        reply = {"k": "res", "id": envelope.get("id"), "to": envelope.get("from"), "body": answer}
         with contextlib.suppress(Exception):
             async with asyncio.timeout(self.timeout):
                 await self.client.publish(self._channel(str(envelope.get("from"))), self._sign(reply))

@@ -13,6 +13,13 @@ same id, as if it had been there all along. A DELETE ends it on every replica; w
 the backend sends for a GET stream held by another replica is published there.
 Concurrent requests for one id resume it once. Resuming is admitted and bounded in
 time exactly as creating is.
+
+Fail closed (issue 29): a DELETE whose end the store cannot record is refused (503: the
+client retries), never answered 200 for an end no other replica will know. The id also
+seals the store's epoch (shared_sessions.py): a resume under another epoch (the store
+lost its memory, so the session's end may be forgotten) is refused as an unknown session
+(404), and a store answer that is not what hopline wrote is 503, counted
+(``store_invalid``), never a traceback.
 """
 
 from __future__ import annotations
@@ -29,7 +36,13 @@ from hopline.layers.transport.channel import Channel, ChannelClosed
 from hopline.transports.admission import Admission, Overloaded, Slot, StreamLimits
 from hopline.transports.http_session import ClientSession
 from hopline.transports.session_seal import SessionSeal
-from hopline.transports.shared_sessions import STANDING, MemorySessions, SharedSessions, StoreUnavailable
+from hopline.transports.shared_sessions import (
+    STANDING,
+    MemorySessions,
+    SharedSessions,
+    StoreAnswerInvalid,
+    StoreUnavailable,
+)
 
 __all__ = ["SessionTable"]
 
@@ -85,6 +98,8 @@ class SessionTable:
         self._resuming: dict[str, asyncio.Future[ClientSession | None]] = {}
         self._watching = False
         self._owns_shared = True
+        if self.shared is not None and self.shared.counters is None:  # forged messages counted with the rest
+            self.shared.counters = self.admission
 
     def sibling(self, endpoint: str | None = None) -> SessionTable:
         """Another endpoint's table (``endpoint``: its path, when its sessions are sealed)."""
@@ -151,6 +166,9 @@ class SessionTable:
             assert self.shared is not None
             await self.shared.ready(min(1.0, self.handshake_timeout))  # once: subscribed to what replicas announce
             payload = {"s": sid, "o": _plain(owner), "p": initialize, "t": int(time.time()), "e": self.endpoint}
+            epoch = await self.shared.epoch()
+            if epoch is not None:  # the store's generation: checked on resume
+                payload["g"] = epoch
             token = self.seal.seal(payload)
         return self._add(token or sid, backend, stream_all, owner, sid if token else None)
 
@@ -231,11 +249,11 @@ class SessionTable:
     ) -> ClientSession | None:
         sid = str(payload["s"])
         assert self.shared is not None
-        standing: list[dict[str, Any]] = []
+        standing: list[dict[str, Any]] | None = []
         try:
-            if await self.shared.is_ended(sid):
+            standing = await self.shared.resumable(sid, payload.get("g"))
+            if standing is None:  # ended, or sealed under another epoch of the store
                 return None
-            standing = await self.shared.standing(sid)
         except StoreUnavailable:
             if self.on_store_down == "refuse":
                 self.admission.store_unavailable += 1
@@ -244,6 +262,16 @@ class SessionTable:
                     retry_after=1,
                     limit="session_store",
                 ) from None
+            standing = []
+        except StoreAnswerInvalid as exc:
+            self.admission.store_invalid += 1
+            log.warning("session %s not resumed: %s", session_id[:8], exc)
+            raise Overloaded(
+                "this session was made on another replica and the session store answered what hopline did not write;"
+                " it was not resumed",
+                retry_after=1,
+                limit="session_store",
+            ) from None
         with self.admit():
             await self.shared.ready(min(1.0, self.handshake_timeout))
             backend = await self._open(open_backend)
@@ -271,10 +299,17 @@ class SessionTable:
         return session
 
     async def end(self, session: ClientSession) -> None:
-        """The client ended ``session``: on every replica, for good."""
+        """The client ended ``session``: on every replica, for good. Overloaded (503) if the
+        store cannot record it: the session stays as it was, and the client retries."""
         if session.shared is not None:
-            with contextlib.suppress(StoreUnavailable):  # ends here; elsewhere its copies idle out
+            try:
                 await session.shared[1].end(session.shared[0], self.max_age)
+            except (StoreUnavailable, StoreAnswerInvalid):
+                raise Overloaded(
+                    "the session store is unreachable; the session could not be ended, retry shortly",
+                    retry_after=1,
+                    limit="session_store",
+                ) from None
 
     async def end_elsewhere(self, session_id: str, owner: Any) -> bool:
         """A DELETE for a session this replica does not hold: ended everywhere if it is
@@ -286,7 +321,7 @@ class SessionTable:
             if await self.shared.is_ended(str(payload["s"])):
                 return False
             await self.shared.end(str(payload["s"]), self.max_age)
-        except StoreUnavailable:
+        except (StoreUnavailable, StoreAnswerInvalid):
             raise Overloaded(
                 "the session store is unreachable; the session could not be ended, retry shortly",
                 retry_after=1,
@@ -303,7 +338,7 @@ class SessionTable:
         """Keep a standing request (``resources/subscribe``, ``logging/setLevel``) for the
         replicas that resume this session later; best effort while the store is down."""
         if session.shared is not None and message.method in STANDING:
-            with contextlib.suppress(StoreUnavailable):
+            with contextlib.suppress(StoreUnavailable, StoreAnswerInvalid):
                 await session.shared[1].record(session.shared[0], message.method, message.params, self.max_age)
 
     def _forget(self, session: ClientSession) -> None:

@@ -34,12 +34,18 @@ the Redis client it is handed (as the rate limits' store does): a record is a ke
 ``{prefix}task:{id}`` with the record's TTL, each owner's tasks a sorted set
 ``{prefix}tasks:{owner}`` (oldest first, capped at ``max_per_owner``); the whole is
 bounded by those TTLs and caps. Redis down: the task request gets a clear error
-(UnavailableError), never another caller's task.
+(UnavailableError), never another caller's task. Each record is signed (HMAC-SHA256 with a
+key derived from the session key, bound to its task id): a record someone with write
+access to Redis wrote or rewrote (another owner, another backend task) is an unknown task,
+logged and counted (``forged``), never another caller's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import logging
 import secrets
 import time
 from collections import OrderedDict
@@ -50,6 +56,8 @@ import orjson
 
 from hopline.context import Principal
 from hopline.jsonrpc import UnavailableError
+
+log = logging.getLogger("hopline.gateway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,13 +179,43 @@ class MemoryTaskStore:
 
 
 class RedisTaskStore:
-    """The :class:`TaskStore` replicas share, in Redis (redis-py's asyncio client)."""
+    """The :class:`TaskStore` replicas share, in Redis (redis-py's asyncio client); ``keys``:
+    the session keys (the first signs the records; all are accepted, for rotation)."""
 
-    def __init__(self, client: Any, *, prefix: str = "hopline:", timeout: float = 0.25, max_per_owner: int = 1_000):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        keys: list[bytes] | None = None,
+        prefix: str = "hopline:",
+        timeout: float = 0.25,
+        max_per_owner: int = 1_000,
+    ):
         self.client = client
         self.prefix = prefix
         self.timeout = timeout
         self.max_per_owner = max_per_owner
+        self._keys = (
+            [hashlib.sha256(b"hopline tasks\0" + k).digest() for k in keys] if keys else [secrets.token_bytes(32)]
+        )
+        self.forged = 0  # records read and refused: not signed with the session key for their task id
+
+    def _mac(self, key: bytes, task: str, data: bytes) -> bytes:
+        return hmac.new(key, task.encode() + b"\0" + data, hashlib.sha256).digest()
+
+    def _signed(self, task: str, record: TaskRecord) -> bytes:
+        data = orjson.dumps(record.as_dict())
+        return self._mac(self._keys[0], task, data) + data
+
+    def _record(self, task: str, raw: Any) -> TaskRecord | None:
+        """The record in ``raw`` if hopline wrote it for ``task``; None (logged, counted) otherwise."""
+        if isinstance(raw, bytes) and len(raw) > 32:
+            mac, data = raw[:32], raw[32:]
+            if any(hmac.compare_digest(mac, self._mac(k, task, data)) for k in self._keys):
+                return TaskRecord.of(orjson.loads(data))
+        self.forged += 1
+        log.warning("task store: a record not signed with the session key was refused (an unknown task)")
+        return None
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisTaskStore:
@@ -196,7 +234,7 @@ class RedisTaskStore:
 
     async def get(self, task: str) -> TaskRecord | None:
         raw = await self._run(lambda: self.client.get(f"{self.prefix}task:{task}"))
-        return TaskRecord.of(orjson.loads(raw)) if raw is not None else None
+        return self._record(task, raw) if raw is not None else None
 
     async def put(self, task: str, record: TaskRecord, ttl: float) -> None:
         owned = f"{self.prefix}tasks:{record.owner}"
@@ -204,7 +242,7 @@ class RedisTaskStore:
 
         async def run() -> None:
             async with self.client.pipeline(transaction=True) as pipe:
-                pipe.set(f"{self.prefix}task:{task}", orjson.dumps(record.as_dict()), px=ms)
+                pipe.set(f"{self.prefix}task:{task}", self._signed(task, record), px=ms)
                 pipe.zadd(owned, {task: time.time()})
                 pipe.pexpire(owned, ms, gt=True)
                 pipe.zcard(owned)
@@ -219,8 +257,9 @@ class RedisTaskStore:
     async def delete(self, task: str) -> None:
         async def run() -> None:
             raw = await self.client.getdel(f"{self.prefix}task:{task}")
-            if raw is not None:
-                await self.client.zrem(f"{self.prefix}tasks:{TaskRecord.of(orjson.loads(raw)).owner}", task)
+            record = self._record(task, raw) if raw is not None else None
+            if record is not None:
+                await self.client.zrem(f"{self.prefix}tasks:{record.owner}", task)
 
         await self._run(run)
 
@@ -230,12 +269,12 @@ class RedisTaskStore:
             if not tasks:
                 return []
             raws = await self.client.mget([f"{self.prefix}task:{t}" for t in tasks])
-            found = [(t, TaskRecord.of(orjson.loads(r)) if r is not None else None) for t, r in zip(tasks, raws)]
-            # expired, or put again for another owner: out of this owner's set too (never another's record)
+            found = [(t, self._record(t, r) if r is not None else None) for t, r in zip(tasks, raws)]
+            # expired, unsigned, or put again for another owner: out of this owner's set too (never another's record)
             gone = [t for t, rec in found if rec is None or rec.owner != owner]
             if gone:
                 await self.client.zrem(f"{self.prefix}tasks:{owner}", *gone)
-            return [(t, rec) for t, rec in found if rec is not None and rec.owner == owner]
+            return [(t, rec) for t, rec in found if rec is not None and rec.owner == owner]  # signed, the owner's
 
         return await self._run(run)
 
