@@ -45,7 +45,8 @@ async def replicas(request):
             stores: list[SharedSessions] = [MemorySessions()][:n]
         else:
             url = request.getfixturevalue("redis_url")
-            stores = [RedisSessions.from_url(url, prefix=prefix, timeout=2.0) for _ in range(n)]
+            key = [secrets.token_bytes(32)]  # replicas share the session key: what one signs, the others accept
+            stores = [RedisSessions.from_url(url, prefix=prefix, timeout=2.0, keys=key) for _ in range(n)]
         made.extend(stores)
         for store in stores:
             await store.ready(5.0)

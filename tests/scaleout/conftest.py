@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import re
 import secrets
 import shutil
 import signal
@@ -80,7 +79,7 @@ class Cluster:
             p
             for p in psutil.process_iter(["name", "cmdline"])
             if p.info["name"] == "redis-server"
-            and re.search(rf"(:|--port )({self.redis_port})\b", " ".join(p.info["cmdline"] or ()))
+            and str(self.redis_socket) in " ".join(p.info["cmdline"] or ())
         ]
         server.send_signal(signal.SIGSTOP)
         try:

@@ -64,7 +64,7 @@ async def only_sid(r: redis.asyncio.Redis) -> str:
 @pytest.fixture
 def pair(tmp_path):
     """Redis and two replicas of the demo server: ``(cluster, replica A, replica B)``."""
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         yield c, c.start_replica(), c.start_replica()
@@ -77,7 +77,7 @@ def watched(tmp_path):
     """Redis and two replicas of a backend with subscriptions: ``(cluster, A, B, events file)``."""
     events = tmp_path / "events.txt"
     events.touch()
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     try:
         c.start_redis()
         config = watched_config(c, events)
@@ -259,7 +259,7 @@ async def test_a_planted_standing_request_is_not_run_by_the_resuming_replica(wat
 
 async def test_a_task_record_whose_owner_was_rewritten_is_nobodys(tmp_path):
     proc, port = peers.start_script(str(SERVERS / "sdk_task_server.py"), "http")
-    c = Cluster(tmp_path, peers.free_port())
+    c = Cluster(tmp_path)
     r = None
     try:
         c.start_redis()
