@@ -114,6 +114,20 @@ def test_check_never_echoes_secrets(tmp_path):
     assert "https://user:***@h/mcp?key=***&x=***" in proc.stdout
 
 
+def test_check_never_echoes_a_literal_credential_in_a_commands_arguments(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "backends": {"remote": {"command": "npx", "args": ["-y", "mcp-remote", "https://h/mcp", "--header", f"Authorization: Bearer {SECRET}",
+                                                          "--auth", SECRET, f"GITHUB_TOKEN={SECRET}", "--token", "${TOKEN}"]}},
+        "acp": {"mode": "agent", "components": [{"command": "agent", "args": ["--api-key", SECRET, "-H", f"Cookie: {SECRET}"]}]},
+    }))
+    proc = hopline("check", str(cfg), env={"TOKEN": "from-the-environment"})
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr and "from-the-environment" not in proc.stdout
+    assert "npx -y mcp-remote https://h/mcp --header 'Authorization: <redacted>' --auth '<redacted>' 'GITHUB_TOKEN=<redacted>' --token '${TOKEN}'" in proc.stdout
+    assert "agent --api-key '<redacted>' -H 'Cookie: <redacted>'" in proc.stdout
+
+
 def test_check_shows_what_a_stdio_child_inherits_by_name_only(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("backends:\n  a: {command: run, env: {T: '${TOKEN}'}, inherit_env: ['AWS_*', HTTPS_PROXY]}\n"

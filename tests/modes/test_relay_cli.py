@@ -77,6 +77,18 @@ async def test_a_dead_upstream_leaks_no_secret(hopline_relay, path):
     assert any("backend unreachable" in line for line in relay.stderr) and not any(SECRET in line for line in relay.stderr)
 
 
+async def test_a_command_targets_credentials_are_not_printed(hopline_relay):
+    # the mcp-remote pattern: the credential is in the command's arguments (the demo ignores them)
+    ignores = "import runpy, sys; sys.argv = ['demo']; runpy.run_module('hopline.demo', run_name='__main__')"
+    relay = hopline_relay("--", PY, "-c", ignores, "--header", f"Authorization: Bearer {SECRET}", "--auth", SECRET, f"API_TOKEN={SECRET}")
+    async with httpx.AsyncClient(timeout=BOUND) as http:
+        r = await http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS)
+    assert r.status_code == 200 and SECRET not in r.text
+    banner = next(line for line in relay.stderr if "serving" in line)
+    assert "--header Authorization: <redacted> --auth <redacted> API_TOKEN=<redacted>" in banner
+    assert not any(SECRET in line for line in relay.stderr)
+
+
 def test_relay_stdio_to_a_dead_upstream_logs_no_secret():
     url = f"http://user:{SECRET}@127.0.0.1:{dead_port()}/mcp?token={SECRET}"
     argv = [PY, "-m", "hopline", "relay", "--stdio", url, "-H", f"Authorization: Bearer {SECRET}"]

@@ -305,8 +305,11 @@ def _replicas(config: GatewayConfig) -> str:
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
     if backend.command is not None:
+        from hopline.observability.redact import redact_args
+
         words = [config.as_written("backends", bid, "command") or backend.command]
-        words += [config.as_written("backends", bid, "args", i) or a for i, a in enumerate(backend.args)]
+        shown = redact_args(backend.args)  # a literal credential (--header "Authorization: Bearer ...") is not echoed
+        words += [config.as_written("backends", bid, "args", i) or shown[i] for i in range(len(backend.args))]
         return shlex.join(words)
     if backend.openapi is not None:
         spec = config.as_written("backends", bid, "openapi") or (

@@ -292,7 +292,9 @@ def describe(spec: StdioTarget | RemoteTarget) -> str:
     from hopline.transports.http_util import public_url
 
     if isinstance(spec, StdioTarget):
-        return repr(" ".join(spec.argv))
+        from hopline.observability.redact import redact_args
+
+        return repr(" ".join(redact_args(spec.argv)))
     names = f" with header{'s' if len(spec.headers) != 1 else ''} {', '.join(spec.headers)}" if spec.headers else ""
     return repr(public_url(spec.url)) + names
 
