@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_schema_prints_a_json_schema():
 def test_schema_accepts_the_examples_and_rejects_a_typo():
     import jsonschema  # installed with the test extras (the MCP SDK depends on it)
     schema = json.loads(hopline("schema").stdout)
-    for name in ("reverse.yaml", "claude_desktop_config.json", "vscode-mcp.json", "toolmodes.yaml"):
+    for name in ("reverse.yaml", "claude_desktop_config.json", "vscode-mcp.json", "toolmodes.yaml", "auth.yaml"):
         jsonschema.validate(yaml.safe_load((EXAMPLES / name).read_text()), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"backends": {"a": {"comand": "x"}}}, schema)
@@ -112,6 +113,91 @@ def test_check_never_echoes_secrets(tmp_path):
     assert SECRET not in proc.stdout + proc.stderr
     assert "run --token '${TOKEN}'" in proc.stdout
     assert "https://user:***@h/mcp?key=***&x=***" in proc.stdout
+
+
+def test_check_never_echoes_a_literal_credential_in_a_commands_arguments(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "backends": {"remote": {"command": "npx", "args": ["-y", "mcp-remote", "https://h/mcp", "--header", f"Authorization: Bearer {SECRET}",
+                                                          "--auth", SECRET, f"GITHUB_TOKEN={SECRET}", "--token", "${TOKEN}"]}},
+        "acp": {"mode": "agent", "components": [{"command": "agent", "args": ["--api-key", SECRET, "-H", f"Cookie: {SECRET}"]}]},
+    }))
+    proc = hopline("check", str(cfg), env={"TOKEN": "from-the-environment"})
+    assert proc.returncode == 0, proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr and "from-the-environment" not in proc.stdout
+    assert "npx -y mcp-remote https://h/mcp --header 'Authorization: <redacted>' --auth '<redacted>' 'GITHUB_TOKEN=<redacted>' --token '${TOKEN}'" in proc.stdout
+    assert "agent --api-key '<redacted>' -H 'Cookie: <redacted>'" in proc.stdout
+
+
+def test_check_reports_auth_and_policy_and_warns_of_risky_or_broken_choices(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(sort_keys=False, data={
+        "listen": {"host": "0.0.0.0", "port": 8000},
+        "backends": {"gone": {"command": "hopline-no-such-server"}, "path": {"command": "./no/such/server"},
+                     "off": {"command": "hopline-no-such-server", "enabled": False},
+                     "demo": {"command": sys.executable, "args": ["-m", "hopline.demo"], "inherit_env": True}},
+        "policy": {"rate_limits": {"limits": [{"requests": 5, "per": ["principal"]}]}, "dlp": {"builtins": True}},
+        "observability": {"metrics": {"port": 9464, "host": "0.0.0.0"}},
+    }))
+    proc = hopline("check", str(cfg))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0] == f"{cfg}: valid, with 5 warnings"
+    assert out[1:6] == [
+        "  warning: listen.host: 0.0.0.0 is reachable from the network and there is no `auth`: anyone who can reach port 8000 can use every backend (add auth.api_keys or auth.issuers, or listen on 127.0.0.1)",
+        "  warning: observability.metrics.host: the admin listener on 0.0.0.0 has no authentication: whoever reaches it sees /status and /config (secrets redacted); keep its port off the load balancer",
+        "  warning: backends.gone.command: 'hopline-no-such-server' is not on PATH: this backend cannot start (install it or give its full path)",
+        "  warning: backends.path.command: './no/such/server': there is no executable file at that path: this backend cannot start (install it or give its full path)",
+        "  warning: backends.demo.inherit_env: true gives the child all of hopline's environment, the other backends' secrets included (list the names it needs instead)",
+    ]
+    assert "auth: none (every caller is anonymous)" in out
+    assert out[out.index("policy:") + 1:out.index("policy:") + 3] == ["  rate limits: 1, kept in memory (per process)", "  DLP: all built-in patterns, redacting arguments and results"]
+
+
+def test_check_explains_auth_and_warns_of_a_key_written_in_the_file(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "listen": {"host": "0.0.0.0"},
+        "backends": {"demo": {"command": sys.executable, "args": ["-m", "hopline.demo"]}},
+        "auth": {"resource": "https://gw.example.com/mcp", "required_scopes": ["mcp:tools"],
+                 "issuers": [{"issuer": "https://idp.example", "jwks_url": "https://idp.example/jwks?tenant=t1"}],
+                 "api_keys": [{"name": "ci", "key": SECRET + "-in-the-file"}, {"name": "bot", "key": "${BOT_KEY}"}]},
+    }))
+    proc = hopline("check", str(cfg), env={"BOT_KEY": "bot-key-0123456789abcdef"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[:2] == [f"{cfg}: valid, with 1 warning",
+                       "  warning: auth.api_keys[0].key is written in the file: whoever reads the file has it (use ${VAR} and set the variable where hopline runs)"]
+    at = out.index("auth: clients authenticate; resource https://gw.example.com/mcp")
+    assert out[at + 1:at + 5] == [
+        "  JWT issuer https://idp.example (JWKS https://idp.example/jwks?tenant=***)",
+        "  tokens: audience https://gw.example.com/mcp, typ at+jwt, application/at+jwt, jwt, leeway 30 s",
+        "  API keys in header x-api-key: ci, bot",
+        "  every request needs scopes: mcp:tools",
+    ]
+    assert SECRET not in proc.stdout and "bot-key-0123456789abcdef" not in proc.stdout
+
+
+def test_check_of_the_auth_example():
+    proc = hopline("check", "examples/auth.yaml", env={"HOPLINE_CI_KEY": SECRET + "-0123456789"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("examples/auth.yaml: valid\n") and "  JWT issuer https://login.example.com/realms/tools (JWKS " in proc.stdout
+    assert SECRET not in proc.stdout
+
+
+@pytest.mark.parametrize("text,where", [
+    ('{\n  "mcpServers": {\n    "demo": {"command": "python", "args": ["-m", "hopline.demo"]},\n  }\n}\n', "a trailing comma at line 3, column 66"),
+    ('{"mcpServers": {"demo": {"command": "python", "args": ["-m", "hopline.demo",]}}}', "a trailing comma at line 1, column 76"),
+    ('{"mcpServers": {"demo": {"command": "python"}}, "hopline": {"routing": {"startup_timeout": 60},},}', "a trailing comma at line 1, column 95"),
+])
+def test_check_refuses_a_desktop_file_its_client_would_refuse(tmp_path, text, where):
+    cfg = tmp_path / "claude_desktop_config.json"
+    cfg.write_text(text)
+    proc = hopline("check", str(cfg))
+    assert proc.returncode == 1 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines()[1] == f"  not valid JSON: {where}; desktop clients read an mcpServers file as strict JSON and refuse it (no trailing comma, no comment)"
+    cfg.write_text(re.sub(r",(\s*[]}])", r"\1", text))
+    assert hopline("check", str(cfg)).returncode == 0  # without the commas: valid
 
 
 def test_check_shows_what_a_stdio_child_inherits_by_name_only(tmp_path):

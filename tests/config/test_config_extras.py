@@ -145,3 +145,35 @@ def test_a_group_mode_is_reported_at_the_group():
 @pytest.mark.parametrize("example", ["gateway.yaml", "reverse.yaml", "openapi.yaml", "stdio-pool.yaml", "acp-chain.yaml"])
 def test_the_core_examples_need_no_extra(example):
     assert needed(load_config(EXAMPLES / example)) == []
+
+
+UNSET_AND_EXTRAS = textwrap.dedent("""
+    backends:
+      demo: {command: python, args: ["-m", "hopline.demo"]}
+      remote: {url: "${HOPLINE_TEST_UNSET_URL}"}
+    state:
+      session_key: ${HOPLINE_TEST_UNSET_KEY}
+    tools:
+      mode: search
+      endpoints:
+        /mcp/code: code
+    policy:
+      rules: ["true"]
+""")
+
+
+def test_unset_variables_and_missing_extras_are_reported_in_one_pass(monkeypatch):
+    """The file does not validate (empty values where variables are unset); what needs an
+    extra is still read from it, so a second run does not bring new problems."""
+    block(monkeypatch, "numpy", "redis", "cel")
+    monkeypatch.delitem(sys.modules, "hopline.layers.policy.cel", raising=False)
+    with pytest.raises(ConfigError) as info:
+        parse_config(UNSET_AND_EXTRAS, env={})
+    assert sorted(info.value.problems) == sorted([
+        ("backends.remote.url", "environment variable HOPLINE_TEST_UNSET_URL is not set (give a default with ${NAME:-default})"),
+        ("state.session_key", "environment variable HOPLINE_TEST_UNSET_KEY is not set (give a default with ${NAME:-default})"),
+        ("tools.mode", "search needs the search extra (numpy cannot be imported): pip install 'hopline[search]'"),
+        ('tools.endpoints["/mcp/code"]', "code needs the code extra (numpy cannot be imported): pip install 'hopline[code]'"),
+        ("policy.rules", "CEL rules need the cel extra (cel cannot be imported): pip install 'hopline[cel]'"),
+        ("state", "sharing sessions between replicas needs the redis extra (redis.asyncio cannot be imported): pip install 'hopline[redis]'"),
+    ])

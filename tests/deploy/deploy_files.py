@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
 MANIFESTS = ROOT / "deploy" / "kubernetes"
 REPLICAS = ROOT / "examples" / "replicas.yaml"
+CONTAINER = ROOT / "examples" / "container.yaml"  # the configuration the image ships: it runs alone
 
 
 # What examples/replicas.yaml needs from the environment: a Redis URL (here one where nothing

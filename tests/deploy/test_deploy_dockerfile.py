@@ -28,6 +28,7 @@ import yaml
 
 from tests.conftest import Proc
 from tests.deploy.deploy_files import (
+    CONTAINER,
     DOCKERFILE,
     REPLICAS,
     REPLICAS_ENV,
@@ -42,6 +43,9 @@ from tests.deploy.deploy_files import (
 from tests.peers import MODES, bounded, client, free_port
 
 CONFIG_PATH = "/etc/hopline/hopline.yaml"
+# The runtime fixture builds the wheel and installs it with its extras into a fresh venv (pip,
+# from the local wheel index): about 30 s on a quiet 2-core machine, more on a loaded one.
+pytestmark = pytest.mark.timeout(300)
 
 
 def hadolint() -> str:
@@ -93,7 +97,7 @@ def test_two_named_stages_and_the_runtime_takes_only_the_wheel_from_the_build():
     assert from_build == ["--from=build /wheels /wheels"]
     assert any("pip wheel" in v and "--no-deps" in v and "--wheel-dir /wheels" in v for v in values(s["build"], "RUN"))
     install = [v for v in values(s["runtime"], "RUN") if "pip install" in v]
-    assert len(install) == 1 and '"$1[redis]"' in install[0] and "/wheels/hopline-*.whl" in install[0]
+    assert len(install) == 1 and '"$1${EXTRAS:+[$EXTRAS]}"' in install[0] and "/wheels/hopline-*.whl" in install[0]
     assert "rm -rf /wheels" in install[0]  # the wheel does not stay in the image
 
 
@@ -124,7 +128,8 @@ def test_healthcheck_asks_the_admin_listener_for_readyz_on_the_port_the_config_a
     assert argv[:2] == ["python", "-c"] and "/readyz" in argv[2]
     assert "--interval=" in options and "--timeout=" in options
     port = re.search(r"'HOPLINE_ADMIN_PORT', '(\d+)'", argv[2]).group(1)
-    assert re.search(r"port: \$\{HOPLINE_ADMIN_PORT:-(\d+)\}", REPLICAS.read_text()).group(1) == port
+    for config in (CONTAINER, REPLICAS):  # the image's own configuration and the one the Deployment mounts
+        assert re.search(r"port: \$\{HOPLINE_ADMIN_PORT:-(\d+)\}", config.read_text()).group(1) == port
     exposed = " ".join(values(runtime, "EXPOSE")).split()
     container = resource("Deployment", "hopline")["spec"]["template"]["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -137,9 +142,9 @@ def test_entrypoint_and_command_serve_the_configuration_where_the_configmap_is_m
     assert exec_form(values(runtime, "ENTRYPOINT")[-1]) == ["hopline"]
     cmd = exec_form(values(runtime, "CMD")[-1])
     assert cmd == ["serve", CONFIG_PATH]
-    assert f"examples/replicas.yaml {CONFIG_PATH}" in values(
+    assert f"examples/container.yaml {CONFIG_PATH}" in values(
         runtime, "COPY"
-    )  # `docker run` with no mount serves the example
+    )  # `docker run` with no mount serves the example that runs alone
     spec = resource("Deployment", "hopline")["spec"]["template"]["spec"]
     container = spec["containers"][0]
     assert container["args"] == cmd and "command" not in container  # the image's entrypoint, the same command
@@ -165,6 +170,68 @@ def test_the_build_context_holds_what_the_dockerfile_copies_and_no_tests_secrets
     assert not [
         f for f in files if f.split("/")[0] in ("tests", "bench", "deploy", ".git", ".ci") or "__pycache__" in f
     ]
+
+
+def build_args() -> dict[str, str]:
+    """The runtime stage's ARGs and their defaults."""
+    out = {}
+    for value in values(stages()["runtime"], "ARG"):
+        name, _, default = value.partition("=")
+        out[name] = default
+    return out
+
+
+def test_the_extras_and_node_are_build_arguments_whose_defaults_run_the_shipped_and_the_kubernetes_configuration():
+    from hopline.config.extras import EXTRAS, needed
+    from hopline.config.load import load_config
+
+    args = build_args()
+    assert args == {"EXTRAS": "redis,auth", "NODE": "false"}
+    chosen = set(args["EXTRAS"].split(","))
+    for config, env in ((CONTAINER, {}), (REPLICAS, REPLICAS_ENV)):  # what the image and the Deployment serve
+        assert {extra for _loc, _what, extra in needed(load_config(config, env=env))} <= chosen, config
+    # every extra of pyproject.toml (the test one aside) and `all` are accepted, and only those
+    (install,) = [v for v in values(stages()["runtime"], "RUN") if "pip install" in v]
+    accepted = set(re.search(r'case "\$extra" in ([a-z|]+)\)', install).group(1).split("|"))
+    optional = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert accepted == set(EXTRAS) | {"all"} and accepted <= set(optional)  # the features' extras (not test, bench)
+
+
+@pytest.mark.parametrize("extras", ["redis,nope", "al"])
+def test_an_unknown_extra_stops_the_build_with_its_name(tmp_path, extras):
+    (install,) = [v for v in values(stages()["runtime"], "RUN") if "pip install" in v]
+    step = install.replace("/opt/hopline", str(tmp_path / "venv")).replace("/wheels", str(tmp_path / "wheels"))
+    proc = subprocess.run(["sh", "-ec", step], env={"PATH": os.environ["PATH"], "EXTRAS": extras}, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and f"EXTRAS: no extra '{extras.split(',')[-1]}'" in proc.stderr
+    assert not (tmp_path / "venv").exists()  # refused before anything is installed
+
+
+@pytest.mark.parametrize("node, calls", [
+    ("false", []),
+    ("true", ["update", "install -y --no-install-recommends nodejs npm"]),
+])
+def test_node_true_installs_debians_node_and_npm_for_npx_backends(tmp_path, node, calls):
+    (step,) = [v for v in values(stages()["runtime"], "RUN") if "nodejs" in v]
+    bin_dir, log = tmp_path / "bin", tmp_path / "apt.log"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    (bin_dir / "apt-get").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "NODE": node}
+    proc = subprocess.run(["sh", "-ec", step.replace("/var/lib/apt/lists", str(tmp_path / "lists"))], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (log.read_text().splitlines() if log.exists() else []) == calls
+    wrong = subprocess.run(["sh", "-ec", step], env={**env, "NODE": "yes"}, capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "NODE must be true or false, not 'yes'" in wrong.stderr
+    assert "HOME=/tmp" in values(stages()["runtime"], "ENV")[0]  # npx's cache: the one writable place under Kubernetes
+
+
+def test_no_documented_command_writes_a_secret_over_a_tracked_file():
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    for doc in (ROOT / "README.md", *sorted((ROOT / "deploy").rglob("*.yaml"))):
+        text = doc.read_text()
+        for target in re.findall(r"(?<![2&])>\s*([\w./-]+)", text):
+            assert target.lstrip("./") not in tracked, f"{doc.name} redirects into the tracked file {target}"
+    assert "| kubectl apply -f -" in (ROOT / "README.md").read_text()
 
 
 # -- the runtime stage's steps, run on this machine -----------------------------------------------
@@ -197,7 +264,7 @@ def runtime(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("image")
     context, wheels, venv = copy_context(base / "context"), base / "wheels", base / "opt-hopline"
     s = stages()
-    env = {**clean_env(venv), **REPLICAS_ENV}
+    env = {**clean_env(venv), **build_args()}  # no REDIS_URL, no key: the image's configuration runs alone
     (build,) = [v for v in values(s["build"], "RUN") if "pip wheel" in v]
     run_step(build, context, env, **{"/wheels": wheels})
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -206,14 +273,14 @@ def runtime(tmp_path_factory) -> dict[str, Path]:
     run_step(install, base, env, **{"/wheels": wheels, "/opt/hopline": venv})
     assert not wheels.exists()  # the step removes it, as in the image
     config = base / "hopline.yaml"
-    config.write_text(REPLICAS.read_text())
+    config.write_text(CONTAINER.read_text())
     return {"venv": venv, "config": config, "cwd": venv, "env": env}
 
 
-def test_the_installed_wheel_imports_hopline_and_redis_from_the_venv(runtime):
+def test_the_installed_wheel_imports_hopline_and_the_default_extras_from_the_venv(runtime):
     venv = runtime["venv"]
     proc = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import hopline, redis, sys; print(hopline.__file__); print(sys.prefix)"],
+        [str(venv / "bin" / "python"), "-c", "import hopline, redis, jwt, sys; print(hopline.__file__); print(sys.prefix)"],
         cwd=runtime["cwd"],
         env=runtime["env"],
         capture_output=True,

@@ -77,12 +77,53 @@ async def test_a_dead_upstream_leaks_no_secret(hopline_relay, path):
     assert any("backend unreachable" in line for line in relay.stderr) and not any(SECRET in line for line in relay.stderr)
 
 
+async def test_a_command_targets_credentials_are_not_printed(hopline_relay):
+    # the mcp-remote pattern: the credential is in the command's arguments (the demo ignores them)
+    ignores = "import runpy, sys; sys.argv = ['demo']; runpy.run_module('hopline.demo', run_name='__main__')"
+    relay = hopline_relay("--", PY, "-c", ignores, "--header", f"Authorization: Bearer {SECRET}", "--auth", SECRET, f"API_TOKEN={SECRET}")
+    async with httpx.AsyncClient(timeout=BOUND) as http:
+        r = await http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS)
+    assert r.status_code == 200 and SECRET not in r.text
+    banner = next(line for line in relay.stderr if "serving" in line)
+    assert "--header Authorization: <redacted> --auth <redacted> API_TOKEN=<redacted>" in banner
+    assert not any(SECRET in line for line in relay.stderr)
+
+
 def test_relay_stdio_to_a_dead_upstream_logs_no_secret():
     url = f"http://user:{SECRET}@127.0.0.1:{dead_port()}/mcp?token={SECRET}"
     argv = [PY, "-m", "hopline", "relay", "--stdio", url, "-H", f"Authorization: Bearer {SECRET}"]
     done = subprocess.run(argv, input=orjson.dumps(INIT) + b"\n", capture_output=True, timeout=BOUND, cwd=ROOT)
     assert b"-31001" in done.stdout and SECRET.encode() not in done.stdout
     assert b"backend unreachable" in done.stderr and SECRET.encode() not in done.stderr
+
+
+@pytest.mark.parametrize("target,said", [
+    (["htp://127.0.0.1:9/mcp?token=" + SECRET], "'htp://127.0.0.1:9/mcp' is no URL hopline can relay to (scheme 'htp'): a remote target starts with http:// or https://, e.g. hopline relay http://127.0.0.1:9/mcp"),
+    (["ws://h.example/mcp"], "e.g. hopline relay http://h.example/mcp"),
+    (["localhost:8080/mcp"], "'localhost:8080/mcp' is neither a command nor a URL: a remote target starts with http:// or https://, e.g. hopline relay http://localhost:8080/mcp"),
+    (["127.0.0.1/mcp"], "e.g. hopline relay http://127.0.0.1/mcp"),
+    (["--", "hopline-no-such-server"], "command 'hopline-no-such-server' not found: it is not on PATH. Install it, give its full path, or, for a remote server, a URL starting with http:// or https://"),
+    (["--", "./no/such/server.js", "--port", "1"], "command './no/such/server.js' not found: there is no executable file at that path"),
+    (["npx -y @modelcontextprotocol/server-everything"], "given as one word ('npx -y @modelcontextprotocol/server-everything'): give them as separate words after --, e.g. hopline relay -- npx -y @modelcontextprotocol/server-everything"),
+    (["--stdio", "htp://h.example/mcp"], "e.g. hopline relay http://h.example/mcp"),
+])
+def test_a_target_that_cannot_work_is_refused_at_start_with_what_to_write(target, said):
+    done = subprocess.run([PY, "-m", "hopline", "relay", "--port", "0", *target], capture_output=True, text=True, timeout=BOUND, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == ""
+    assert said in done.stderr and "serving" not in done.stderr and "Traceback" not in done.stderr and SECRET not in done.stderr
+
+
+async def test_a_url_target_that_does_not_answer_is_warned_about_and_relayed(hopline_relay, sdk_http):
+    url = f"http://127.0.0.1:{dead_port()}/mcp"
+    relay = hopline_relay(url + "?token=" + SECRET)
+    warning = next(line for line in relay.stderr if "warning" in line)
+    assert f"hopline relay: warning: {url} does not answer (Connection refused); relaying anyway" in warning
+    assert any("serving" in line for line in relay.stderr) and not any(SECRET in line for line in relay.stderr)
+    # one that answers, and a command that is there, start with no warning
+    for relay in (hopline_relay(sdk_http), hopline_relay("--", PY, "-m", "hopline.demo")):
+        async with httpx.AsyncClient(timeout=BOUND) as http:
+            r = await http.post(relay.url, content=orjson.dumps(INIT), headers=HEADERS)
+        assert r.status_code == 200 and not any("warning" in line for line in relay.stderr)
 
 
 async def until_eof(reader: asyncio.StreamReader) -> bytes:

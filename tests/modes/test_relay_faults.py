@@ -122,14 +122,19 @@ async def test_garbage_on_stdout_is_dropped_and_the_real_answer_arrives(hopline_
     assert any("not JSON-RPC" in line for line in relay.stderr)
 
 
-async def test_backend_that_cannot_start_is_a_clear_error(hopline_relay):
-    relay = hopline_relay("--", "/nonexistent/definitely-not-a-server")
+async def test_backend_that_cannot_start_is_a_clear_error(hopline_relay, tmp_path):
+    server = tmp_path / "server"  # there at start (a missing command is refused then), gone when a client comes
+    server.write_text("#!/bin/sh\nexit 3\n")
+    server.chmod(0o755)
+    relay = hopline_relay("--", str(server))
+    server.unlink()
     async with httpx.AsyncClient(timeout=15) as http:
         init = rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
         r = await http.post(relay.url, content=orjson.dumps(init), headers=HEADERS)
     err = r.json()["error"]
     assert err["code"] == -31001 and "cannot start" in err["message"]
     assert "Traceback" not in r.text
+    relay.wait_line(rf"backend server: could not start a child: cannot start '{server}': No such file or directory")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])

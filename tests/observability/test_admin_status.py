@@ -19,7 +19,7 @@ from hopline.compose.status import config_view, status
 from hopline.config.schema import GatewayConfig
 from hopline.observability.admin_page import render
 from hopline.observability.recent import DURATIONS, SERIES, Recent
-from hopline.observability.redact import REDACTED, redact, scrub
+from hopline.observability.redact import REDACTED, redact, redact_args, scrub
 from tests.conftest import PY
 from tests.peers import bounded, client
 
@@ -34,7 +34,20 @@ SECRETS = {
     "header": "header-secret-value-0004",
     "user": "userinfo-secret-0005",
     "query": "query-secret-value-0006",
+    "bearer": "bearer-secret-value-0007",
+    "auth": "auth-secret-value-0008",
+    "envarg": "envarg-secret-value-0009",
+    "apikey": "apikey-secret-value-0010",
 }
+# the mcp-remote pattern and its kin: credentials in a command's arguments
+SECRET_ARGS = [
+    "--header", f"Authorization: Bearer {SECRETS['bearer']}", "--auth", SECRETS["auth"],
+    f"GITHUB_TOKEN={SECRETS['envarg']}", f"--header=X-Api-Key:{SECRETS['apikey']}", "--port", "8080",
+]
+SECRET_ARGS_SHOWN = [
+    "--header", f"Authorization: {REDACTED}", "--auth", REDACTED, f"GITHUB_TOKEN={REDACTED}",
+    f"--header=X-Api-Key:{REDACTED}", "--port", "8080",
+]
 STATUS_KEYS = {"name", "mode", "time", "ready", "backends", "sessions", "tool_modes", "requests", "declaration", "reload"}
 BACKEND_KEYS = {"id", "enabled", "kind", "target", "state", "breaker", "sessions", "last_error", "tools", "tool_count"}
 
@@ -45,7 +58,7 @@ def gateway_config() -> dict:
         "name": "admin-test",
         "routing": {"retry_after": 0.5},
         "backends": {
-            "demo": {"command": DEMO_ARGS[0], "args": [*DEMO_ARGS[1:], "--token", s["arg"], f"--api-key={s['flag']}"], "env": {"DEMO_SECRET": s["env"]}},
+            "demo": {"command": DEMO_ARGS[0], "args": [*DEMO_ARGS[1:], "--token", s["arg"], f"--api-key={s['flag']}", *SECRET_ARGS], "env": {"DEMO_SECRET": s["env"]}},
             "broken": {"command": BROKEN[0], "args": BROKEN[1:]},
             "remote": {"url": f"http://admin:{s['user']}@127.0.0.1:9/mcp?token={s['query']}", "headers": {"Authorization": f"Bearer {s['header']}"}},
         },
@@ -118,7 +131,7 @@ async def test_status_and_config_from_a_real_gateway(served):
             config = r.json()
             page = await http.get("/")
     assert config["backends"]["demo"]["env"] == {"DEMO_SECRET": REDACTED}
-    assert config["backends"]["demo"]["args"] == [*DEMO_ARGS[1:], "--token", REDACTED, f"--api-key={REDACTED}"]
+    assert config["backends"]["demo"]["args"] == [*DEMO_ARGS[1:], "--token", REDACTED, f"--api-key={REDACTED}", *SECRET_ARGS_SHOWN]
     assert config["backends"]["remote"]["headers"] == {"Authorization": REDACTED}
     assert config["backends"]["remote"]["url"] == f"http://{REDACTED}@127.0.0.1:9/mcp?{REDACTED}"
     assert config["listen"]["port"] == 0 and config["observability"]["metrics"]["port"] == 0
@@ -166,6 +179,26 @@ def test_every_kind_of_secret_is_redacted_from_the_configuration():
     # text beside the configuration (an error message quoting a secret) is scrubbed of what redaction found
     said = scrub("failed with client-secret-value-88 at https://u:pw-in-url@h.example/x?a=b", found)
     assert "client-secret-value-88" not in said and "pw-in-url" not in said and said.startswith("failed with <redacted> at https://<redacted>@h.example/x?")
+
+
+@pytest.mark.parametrize("args,shown", [
+    (["-y", "mcp-remote", "https://h/mcp", "--header", "Authorization: Bearer tok-0123456789"], ["-y", "mcp-remote", "https://h/mcp", "--header", f"Authorization: {REDACTED}"]),
+    (["--header", "Authorization:${AUTH}", "-H", "Cookie: sid=cookie-0123456789"], ["--header", f"Authorization:{REDACTED}", "-H", f"Cookie: {REDACTED}"]),
+    (["--header=X-Api-Key: key-0123456789"], [f"--header=X-Api-Key: {REDACTED}"]),
+    (["--headers", '{"Authorization": "Bearer tok-0123456789"}'], ["--headers", REDACTED]),
+    (["--auth", "user:pw-0123456789", "--no-auth", "--port", "8080"], ["--auth", REDACTED, "--no-auth", "--port", "8080"]),  # a flag after a switch stays
+    (["--access-token", "a-0123456789", "--apiKey=b-0123456789", "--client-secret", "c-0123456789", "--pat", "d-0123456789"], ["--access-token", REDACTED, f"--apiKey={REDACTED}", "--client-secret", REDACTED, "--pat", REDACTED]),
+    (["-e", "GITHUB_TOKEN=ghp-0123456789", "API_KEY=k-0123456789", "DB_PASSWORD=p-0123456789", "PATH=/usr/bin", "LOG=debug"], ["-e", f"GITHUB_TOKEN={REDACTED}", f"API_KEY={REDACTED}", f"DB_PASSWORD={REDACTED}", "PATH=/usr/bin", "LOG=debug"]),
+    (["X-Auth-Token: t-0123456789", "Private-Token: g-0123456789", "Accept: text/plain", "localhost:8080"], [f"X-Auth-Token: {REDACTED}", f"Private-Token: {REDACTED}", "Accept: text/plain", "localhost:8080"]),
+    (["Bearer tok-0123456789"], [f"Bearer {REDACTED}"]),
+])
+def test_credentials_in_a_commands_arguments_are_redacted(args, shown):
+    out, found = redact({"backends": {"b": {"command": "npx", "args": args}}})
+    assert out["backends"]["b"]["args"] == shown
+    assert redact_args(args) == shown
+    for secret in ("tok-0123456789", "cookie-0123456789", "key-0123456789", "pw-0123456789", "ghp-0123456789"):
+        if any(secret in a for a in args):
+            assert secret not in json.dumps(out) and scrub(f"error: {secret} refused", found) == f"error: {REDACTED} refused"
 
 
 def odd_status() -> dict:

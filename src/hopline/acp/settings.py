@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from hopline.acp import chain as chain_mod
 from hopline.acp.chain import GATEWAY, Chain, Component
+from hopline.observability.redact import redact_args
 
 if TYPE_CHECKING:
     from hopline.config.acp import AcpConfig
@@ -164,6 +165,7 @@ def describe(chain: Chain, written: dict[str, str] | None = None) -> list[str]:
         if c.builtin is not None:
             lines.append(f"  {n}. {c.name} (built-in {c.builtin}, {role})")
         else:
-            argv = [written.get(a, a) for a in c.argv] if written else c.argv
+            shown = redact_args(c.argv)  # literal credentials hidden; values from ${VAR} shown as written
+            argv = [(written or {}).get(a, shown[i]) for i, a in enumerate(c.argv)]
             lines.append(f"  {n}. {c.name} ({role}): {shlex.join(argv)}")
     return lines

@@ -67,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(f"{args.config}: could not be checked ({type(exc).__name__}: {exc})", file=sys.stderr)
         return 1
-    print("\n".join([f"{args.config}: valid", *explain(config), *converted]))
+    warned = warnings(config)
+    head = f"{args.config}: valid"
+    if warned:
+        head += f", with {len(warned)} warning{'s' if len(warned) != 1 else ''}"
+    print("\n".join([head, *(f"  warning: {w}" for w in warned), *explain(config), *converted]))
     return 0
 
 
@@ -164,6 +168,8 @@ def explain(config: GatewayConfig) -> list[str]:
         lines.append(f"collisions: {config.routing.collision} ({COLLISIONS[config.routing.collision]})")
     if config.state is not None:
         lines.append(_replicas(config))
+    lines += _auth(config)
+    lines += _policy(config)
     lines.append("backends:")
     for bid, backend in config.backends.items():
         lines.append(
@@ -180,6 +186,170 @@ def explain(config: GatewayConfig) -> list[str]:
         from hopline.acp.settings import explain as explain_acp
 
         lines += explain_acp(config)
+    return lines
+
+
+def warnings(config: GatewayConfig) -> list[str]:
+    """Risky or broken choices the schema allows: a listener open to the network without
+    `auth`, a secret written in the file, a command that is not installed, ..."""
+    from hopline.transports.http_util import SecurityPolicy
+    from hopline.transports.targets import find_command
+
+    out: list[str] = []
+    listen = config.listen
+    loopback = SecurityPolicy(bound_host=listen.host).loopback
+    if config.mode != "transparent" and not loopback and config.auth is None:
+        out.append(
+            f"listen.host: {listen.host} is reachable from the network and there is no `auth`: anyone who can reach "
+            f"port {listen.port} can use every backend (add auth.api_keys or auth.issuers, or listen on 127.0.0.1)"
+        )
+    if loopback and not listen.check_host:
+        out.append(
+            "listen.check_host: false on a loopback listener: a web page the user opens can reach it through DNS "
+            "rebinding (name its Host in listen.allowed_hosts instead)"
+        )
+    metrics = config.observability.metrics
+    if metrics.port is not None and not SecurityPolicy(bound_host=metrics.host).loopback:
+        out.append(
+            f"observability.metrics.host: the admin listener on {metrics.host} has no authentication: whoever reaches "
+            "it sees /status and /config (secrets redacted); keep its port off the load balancer"
+        )
+    for bid, backend in config.backends.items():
+        if backend.command is not None and backend.enabled:
+            if find_command(backend.command, backend.env, backend.cwd) is None:
+                out.append(
+                    f"backends.{bid}.command: {_not_found(backend.command, backend.env)}: this backend cannot start "
+                    "(install it or give its full path)"
+                )
+            if backend.inherit_env is True:
+                out.append(
+                    f"backends.{bid}.inherit_env: true gives the child all of hopline's environment, the other "
+                    "backends' secrets included (list the names it needs instead)"
+                )
+    if config.acp is not None:
+        for i, c in enumerate(config.acp.components):
+            if c.command is not None and find_command(c.command, c.env, c.cwd) is None:
+                out.append(
+                    f"acp.components[{i}].command: {_not_found(c.command, c.env)}: the chain cannot start "
+                    "(install it or give its full path)"
+                )
+    out += _literal_secrets(config)
+    auth = config.auth
+    if auth is not None:
+        for bid, b in auth.backends.items():
+            if b.mode == "passthrough":
+                out.append(
+                    f"auth.backends.{bid}.mode: passthrough sends each client's own token to the backend (the "
+                    "backend can use it elsewhere); prefer exchange or client_credentials"
+                )
+    policy = config.policy
+    for i, ic in enumerate(policy.interceptors):
+        if ic.fail_open:
+            out.append(f"policy.interceptors[{i}].fail_open: true: a call goes through when this interceptor fails")
+        if ic.mode == "audit":
+            out.append(f"policy.interceptors[{i}].mode: audit: its decisions are recorded, none is applied")
+    limits = policy.rate_limits
+    if (
+        limits is not None
+        and limits.store == "redis"
+        and limits.redis is not None
+        and limits.redis.on_unavailable == "open"
+    ):
+        out.append("policy.rate_limits.redis.on_unavailable: open: no limit holds while Redis is unreachable")
+    return out
+
+
+def _not_found(command: str, env: dict[str, str] | None) -> str:
+    if "/" in command:
+        return f"{command!r}: there is no executable file at that path"
+    return f"{command!r} is not on PATH" + (" (the PATH its env sets)" if env and "PATH" in env else "")
+
+
+def _literal_secrets(config: GatewayConfig) -> list[str]:
+    """Secrets written in the file itself rather than taken from the environment (``${VAR}``)."""
+    spots: list[tuple[tuple[str | int, ...], str | None]] = []
+    auth = config.auth
+    if auth is not None:
+        spots += [(("auth", "api_keys", i, "key"), k.key) for i, k in enumerate(auth.api_keys)]
+        for i, issuer in enumerate(auth.issuers):
+            spots += [(("auth", "issuers", i, "keys", j, "secret"), k.secret) for j, k in enumerate(issuer.keys)]
+        for bid, b in auth.backends.items():
+            spots += [(("auth", "backends", bid, "secret"), b.secret)]
+            spots += [(("auth", "backends", bid, "client_secret"), b.client_secret)]
+    if config.state is not None:
+        spots.append((("state", "session_key"), config.state.session_key))
+    out = []
+    for loc, value in spots:
+        if value and config.as_written(*loc) is None:
+            from hopline.config.errors import format_path
+
+            out.append(
+                f"{format_path(loc)} is written in the file: whoever reads the file has it (use ${{VAR}} and set the "
+                "variable where hopline runs)"
+            )
+    return out
+
+
+def _auth(config: GatewayConfig) -> list[str]:
+    """Who may call: what ``auth`` sets up (names and counts, never a key)."""
+    auth = config.auth
+    if auth is None:
+        return ["auth: none (every caller is anonymous)"]
+    lines = [f"auth: clients authenticate; resource {auth.resource}"]
+    for issuer in auth.issuers:
+        where = [f"JWKS {_mask(issuer.jwks_url)}"] if issuer.jwks_url else []
+        if issuer.keys:
+            where.append(f"{len(issuer.keys)} static key{'s' if len(issuer.keys) != 1 else ''}")
+        lines.append(f"  JWT issuer {issuer.issuer} ({', '.join(where)})")
+    if auth.issuers:
+        lines.append(
+            f"  tokens: audience {auth.resource}, typ {', '.join(auth.token_types)}, leeway {auth.leeway:g} s"
+            + ("" if auth.require_exp else ", exp not required")
+        )
+    if auth.api_keys:
+        names = ", ".join(k.name for k in auth.api_keys)
+        lines.append(f"  API keys in header {auth.api_key_header}: {names}")
+    if auth.required_scopes:
+        lines.append(f"  every request needs scopes: {', '.join(auth.required_scopes)}")
+    for bid, b in auth.backends.items():
+        lines.append(f"  backend {bid}: credential {b.mode}" + (f" in {b.header}" if b.mode != "none" else ""))
+    return lines
+
+
+def _policy(config: GatewayConfig) -> list[str]:
+    """What is enforced on each call (Layer 5)."""
+    p = config.policy
+    if p.is_empty():
+        return ["policy: none (every tool, prompt and resource visible and callable)"]
+    lines = ["policy:"]
+    if p.rules:
+        lines.append(
+            f"  rules: {len(p.rules)} CEL rule{'s' if len(p.rules) != 1 else ''} (an item is visible iff one "
+            "is true): " + ", ".join(name for name, _ in p.named_rules())
+        )
+    if p.rate_limits is not None:
+        rl = p.rate_limits
+        where = "in memory (per process)" if rl.store == "memory" else "in Redis (shared by replicas)"
+        lines.append(f"  rate limits: {len(rl.limits)}, kept {where}")
+    if p.dlp is not None:
+        d = p.dlp
+        builtins = (
+            "all built-in patterns"
+            if d.builtins is True
+            else ("no built-in pattern" if d.builtins is False else "built-in " + ", ".join(d.builtins))
+        )
+        own = f" + {len(d.patterns)} of yours" if d.patterns else ""
+        where = " and ".join(w for w, on in (("arguments", d.arguments), ("results", d.results)) if on) or "nothing"
+        lines.append(f"  DLP: {builtins}{own}, redacting {where}")
+    if p.pinning is not None:
+        pin = p.pinning
+        changed = {"flag": "flagged", "withhold": "withheld", "allow": "allowed"}[pin.on_change]
+        lines.append(f"  pinning: {pin.lockfile or 'first sight, in memory'}; a tool that changes is {changed}")
+    if p.audit is not None:
+        lines.append(f"  audit: to {p.audit.sink}")
+    for ic in p.interceptors:
+        label = ic.name or ic.class_ or ic.entry_point
+        lines.append(f"  interceptor {label} ({ic.mode}{', fail open' if ic.fail_open else ''})")
     return lines
 
 
@@ -305,8 +475,11 @@ def _replicas(config: GatewayConfig) -> str:
 
 def _target(config: GatewayConfig, bid: str, backend: BackendConfig) -> str:
     if backend.command is not None:
+        from hopline.observability.redact import redact_args
+
         words = [config.as_written("backends", bid, "command") or backend.command]
-        words += [config.as_written("backends", bid, "args", i) or a for i, a in enumerate(backend.args)]
+        shown = redact_args(backend.args)  # a literal credential (--header "Authorization: Bearer ...") is not echoed
+        words += [config.as_written("backends", bid, "args", i) or shown[i] for i in range(len(backend.args))]
         return shlex.join(words)
     if backend.openapi is not None:
         spec = config.as_written("backends", bid, "openapi") or (

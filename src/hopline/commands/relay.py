@@ -13,6 +13,8 @@ import argparse
 from typing import Any
 import dataclasses
 import logging
+import os
+import re
 import sys
 
 from hopline.transports.door_limits import DoorLimits
@@ -292,9 +294,94 @@ def describe(spec: StdioTarget | RemoteTarget) -> str:
     from hopline.transports.http_util import public_url
 
     if isinstance(spec, StdioTarget):
-        return repr(" ".join(spec.argv))
+        from hopline.observability.redact import redact_args
+
+        return repr(" ".join(redact_args(spec.argv)))
     names = f" with header{'s' if len(spec.headers) != 1 else ''} {', '.join(spec.headers)}" if spec.headers else ""
     return repr(public_url(spec.url)) + names
+
+
+_HOST_PORT = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}(?:/\S*)?$")  # host:port[/path]
+_HOST_PATH = re.compile(r"^(?:localhost|\d{1,3}(?:\.\d{1,3}){3})(?:/\S*)?$")  # localhost/mcp, 10.0.0.5/mcp
+PROBE_TIMEOUT = 3.0  # seconds a URL target has to accept a connection at start
+
+
+def _scheme(word: str) -> str | None:
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", word)
+    return m.group(1).lower() if m else None
+
+
+def unusable(target: list[str], env: dict[str, str] | None, cwd: str | None) -> str | None:
+    """Why ``target`` cannot work, and what to write instead; None when it may."""
+    from hopline.transports.http_util import public_url
+    from hopline.transports.targets import find_command
+
+    if not target:
+        return None  # the built-in demo
+    first = target[0]
+    scheme = _scheme(first)
+    if scheme in ("http", "https"):
+        return None
+    if scheme is not None:
+        shown = public_url(first)
+        fixed = "http" + shown[len(scheme) :] if shown.startswith(scheme) else "http://host:port/mcp"
+        return (
+            f"{shown!r} is no URL hopline can relay to (scheme {scheme!r}): a remote target starts with http:// or "
+            f"https://, e.g. hopline relay {fixed}"
+        )
+    if cwd is not None and not os.path.isdir(cwd):
+        return f"--cwd {cwd!r} is no directory"
+    if find_command(first, env, cwd) is not None:
+        return None
+    if _HOST_PORT.match(first) or _HOST_PATH.match(first):
+        shown = public_url("http://" + first)
+        return (
+            f"{shown[7:]!r} is neither a command nor a URL: a remote target starts with http:// or https://, e.g. "
+            f"hopline relay {shown}"
+        )
+    if " " in first.strip() and len(target) == 1:
+        words = first.split()
+        return (
+            f"command {words[0]!r} with its arguments was given as one word ({first!r}): give them as separate "
+            f"words after --, e.g. hopline relay -- {' '.join(words)}"
+        )
+    where = (
+        "there is no executable file at that path"
+        if os.sep in first
+        else "it is not on PATH" + (" (the PATH given with -e)" if env and "PATH" in env else "")
+    )
+    return (
+        f"command {first!r} not found: {where}. Install it, give its full path, or, for a remote server, "
+        "a URL starting with http:// or https://"
+    )
+
+
+def no_answer(url: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """Why ``url``'s host does not accept a TCP connection now (None when it does, or when the
+    environment routes it through a proxy: then only the proxy could tell)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from hopline.transports.h1client import usable_for
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return f"invalid URL: {exc}"
+    if not host:
+        return "the URL names no host"
+    if not usable_for(url):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except socket.gaierror:
+        return f"the name {host} does not resolve"
+    except TimeoutError:
+        return f"no connection within {timeout:g} s"
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 def _parse_headers(values: list[str]) -> dict[str, str]:
@@ -355,7 +442,13 @@ def run(args: argparse.Namespace) -> int:
         target = target[1:]
     headers = _parse_headers(args.header)
     args.limits = door_limits(args)
-    if target and target[0].startswith(("http://", "https://")):
+    env = _parse_env(args.env)
+    refused = unusable(target, env, args.cwd)
+    if refused is not None:
+        print(f"hopline relay: {refused}", file=sys.stderr)
+        return 2
+    if target and _scheme(target[0]) in ("http", "https"):
+        target[0] = target[0][:4].lower() + target[0][4:]  # HTTP://h/mcp is http://h/mcp
         if len(target) > 1:
             print(
                 "hopline relay: a URL target takes no arguments (put options before or after it; a command goes after "
@@ -364,13 +457,20 @@ def run(args: argparse.Namespace) -> int:
             )
             return 2
         spec: StdioTarget | RemoteTarget = RemoteTarget(target[0], args.transport, headers, name=public_url(target[0]))
+        silent = no_answer(target[0])
+        if silent is not None:
+            print(
+                f"hopline relay: warning: {public_url(target[0])} does not answer ({silent}); relaying anyway: "
+                "clients get an error (-31001) until it does",
+                file=sys.stderr,
+            )
     elif args.stdio:
         print("hopline relay --stdio needs a URL target: hopline relay --stdio https://host/mcp", file=sys.stderr)
         return 2
     elif target:
-        spec = StdioTarget(target, _parse_env(args.env), args.cwd)
+        spec = StdioTarget(target, env, args.cwd)
     else:
-        spec = StdioTarget([sys.executable, "-m", "hopline.demo"], _parse_env(args.env), args.cwd)
+        spec = StdioTarget([sys.executable, "-m", "hopline.demo"], env, args.cwd)
     if isinstance(spec, StdioTarget):  # the built-in demo is hopline itself: it imports what we import
         spec.inherit_env = [*args.inherit_env, *([] if target else ["PYTHONPATH"])]
     if args.stdio:

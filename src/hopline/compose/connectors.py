@@ -115,6 +115,7 @@ class StdioBackends:
             fresh_idle=min(FRESH_RECLAIM, pressure) if relay else None,
             absent_idle=min(ABSENT_RECLAIM, pressure) if relay else None,
             retry_after=retry_after,
+            log_failures=relay,
         )
         self._pool = _SharedPerEra(self.children.acquire, self.name)
 

@@ -12,7 +12,7 @@ that installs it: never an ImportError at the first request. The table matches
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from hopline.config.schema import GatewayConfig
@@ -51,39 +51,54 @@ def message(feature: str, extra: str, module: str) -> str:
     return f"{feature} the {extra} extra ({module} cannot be imported): pip install 'hopline[{extra}]'"
 
 
-def needed(config: GatewayConfig) -> list[tuple[Loc, str, str]]:
-    """``(key path, what needs it, extra)`` for each configured feature that needs an extra."""
+def needed(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str, str]]:
+    """``(key path, what needs it, extra)`` for each configured feature that needs an extra.
+
+    ``config``: a validated configuration, or the file's data when it did not validate (a
+    section in error elsewhere, an unset variable): what needs an extra is read from the
+    data as written, so one pass reports both."""
+    data = config.model_dump() if hasattr(config, "model_dump") else config
     out: list[tuple[Loc, str, str]] = []
-    tools = config.tools
-    endpoints: list[tuple[Loc, object]] = [
+    tools = _map(data.get("tools"))
+    endpoints: list[tuple[Loc, Any]] = [
         (("tools",), tools),
-        *((("tools", "endpoints", p), e) for p, e in tools.endpoints.items()),
+        *((("tools", "endpoints", p), e) for p, e in _map(tools.get("endpoints")).items()),
     ]
     for loc, endpoint in endpoints:
-        spots = [
-            ((*loc, "mode"), endpoint.mode),
-            *(((*loc, "groups", g, "mode"), group.mode) for g, group in endpoint.groups.items()),
-        ]  # type: ignore[attr-defined]
+        if isinstance(endpoint, str):  # "/mcp/search": search (short for {mode: search})
+            spots: list[tuple[Loc, Any]] = [(loc, endpoint)]
+        else:
+            endpoint = _map(endpoint)
+            groups = _map(endpoint.get("groups")).items()
+            spots = [
+                ((*loc, "mode"), endpoint.get("mode")),
+                *(((*loc, "groups", g, "mode"), _map(group).get("mode", group)) for g, group in groups),
+            ]
         out += [(spot, f"{mode} needs", mode) for spot, mode in spots if mode in ("search", "code")]
-    policy = config.policy
-    if policy.rules:
+    policy = _map(data.get("policy"))
+    if policy.get("rules"):
         out.append((("policy", "rules"), "CEL rules need", "cel"))
-    if policy.rate_limits is not None and policy.rate_limits.store == "redis":
+    if _map(policy.get("rate_limits")).get("store") == "redis":
         out.append((("policy", "rate_limits", "store"), "store redis needs", "redis"))
-    if config.state is not None:
+    if data.get("state") is not None:
         out.append((("state",), "sharing sessions between replicas needs", "redis"))
-    if config.transparent is not None and config.transparent.rules:
+    transparent = _map(data.get("transparent"))
+    if transparent.get("rules"):
         out.append((("transparent", "rules"), "CEL rules need", "cel"))
-    if config.transparent is not None and config.transparent.tls == "terminate":
+    if transparent.get("tls") == "terminate":
         out.append((("transparent", "tls"), "minting certificates (tls: terminate) needs", "auth"))
-    if config.observability.otel.endpoint is not None:
+    if _map(_map(data.get("observability")).get("otel")).get("endpoint") is not None:
         out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
-    if config.auth is not None and config.auth.issuers:
+    if _map(data.get("auth")).get("issuers"):
         out.append((("auth", "issuers"), "JWT validation needs", "auth"))
     return out
 
 
-def problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def problems(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str]]:
     """A problem for each configured feature whose extra is not installed (each extra is tried once)."""
     missing: dict[str, str | None] = {}
     out = []

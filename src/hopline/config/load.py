@@ -20,6 +20,7 @@ set inside a server turned off (``disabled: true``, ``enabled: false``) is a not
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -80,6 +81,8 @@ def parse_config_bytes(raw: bytes, *, source: str = "<config>", env: Mapping[str
 
 def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] | None = None) -> GatewayConfig:
     data = _parse_yaml(text, source)
+    if isinstance(data, dict) and SECTION in data and VSCODE_SECTION not in data and text.lstrip().startswith("{"):
+        _strict_json(text, source)  # a desktop client's file: read as strictly as the client reads it
     if not isinstance(data, dict):
         what = "empty" if data is None else f"a {type(data).__name__}"
         raise ConfigError(source, [("", f"the file is {what}; expected a mapping with `backends` or `{SECTION}`")])
@@ -106,8 +109,10 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
             loc = _to_file_loc(loc, imported)
             if loc not in reported:  # one problem per spot
                 problems.append((loc, msg))
-    if config is not None and not problems:
-        problems += missing_extras(config)  # a feature whose optional extra is not installed
+    # A feature whose optional extra is not installed, in the same pass as the other problems
+    # (read from the data when the configuration did not validate).
+    reported = {loc for loc, _ in problems}
+    problems += [p for p in missing_extras(config if config is not None else data) if p[0] not in reported]
     if problems or config is None:
         raise ConfigError(source, [(format_path(loc), msg) for loc, msg in problems])
     config._import_notes = imported.notes
@@ -127,6 +132,25 @@ def _parse_yaml(text: str, source: str) -> Any:
         raise ConfigError(source, [("", f"not valid YAML or JSON: {where}{exc.problem or exc.context}")]) from None
     except yaml.YAMLError as exc:
         raise ConfigError(source, [("", f"not valid YAML or JSON: {exc}")]) from None
+
+
+def _strict_json(text: str, source: str) -> None:
+    """An ``mcpServers`` JSON file is shared with a desktop client, which reads it as strict
+    JSON: a trailing comma or a comment that YAML lets through would make the client refuse
+    the file (Claude Desktop does), so hopline refuses it too, where the client would.
+    (VS Code's ``servers`` file is JSON with comments: not checked.)"""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        before = text[: exc.pos].rstrip()
+        if before.endswith(",") and text[exc.pos : exc.pos + 1] in ("}", "]"):
+            line = before.count("\n") + 1
+            column = len(before) - (before.rfind("\n") + 1)
+            what = f"a trailing comma at line {line}, column {column}"
+        else:
+            what = f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        why = "desktop clients read an mcpServers file as strict JSON and refuse it (no trailing comma, no comment)"
+        raise ConfigError(source, [("", f"not valid JSON: {what}; {why}")]) from None
 
 
 def _hoist(data: dict[str, Any], problems: list[tuple[Loc, str]]) -> set[str]:

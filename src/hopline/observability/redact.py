@@ -8,8 +8,13 @@ What :func:`redact` replaces with :data:`REDACTED`:
   ``password``, ``pem``, ``jwk``, ``authorization``, ``cookie``, ``credential(s)``, and
   any name ending ``_secret``, ``_token``, ``_password``, ``_key`` or ``_credentials``
   (``client_secret``, ``api_key``...);
-- in command ``args``, the value of a flag naming a secret (``--token X``,
-  ``--api-key=X``);
+- in command ``args``: the value of a flag naming a secret (``--token X``,
+  ``--api-key=X``, ``--auth X``, ``--password X``); every header value given to a
+  header flag (``--header "Authorization: Bearer X"``, the mcp-remote pattern, shows as
+  ``--header "Authorization: <redacted>"``; ``-H``, ``--header=...``); a header-looking
+  argument with a secret name anywhere (``Cookie: X``, ``X-Api-Key: X``); an
+  environment-looking ``NAME=value`` whose name is secret (``GITHUB_TOKEN=X``); a lone
+  ``Bearer X`` or ``Basic X``;
 - in every URL, anywhere: the userinfo, the query and the fragment
   (``https://u:p@h/x?k=v`` shows as ``https://<redacted>@h/x?<redacted>``).
 
@@ -56,6 +61,35 @@ SECRET_SUFFIXES = (
 )
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 _FLAG = re.compile(r"^(-{1,2}[A-Za-z0-9_-]+)(=)(.*)$", re.S)
+_HEADER = re.compile(r"^(\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*:)(\s*)(.*)$", re.S)  # "Name: value"
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)  # "NAME=value"
+_SCHEME = re.compile(r"^((?:Bearer|Basic|Token|Digest)\s+)(\S.*)$", re.S | re.I)  # "Bearer X"
+HEADER_FLAGS = frozenset({"--header", "-H", "--headers", "--http-header", "--extra-header", "--add-header"})
+# a flag, header or variable name with one of these words (split at - _ .) names a secret
+SECRET_WORDS = frozenset(
+    {
+        "auth",
+        "authorization",
+        "authtoken",
+        "bearer",
+        "cookie",
+        "credential",
+        "credentials",
+        "jwt",
+        "key",
+        "apikey",
+        "pass",
+        "passwd",
+        "password",
+        "passphrase",
+        "pat",
+        "pwd",
+        "secret",
+        "token",
+    }
+)
+# ... or one of these anywhere in it (apiKey, authToken, x-goog-api-key)
+SECRET_PARTS = ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key", "authorization", "cookie")
 MIN_SECRET = 8  # shorter values are not scrubbed from other text (they would match ordinary words)
 
 
@@ -65,9 +99,21 @@ def secret_name(name: str) -> bool:
 
 
 def _flag_secret(flag: str) -> bool:
-    return secret_name(flag.lstrip("-").replace("-", "_")) or any(
-        w in flag.lower() for w in ("token", "secret", "password", "passwd", "apikey", "api-key", "api_key")
+    """Whether a flag (``--api-key``), header name (``X-Auth-Token``) or variable name
+    (``GITHUB_TOKEN``) names a secret."""
+    name = flag.strip().lstrip("-").lower()
+    if not name:
+        return False
+    return (
+        secret_name(name.replace("-", "_"))
+        or any(w in SECRET_WORDS for w in re.split(r"[-_.]+", name))
+        or any(w in name for w in SECRET_PARTS)
     )
+
+
+def redact_args(args: Iterable[Any]) -> list[Any]:
+    """A command's arguments as they may be shown (a startup line, ``hopline check``)."""
+    return _args(list(args), set())
 
 
 def redact(data: Any) -> tuple[Any, set[str]]:
@@ -120,24 +166,62 @@ def _walk(value: Any, name: str | None, found: set[str]) -> Any:
 
 def _args(args: list[Any], found: set[str]) -> list[Any]:
     out: list[Any] = []
-    hide_next = False
+    hide_next: str | None = None  # "value": the next argument is a secret; "header": it is a header
     for arg in args:
         if not isinstance(arg, str):
             out.append(arg)
-            hide_next = False
+            hide_next = None
             continue
-        if hide_next:
-            out.append(_take(arg, found))
-            hide_next = False
+        if hide_next is not None and not arg.startswith("--"):
+            out.append(_header_value(arg, found) if hide_next == "header" else _take_credential(arg, found))
+            hide_next = None
             continue
+        hide_next = None
         m = _FLAG.match(arg)
-        if m is not None and _flag_secret(m.group(1)):
-            _take(m.group(3), found)
-            out.append(f"{m.group(1)}={REDACTED}")
-        else:
+        if m is not None and m.group(1) in HEADER_FLAGS:
+            out.append(f"{m.group(1)}={_header_value(m.group(3), found)}")
+        elif m is not None and _flag_secret(m.group(1)):
+            out.append(f"{m.group(1)}={_take_credential(m.group(3), found)}")
+        elif arg in HEADER_FLAGS:
+            out.append(arg)
+            hide_next = "header"
+        elif arg.startswith("-"):
             out.append(url_scrub(arg, found))
-            hide_next = arg.startswith("-") and _flag_secret(arg)
+            hide_next = "value" if _flag_secret(arg) else None
+        else:
+            out.append(_loose(arg, found))
     return out
+
+
+def _header_value(text: str, found: set[str]) -> str:
+    """A header flag's value: ``Name: <redacted>``, or all of it when it is no ``Name: value``."""
+    m = _HEADER.match(text)
+    if m is None or "://" in m.group(1):
+        return _take_credential(text, found)
+    if not m.group(3):
+        return text
+    return f"{m.group(1)}{m.group(2)}{_take_credential(m.group(3), found)}"
+
+
+def _take_credential(value: str, found: set[str]) -> str:
+    """``_take``, and its parts too (``X`` of ``Bearer X``, of ``sid=X; b=Y``), so that
+    :func:`scrub` finds a part quoted alone."""
+    found.update(p for p in re.split(r"[\s;,=:\"'{}]+", value) if len(p) >= MIN_SECRET)
+    return _take(value, found)
+
+
+def _loose(arg: str, found: set[str]) -> str:
+    """An argument that is no flag: a secret header, ``NAME=secret`` or ``Bearer X`` is redacted."""
+    m = _HEADER.match(arg)
+    if m is not None and m.group(3) and _flag_secret(m.group(1).strip(" :")) and "://" not in arg:
+        return f"{m.group(1)}{m.group(2)}{_take_credential(m.group(3), found)}"
+    m = _ASSIGN.match(arg)
+    if m is not None and m.group(2) and _flag_secret(m.group(1)):
+        return f"{m.group(1)}={_take_credential(m.group(2), found)}"
+    m = _SCHEME.match(arg)
+    if m is not None:
+        return f"{m.group(1)}{_take_credential(m.group(2), found)}"
+    return url_scrub(arg, found)
 
 
 def _url_parts(text: str) -> set[str]:

@@ -72,13 +72,15 @@ class ChildPool:
         fresh_idle: float | None = None,
         absent_idle: float | None = None,
         retry_after: float = 5.0,
+        log_failures: bool = False,
     ) -> None:
         """``spawn``: starts one child (anything with ``send``/``receive``/``aclose``/
         ``is_alive``/``is_closed``). ``pressure_idle``: how long a lease must have been
         idle before it is reclaimed to make room at the cap (0: any lease not busy);
         ``fresh_idle``: the same for a lease that carried at most one request (its
         handshake); ``absent_idle``: for a lease whose client holds no stream open;
-        both default to ``pressure_idle``."""
+        both default to ``pressure_idle``. A spare that cannot start is logged; a child
+        a request waited for only with ``log_failures`` (the relay: nothing else says it)."""
         if max_children < 1:
             raise ValueError("max_children must be at least 1")
         self._spawn = spawn
@@ -91,10 +93,12 @@ class ChildPool:
         self.fresh_idle = pressure_idle if fresh_idle is None else min(fresh_idle, pressure_idle)
         self.absent_idle = pressure_idle if absent_idle is None else min(absent_idle, pressure_idle)
         self.retry_after = retry_after
+        self.log_failures = log_failures
         self._gate = asyncio.Semaphore(max(1, max_spawning))
         self._leased: dict[Lease, None] = {}
         self._spares: collections.deque[Any] = collections.deque()
         self._starting = 0  # slots reserved by spawns in progress (requests' and spares')
+        self._last_failure: str | None = None  # the last start failure logged (each is logged once in a row)
         self._warming = 0  # ... of which spares
         self._closing = 0  # children nobody will use, being closed (they hold their slot until reaped)
         self._abandoned: set[asyncio.Future[Any]] = set()  # spawns whose requester left
@@ -229,10 +233,14 @@ class ChildPool:
         try:
             child = await self._spawn_gated()
         except Exception as exc:
-            if spare and not self._closed:
-                log.warning("backend %s: could not start a spare child: %s", self.name, getattr(exc, "reason", exc))
+            reason = str(getattr(exc, "reason", exc))
+            if (spare or self.log_failures) and not self._closed and reason != self._last_failure:  # once in a row
+                self._last_failure = reason
+                what = "a spare child" if spare else "a child"
+                log.warning("backend %s: could not start %s: %s", self.name, what, reason)
             raise
         else:
+            self._last_failure = None
             if me in self._abandoned or self._closed:
                 self._discard(child)  # its requester left: closed, in its slot until reaped
                 if self._closed:

@@ -32,3 +32,19 @@ class RemoteTarget:
         if self.transport == "auto":
             return self.url.rstrip("/").endswith("/sse")
         return self.transport == "sse"
+
+
+def find_command(command: str, env: dict[str, str] | None = None, cwd: str | None = None) -> str | None:
+    """Where ``command`` would be executed from, as a stdio child is started: a name is looked
+    up on ``PATH`` (``env``'s, else hopline's), a path (with a ``/``) taken from ``cwd``; None
+    when there is no executable file there."""
+    import os
+    import shutil
+
+    if not command:
+        return None
+    if os.sep in command or (os.altsep is not None and os.altsep in command):
+        path = command if os.path.isabs(command) or cwd is None else os.path.join(cwd, command)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    search = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return shutil.which(command, path=search)
