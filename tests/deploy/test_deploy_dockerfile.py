@@ -227,11 +227,11 @@ def test_node_true_installs_debians_node_and_npm_for_npx_backends(tmp_path, node
 
 def test_no_documented_command_writes_a_secret_over_a_tracked_file():
     tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
-    for doc in (ROOT / "README.md", *sorted((ROOT / "deploy").rglob("*.yaml"))):
+    for doc in (ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "deploy").rglob("*.yaml"))):
         text = doc.read_text()
         for target in re.findall(r"(?<![2&])>\s*([\w./-]+)", text):
             assert target.lstrip("./") not in tracked, f"{doc.name} redirects into the tracked file {target}"
-    assert "| kubectl apply -f -" in (ROOT / "README.md").read_text()
+    assert "| kubectl apply -f -" in (ROOT / "docs" / "operations" / "deploying.md").read_text()
 
 
 # -- the runtime stage's steps, run on this machine -----------------------------------------------
