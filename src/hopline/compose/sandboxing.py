@@ -54,3 +54,32 @@ def hidden_files(config: GatewayConfig) -> list[str]:
 
     walk(config.model_dump(exclude={"backends"}))
     return out
+
+
+def describe(config: GatewayConfig, backend_id: str) -> str:
+    """``hopline check``'s line for a `command` backend: its profile and launcher, or unconfined."""
+    spec = config.backends[backend_id]
+    profile = profile_for(spec.sandbox, config.base_dir)
+    if profile is None:
+        return "none (unconfined: hopline's user, filesystem and network)"
+    return profile.summary()
+
+
+def unenforceable(config: GatewayConfig) -> list[tuple[str, str]]:
+    """(backend id, why) for each enabled backend whose profile cannot be enforced on this host: the
+    tool or kernel feature missing, found as ``serve`` would find it (the launcher's probe)."""
+    import asyncio
+
+    from hopline.transports.launcher import SandboxUnavailable, probe, survey
+
+    out = []
+    for bid, spec in config.backends.items():
+        profile = profile_for(spec.sandbox, config.base_dir) if spec.enabled and spec.command else None
+        if profile is None:
+            continue
+        try:
+            host = survey([spec.command or "", *spec.args], path=os.environ.get("PATH"), cwd=spec.cwd)
+            asyncio.run(probe(profile, host))
+        except SandboxUnavailable as exc:
+            out.append((bid, str(exc)))
+    return out

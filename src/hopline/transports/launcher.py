@@ -34,7 +34,7 @@ def survey(argv: Sequence[str], *, path: str | None, cwd: str | None = None, hid
         raise SandboxUnavailable(f"a sandbox profile needs Linux (bubblewrap); this is {sys.platform}")
     tools = {}
     for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux"), ("setpriv", "util-linux")):
-        found = shutil.which(tool) or shutil.which(tool, path="/usr/bin:/bin:/usr/sbin:/sbin")
+        found = shutil.which(tool, path=os.environ.get("PATH", os.defpath))  # hopline's PATH, as for its commands
         if found is None:
             raise SandboxUnavailable(f"{tool} not found (install the {package} package)")
         tools[tool] = found
