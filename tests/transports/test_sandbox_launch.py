@@ -80,3 +80,26 @@ async def test_without_bwrap_serve_starts_no_unconfined_child(tmp_path):
         assert not any("--boxed" in p.cmdline() for p in children)  # the boxed one: never, not even unconfined
     finally:
         proc.stop()
+
+
+def test_declare_states_each_stdio_backends_isolation(tmp_path):
+    import orjson
+
+    path = write(
+        tmp_path,
+        {
+            "boxed": {"command": PY, "args": HOSTILE, "sandbox": {"profile": "network-off", "processes": 32}},
+            "open": {"command": PY, "args": HOSTILE},
+        },
+    )
+    out = subprocess.run([PY, "-m", "hopline", "declare", path], capture_output=True, check=True, timeout=60)
+    isolation = orjson.loads(out.stdout)["isolation"]
+    assert isolation["open"]["profile"] == "none" and isolation["open"]["launcher"] is None
+    boxed = isolation["boxed"]
+    assert (boxed["profile"], boxed["launcher"], boxed["network"], boxed["uid"]) == (
+        "network-off",
+        "bubblewrap",
+        "none",
+        65534,
+    )
+    assert boxed["limits"] == {"memory_mib": 2048, "processes": 32, "cpu_seconds": None}

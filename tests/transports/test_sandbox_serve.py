@@ -190,3 +190,19 @@ async def test_server_everything_works_in_its_profile(world):
         assert {"everything__echo", "files__read_text_file", "hostile__read"} <= names
         total = await bounded(c.call_tool("everything__get-sum", {"a": 2, "b": 3}))
         assert "5" in text_of(total)
+
+
+async def test_status_and_the_admin_page_show_each_backends_profile(world):
+    import httpx
+
+    base = f"http://127.0.0.1:{world['admin']}"
+    async with httpx.AsyncClient(timeout=20) as http:
+        status = (await http.get(f"{base}/status")).json()
+        page = (await http.get(f"{base}/")).text
+    sandbox = {b["id"]: b["sandbox"] for b in status["backends"]}
+    assert sandbox["open"] == {"profile": "none"}
+    hostile = sandbox["hostile"]
+    assert (hostile["profile"], hostile["launcher"], hostile["network"]) == ("network-off", "bubblewrap", "none")
+    assert (hostile["memory_mib"], hostile["processes"], hostile["uid"]) == (1024, 64, 65534)
+    assert hostile["read_write"] == [str(world["allowed"])] and "problem" not in hostile
+    assert "sandbox network-off" in page
