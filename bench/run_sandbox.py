@@ -81,9 +81,8 @@ async def main() -> None:
     print(f"start to initialize answer, {' '.join(args.command)}:")
     for name, samples in times.items():
         print(line(name, samples))
-    print(
-        f"  difference p50 {(statistics.median(times['confined']) - statistics.median(times['unconfined'])) * 1000:.2f} ms"
-    )
+    extra = statistics.median(times["confined"]) - statistics.median(times["unconfined"])
+    print(f"  difference p50 {extra * 1000:.2f} ms")
     print(f"ping round trip, {args.calls} calls on one child each:")
     for name, spawn in (("unconfined", plain), ("confined", launcher.spawn)):
         _, child = await started(spawn)
