@@ -60,6 +60,7 @@ class Deployment:
     members: dict[str, dict[str, Any]] | None = None  # federation: each member intermediary's declaration, in short
     transparent: dict[str, Any] | None = None  # transparent mode: awareness level, how the destination reaches it
     handshake: dict[str, str] | None = None  # a mode's handshake disposition where it depends on configuration
+    isolation: dict[str, dict[str, Any]] | None = None  # stdio backend id → the permission profile its children get
 
 
 def tier_for(layers: set[int]) -> int:
@@ -95,6 +96,7 @@ def declare(deployment: Deployment | None = None) -> dict[str, Any]:
         "authentication": d.authentication,
         **({"federation": {"members": d.members}} if d.members is not None else {}),
         **({"transparent": d.transparent} if d.transparent is not None else {}),
+        **({"isolation": d.isolation} if d.isolation else {}),
         "transports": {"client": d.client_transports, "backend": d.backend_transports},
         "bindings": [MCP_HANDSHAKE.as_dict(), MCP_MODERN.as_dict()],
         "requirements": requirement_ids(),
@@ -211,7 +213,25 @@ def for_config(config: object) -> Deployment:
             **{path: e.describe() for path, e in tools.endpoints.items()},
         },
         authentication="oauth2-bearer" if getattr(config, "auth", None) is not None else "none",
+        isolation={bid: _isolation(b) for bid, b in backends.items() if getattr(b, "command", None) is not None},
     )
+
+
+def _isolation(backend: Any) -> dict[str, Any]:
+    """How a stdio backend's children are confined (issue 35): its sandbox profile, or none."""
+    box = getattr(backend, "sandbox", None)
+    if box is None or box.profile == "none":
+        return {"profile": "none", "launcher": None, "note": "runs as hopline's user with its filesystem and network"}
+    return {
+        "profile": box.profile,
+        "launcher": "bubblewrap",
+        "network": box.network_in_effect(),
+        "filesystem": "read-only system and runtime, named paths, private tmpfs home",
+        "pid_namespace": True,
+        "no_new_privileges": True,
+        "uid": box.uid,
+        "limits": {"memory_mib": box.memory, "processes": box.processes, "cpu_seconds": box.cpu_seconds},
+    }
 
 
 def _level_handshake(t: Any) -> str:

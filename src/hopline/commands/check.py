@@ -51,6 +51,13 @@ def run(args: argparse.Namespace) -> int:
             authenticator = preflight(config, args.config, specs=False)
             if authenticator is not None:
                 _close(authenticator)
+            from hopline.compose.sandboxing import unenforceable
+
+            refused = unenforceable(config)
+            for bid, why in refused:
+                print(f"{args.config}: backends.{bid}.sandbox: cannot be enforced here: {why}", file=sys.stderr)
+            if refused:
+                return 1
         elif config.transparent is not None and config.transparent.tls == "terminate":  # the CA, loaded as serve does
             from hopline.compose.transparent import minter
             from hopline.transports.transparent_tls import CAError
@@ -177,7 +184,10 @@ def explain(config: GatewayConfig) -> list[str]:
         )
         lines.append(f"    exposed as {_pattern(config, bid, backend)}{_extras(config, backend)}")
         if backend.command is not None:
+            from hopline.compose.sandboxing import describe
+
             lines.append(f"    environment: {_environment(backend)}")
+            lines.append(f"    sandbox: {describe(config, bid)}")
         lines += _children(backend)
     lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:

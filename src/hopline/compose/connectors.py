@@ -97,6 +97,14 @@ class StdioBackends:
         self._spawn = lambda: StdioChild.spawn(
             target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name
         )
+        self.launcher = None
+        if target.sandbox is not None:  # a permission profile: every child through its launcher (issue 35)
+            from hopline.transports.launcher import Launcher
+
+            launcher = self.launcher = Launcher(
+                target.sandbox, target.argv, env=target.env, cwd=target.cwd, hidden=target.hidden, name=self.name
+            )
+            self._spawn = lambda: launcher.spawn(inherit=target.inherit_env)
         # Closing a relayed session is visible to its client (404, re-initialize), so at the
         # cap the relay closes only one idle for ``reclaim_after`` seconds, or sooner one its
         # client has most likely left: FRESH_RECLAIM after a bare handshake (a burst's),

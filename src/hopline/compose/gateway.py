@@ -168,6 +168,13 @@ class Gateway:
         routing = self.config.routing
         if spec.command is not None:
             target = StdioTarget([spec.command, *spec.args], spec.env or None, spec.cwd, spec.inherit_env)
+            if spec.sandbox is not None and spec.sandbox.confines():
+                from hopline.compose.sandboxing import hidden_files, profile_for
+
+                target.sandbox, target.hidden = (
+                    profile_for(spec.sandbox, self.config.base_dir),
+                    tuple(hidden_files(self.config)),
+                )
             # Every child of this backend from one capped pool (DESIGN §7). A request at the cap
             # waits up to half the startup timeout for a slot (the rest is the child's own start).
             cap, prewarm, idle = spec.pool_bounds()

@@ -89,6 +89,9 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
         children = getattr(connector, "children", None)
         if children is not None:  # a stdio backend's pool
             entry["children"] = {**children.stats(), "pids": children.pids()}
+        if spec.command is not None:  # the permission profile its children run under (issue 35)
+            launcher = getattr(connector, "launcher", None)
+            entry["sandbox"] = launcher.describe() if launcher is not None else {"profile": "none"}
         entry["last_error"] = None
         if error is not None:
             entry["last_error"] = {

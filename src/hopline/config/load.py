@@ -120,6 +120,7 @@ def parse_config(text: str, *, source: str = "<config>", env: Mapping[str, str] 
     where = os.path.expanduser(source)
     if os.path.isfile(where):  # relative `openapi` paths start at the file's directory
         config._base_dir = os.path.dirname(os.path.abspath(where))
+        config._source_file = os.path.abspath(where)
     return config
 
 

@@ -26,6 +26,7 @@ from hopline.config.auth import AuthConfig
 from hopline.config.observability import ObservabilityConfig
 from hopline.config.policy import PolicyConfig
 from hopline.config.resilience import ResilienceConfig
+from hopline.config.sandbox import PRESETS, SandboxConfig
 from hopline.config.tools import ToolsConfig
 from hopline.config.state import StateConfig
 from hopline.config.transparent import TransparentConfig
@@ -123,6 +124,11 @@ class BackendConfig(_Section):
         "before it is closed and its child reaped (the next request that needs it reopens it). Default "
         f"{POOL_IDLE_TIMEOUT:g}.",
     )
+    sandbox: SandboxConfig | None = Field(
+        None,
+        description="`command` backends: the permission profile its children run under (bubblewrap on Linux), or a "
+        f"preset name alone ({', '.join(PRESETS)}). Absent: unconfined. See docs/features/sandbox.md.",
+    )
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
     description: str | None = Field(None, description="Free text for operators.")
 
@@ -168,6 +174,11 @@ class BackendConfig(_Section):
         ):
             raise ValueError("must be true, false, or a list of variable names or glob patterns (non-empty strings)")
         return value
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _preset_name(cls, value: Any) -> Any:
+        return {"profile": value} if isinstance(value, str) else value
 
     @field_validator("headers")
     @classmethod
@@ -219,6 +230,7 @@ class BackendConfig(_Section):
                 "max_children": ("command",),
                 "prewarm": ("command",),
                 "idle_timeout": ("command",),
+                "sandbox": ("command",),
             }
             for key, owner in owners.items():
                 if kinds[0] not in owner and getattr(self, key) not in ({}, [], None, "auto"):
@@ -493,6 +505,7 @@ class GatewayConfig(_Section):
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
     _base_dir: str | None = PrivateAttr(None)
+    _source_file: str | None = PrivateAttr(None)  # the file it was read from (never visible to a sandbox)
 
     @property
     def base_dir(self) -> str | None:

@@ -71,6 +71,8 @@ def _backend_rows(status: dict[str, Any]) -> str:
             if ch
             else ""
         )
+        if b.get("sandbox"):  # a stdio backend: the profile its children run under
+            children += f" · sandbox {b['sandbox']['profile']}"
         s = b["sessions"]
         calls = b.get("calls")
         err = b.get("last_error")

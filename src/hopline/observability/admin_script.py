@@ -51,8 +51,9 @@ function draw(s){
  fill('backends-body',s.backends.map(function(b){var r=el('tr');r.dataset.backend=b.id;r.dataset.state=b.state;
   r.appendChild(td(b.id));var c=td('');c.appendChild(el('span','state '+b.state,b.state));r.appendChild(c);
   r.appendChild(td(b.kind+' '+b.target));
-  r.appendChild(td(b.children?(b.children.leased+' leased, '+b.children.spare+' spare / '+b.children.max+\
-(b.children.pids.length?' (pids '+b.children.pids.join(', ')+')':'')):''));
+  r.appendChild(td((b.children?(b.children.leased+' leased, '+b.children.spare+' spare / '+b.children.max+\
+(b.children.pids.length?' (pids '+b.children.pids.join(', ')+')':'')):'')+\
+(b.sandbox?' \u00b7 sandbox '+b.sandbox.profile:'')));
   r.appendChild(td(b.sessions.open+(b.sessions.eras.length?' ('+b.sessions.eras.join(', ')+')':'')));
   r.appendChild(td(b.tool_count));
   r.appendChild(td(b.calls?b.calls.calls+' / '+b.calls.errors:''));

@@ -16,6 +16,9 @@ class StdioTarget:
     # More of hopline's environment for the child than the safe list (transports/stdio.py
     # child_environment): names or fnmatch patterns, or True for everything.
     inherit_env: bool | list[str] | tuple[str, ...] = ()
+    # A permission profile (transports/confine.py Profile) the children run under, and the files it never shows.
+    sandbox: Any = None
+    hidden: tuple[str, ...] = ()
 
 
 @dataclass

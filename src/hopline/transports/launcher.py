@@ -1,0 +1,190 @@
+"""Starting a stdio child under its permission profile: what the host has, a probe, then the spawn (issue 35).
+
+:func:`survey` looks at this machine (the tools, which system paths exist, the command's runtime:
+its path on PATH and real path, a script's interpreter, script arguments) into a
+:class:`~hopline.transports.confine.Host`; :class:`Launcher` probes the profile's namespaces
+once (``true`` run the same way) and spawns every child through
+:func:`hopline.transports.confine.command_line`. When a profile was asked for and cannot be
+enforced (not Linux, bwrap or util-linux missing, namespaces refused by the kernel), starting
+the child fails with :class:`ChannelClosed` naming what is missing: never an unconfined start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from typing import Any, Sequence
+
+from hopline.layers.transport.channel import ChannelClosed
+from hopline.transports.confine import ETC, SYSTEM, Host, Profile, command_line, probe_line, runtime_roots
+
+PROBE_TIMEOUT = 10.0
+
+
+class SandboxUnavailable(Exception):
+    """The profile cannot be enforced here; the message names the missing tool or kernel feature."""
+
+
+def survey(argv: Sequence[str], *, path: str | None, cwd: str | None = None, hidden: Sequence[str] = ()) -> Host:
+    """What :func:`~hopline.transports.confine.command_line` needs to know of this host for ``argv``.
+    Raises :class:`SandboxUnavailable` when a tool is missing."""
+    if not sys.platform.startswith("linux"):
+        raise SandboxUnavailable(f"a sandbox profile needs Linux (bubblewrap); this is {sys.platform}")
+    tools = {}
+    for tool, package in (("bwrap", "bubblewrap"), ("prlimit", "util-linux"), ("setpriv", "util-linux")):
+        found = shutil.which(tool, path=os.environ.get("PATH", os.defpath))  # hopline's PATH, as for its commands
+        if found is None:
+            raise SandboxUnavailable(f"{tool} not found (install the {package} package)")
+        tools[tool] = found
+    present = frozenset(p for p in (*SYSTEM, *ETC) if os.path.lexists(p))
+    links = {p: os.readlink(p) for p in SYSTEM if os.path.islink(p)}
+    return Host(
+        bwrap=tools["bwrap"],
+        prlimit=tools["prlimit"],
+        setpriv=tools["setpriv"],
+        root=os.geteuid() == 0,
+        present=present,
+        links=links,
+        runtime=tuple(runtime_roots(_own_files(argv, path, cwd))),
+        hidden=tuple(os.path.abspath(h) for h in hidden),
+    )
+
+
+def _own_files(argv: Sequence[str], path: str | None, cwd: str | None) -> list[str]:
+    """The command as found on ``path`` and its real path, the interpreter its ``#!`` line
+    names, and each argument that names an existing file (a script)."""
+    base = cwd or os.getcwd()
+    out: list[str] = []
+    command = argv[0] if os.sep in argv[0] else shutil.which(argv[0], path=path)
+    if command is not None:
+        command = os.path.join(base, command)
+        out += [os.path.abspath(command), os.path.realpath(command)]
+        interpreter = _shebang(os.path.realpath(command))
+        if interpreter:
+            found = shutil.which(interpreter, path=path) if os.sep not in interpreter else interpreter
+            if found:
+                out += [os.path.abspath(found), os.path.realpath(found)]
+    for arg in argv[1:]:
+        if arg.startswith("-") or "\0" in arg:
+            continue
+        candidate = os.path.join(base, arg)
+        if os.path.isfile(candidate):
+            out += [os.path.abspath(candidate), os.path.realpath(candidate)]
+    return out
+
+
+def absolute_args(argv: Sequence[str], cwd: str | None) -> list[str]:
+    """``argv`` with each argument that names an existing file by a relative path made absolute: inside
+    the sandbox the child starts in ``cwd`` if one is set, else in its private home."""
+    base = cwd or os.getcwd()
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if i and not os.path.isabs(arg) and not arg.startswith("-") and "\0" not in arg:
+            candidate = os.path.join(base, arg)
+            if os.path.isfile(candidate):
+                out[i] = os.path.abspath(candidate)
+    if os.sep in out[0] and not os.path.isabs(out[0]):
+        out[0] = os.path.abspath(os.path.join(base, out[0]))
+    return out
+
+
+def _shebang(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return None
+    if os.path.basename(words[0]) == "env":
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        return rest[0] if rest else None
+    return words[0]
+
+
+class Launcher:
+    """Spawns one backend's children under ``profile`` (the probe runs before the first)."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        hidden: Sequence[str] = (),
+        name: str | None = None,
+    ) -> None:
+        self.profile = profile
+        self.cwd = os.path.abspath(cwd) if cwd else None
+        self.argv = absolute_args(argv, self.cwd)
+        self.env, self.hidden, self.name = env, tuple(hidden), name
+        self._line: list[str] | None = None
+        self._lock = asyncio.Lock()
+        self.problem: str | None = None  # why the profile cannot be enforced, once known
+
+    def describe(self) -> dict[str, Any]:
+        out = self.profile.describe()
+        if self.problem:
+            out["problem"] = self.problem
+        return out
+
+    async def command_line(self) -> list[str]:
+        if self._line is not None:
+            return self._line
+        async with self._lock:
+            if self._line is None:
+                try:
+                    host = survey(
+                        self.argv,
+                        path=(self.env or {}).get("PATH", os.environ.get("PATH")),
+                        cwd=self.cwd,
+                        hidden=self.hidden,
+                    )
+                    await probe(self.profile, host)
+                except SandboxUnavailable as exc:
+                    self.problem = str(exc)
+                    raise ChannelClosed(
+                        f"{self.name or self.argv[0]}: sandbox profile {self.profile.name!r} cannot be enforced, "
+                        f"the backend is not started: {exc}"
+                    ) from None
+                self.problem = None
+                self._line = command_line(self.profile, self.argv, host, cwd=self.cwd)
+        return self._line
+
+    async def spawn(self, **kw: Any) -> Any:
+        from hopline.transports.stdio import StdioChild
+
+        line = await self.command_line()
+        return await StdioChild.spawn(line, env=self.env, cwd=None, name=self.name, **kw)
+
+
+async def probe(profile: Profile, host: Host) -> None:
+    """Run ``true`` in the profile's namespaces; :class:`SandboxUnavailable` with bwrap's reason if it fails."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *probe_line(profile, host),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+        )
+    except OSError as exc:
+        raise SandboxUnavailable(f"cannot run {host.bwrap}: {exc.strerror}") from None
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), PROBE_TIMEOUT)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise SandboxUnavailable(f"bwrap did not finish a probe in {PROBE_TIMEOUT:g}s") from None
+    if proc.returncode != 0:
+        reason = err.decode("utf-8", "replace").strip().splitlines()
+        raise SandboxUnavailable(
+            (reason[-1] if reason else f"bwrap exited with status {proc.returncode}")
+            + " (bubblewrap needs user namespaces, or hopline running as root)"
+        )
