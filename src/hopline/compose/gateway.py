@@ -106,6 +106,9 @@ class Gateway:
             hops=self.observability.hops,
         )
         self.reload_status: dict[str, Any] = {"count": 0}  # the last hot reload, as /status shows it
+        # Each backend's first start as serve reports it (compose/startup.py): None while under way,
+        # then "up", "isolated", "per caller" or the error; empty where nothing starts eagerly (--lazy).
+        self.first_starts: dict[str, Any] = {}
         self.observability.views(
             lambda: status(self, declaration=self.observability.declaration),
             lambda: config_view(self),

@@ -137,6 +137,12 @@ class Registry:
             meta=self.hop_meta(chain or []),
         )
 
+    def said(self, backend_id: str) -> str | None:
+        """What the backend's child last said outside the protocol (a stdio backend's stdout
+        junk and stderr tail, quoted and redacted), for a line about its failed start."""
+        said = getattr(self.connectors.get(backend_id), "said", None)
+        return said() if callable(said) else None
+
     def hop_meta(self, chain: list[Any]) -> dict[str, Any]:
         """``_meta`` for the gateway's own requests to a backend (handshakes, list fetches):
         the hop sequence ``chain`` with this hop appended; empty without hop metadata."""

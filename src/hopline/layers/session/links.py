@@ -230,8 +230,9 @@ class BackendLinks:
         except HoplineError:
             raise
         except Exception as exc:
+            limit = self.hub.settings.routing.startup_timeout
             why = (
-                "did not start in time"
+                sharing.describe(exc, limit=limit)
                 if isinstance(exc, asyncio.TimeoutError)
                 else getattr(exc, "reason", None) or type(exc).__name__
             )
