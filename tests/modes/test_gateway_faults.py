@@ -210,6 +210,23 @@ async def test_a_hung_backend_does_not_hold_any_clients_initialize(tmp_path, hop
         assert r.json()["error"]["message"] == "backend hung is unavailable: still starting"
 
 
+async def test_a_backend_known_to_be_slow_holds_no_handshake_at_all(tmp_path, hopline_serve):
+    import httpx
+
+    # The first handshake waits list_timeout (6 s) for hung, then gives up: hung is known slow, and the next
+    # handshakes do not wait for it at all (each client allows 2 s; startup_timeout is 60 s).
+    gw = hopline_serve(config(tmp_path, {"demo": DEMO, "hung": HUNG}, startup_timeout=60, list_timeout=6))
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        first = await http.post(gw.url, json=init, headers=headers)
+        assert "## demo" in first.json()["result"]["instructions"], first.text
+        for _ in range(2):
+            r = await http.post(gw.url, json=init, headers=headers, timeout=2)
+            assert r.status_code == 200 and "## demo" in r.json()["result"]["instructions"], r.text
+
+
 async def test_a_backend_that_starts_after_the_handshake_joins_with_a_change_signal(tmp_path, hopline_serve_eager):
     flag = tmp_path / "go"
     gw = hopline_serve_eager(config(tmp_path, {"demo": DEMO, "gated": [*GATED, str(flag)]}, startup_timeout=30, list_timeout=1), "--log-level", "info")

@@ -49,6 +49,7 @@ async def _one(gateway: Any, backend_id: str, limit: float, say: Callable[[str],
         )
         say(f"backend {backend_id}: unavailable: {why}")
         if isinstance(exc, asyncio.TimeoutError):
+            gateway.registry.slow.add(backend_id)  # clients' handshakes do not wait for it (links.py)
             await _late(gateway, backend_id, limit, began, say)
         return
     gateway.first_starts[backend_id] = "up"
@@ -63,6 +64,7 @@ async def _late(gateway: Any, backend_id: str, limit: float, began: float, say: 
         return  # it failed after all: the next request says why
     took = asyncio.get_running_loop().time() - began
     gateway.first_starts[backend_id] = "up"
+    gateway.registry.slow.discard(backend_id)
     await _tools(
         gateway,
         session,

@@ -11,7 +11,11 @@ listed, and the next request that needs it reopens it (a fresh initialize with t
 client's capabilities, its resource subscriptions renewed). A start refused at the
 cap parks the backend too, so a session nobody uses any more holds no child and
 retries nothing. Starts still under way when the client session closes are
-cancelled (they are tracked with the reconnect tasks), so they leave no child."""
+cancelled (they are tracked with the reconnect tasks), so they leave no child.
+
+A client's handshake (``handshake_backends``) is answered from the backends that are up
+within ``routing.list_timeout`` and does not wait at all for one known to be slow
+(``registry.slow``); the others join the session when their start ends (issue 29 item 9)."""
 
 from __future__ import annotations
 
@@ -144,17 +148,25 @@ class BackendLinks:
                 self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
             elif not isinstance(one, BackendSession):
                 self._schedule_reconnect(backend_id)
+            else:
+                self.hub.registry.slow.discard(backend_id)  # up: the next handshake waits for it again
 
     async def handshake_backends(self) -> dict[str, BackendSession | BaseException]:
         """The backends a client session's ``initialize`` is composed from: the ones up within
-        ``routing.list_timeout`` (one that failed or is down answers at once). A backend still
-        starting then does not hold the handshake: it stands as unavailable ("still starting"),
-        its start goes on (up to ``routing.startup_timeout``), and when it comes up it joins the
-        session with the CHANGE-SIGNAL, as a backend that reconnects does."""
+        ``routing.list_timeout`` (one that failed or is down answers at once; one a handshake
+        already gave up on and that has not come up since is not waited for at all). A backend
+        still starting then does not hold the handshake: it stands as unavailable ("still
+        starting"), its start goes on (up to ``routing.startup_timeout``), and when it comes up
+        it joins the session with the CHANGE-SIGNAL, as a backend that reconnects does."""
         if self.backends is not None or not self.stateful:
             return await self.live_backends()
         connecting = self._connect()
-        await asyncio.wait({connecting}, timeout=self.hub.settings.routing.list_timeout)
+        slow = self.hub.registry.slow
+        waited = [start for b, start in self._starts.items() if b not in slow]
+        if waited:
+            await asyncio.wait(waited, timeout=self.hub.settings.routing.list_timeout)
+        else:
+            await asyncio.sleep(0)  # (a start that fails at once still answers for itself)
         if connecting.done() or self.backends is not None:
             return await self.live_backends()
         now: dict[str, BackendSession | BaseException] = {}
@@ -162,7 +174,10 @@ class BackendLinks:
         for backend_id, start in self._starts.items():
             if start.done() and not start.cancelled() and start.exception() is None:
                 now.update(start.result())
+                if isinstance(now.get(backend_id), BackendSession):
+                    slow.discard(backend_id)
             else:
+                slow.add(backend_id)
                 now[backend_id] = UnavailableError(
                     f"backend {backend_id} is unavailable: still starting", backend=backend_id, reason="starting"
                 )
@@ -187,6 +202,7 @@ class BackendLinks:
             backends[backend_id] = found[backend_id]
             if isinstance(found[backend_id], BackendSession):
                 joined.append(backend_id)
+                self.hub.registry.slow.discard(backend_id)
         self._started({b: found[b] for b in late if b in backends and b not in joined})
         if joined:
             for backend_id in joined:
