@@ -8,6 +8,13 @@ bench/run_gateway.py --parts lists: 10 cold stdio starts at once outlasted the 1
 timeout). A backend whose sessions are a client's own (``share: isolated``) or depend on the
 caller's credentials is not started for this, and says so. What fails is retried by the
 first call, as ever: this only reports it.
+
+A failure says why (``describe``: the limit and the setting for a start that outlasted
+``routing.startup_timeout``, and what the child said outside the protocol: its stderr's tail,
+its stdout junk, quoted and redacted). A start that outlasted the limit goes on; its line
+follows when it comes up. Each backend's first outcome is kept in ``gateway.first_starts``
+for /status and readiness (compose/status.py), and one that outlasted the limit is marked
+slow (``registry.slow``) so that clients' handshakes do not wait for it.
 """
 
 from __future__ import annotations
