@@ -83,6 +83,18 @@ def quote(text: bytes | str, secrets: Sequence[str] = ()) -> str:
     return text if len(text) <= QUOTE else text[: QUOTE - 1] + "…"
 
 
+class _Quoted:
+    """A frame as a log line quotes it (:func:`quote`), computed when the line is written."""
+
+    __slots__ = ("frame", "secrets")
+
+    def __init__(self, frame: bytes, secrets: Sequence[str]) -> None:
+        self.frame, self.secrets = frame, secrets
+
+    def __repr__(self) -> str:
+        return repr(quote(self.frame, self.secrets))
+
+
 class StreamChannel:
     """Newline-delimited JSON-RPC over an asyncio StreamReader/StreamWriter."""
 
@@ -187,9 +199,9 @@ class StreamChannel:
                 exc.message,
             )
             return answer
-        preview = quote(frame, self._secrets)
         if self.junk is None:
-            self.junk = preview
+            self.junk = quote(frame, self._secrets)
+        preview = _Quoted(frame[: 4 * QUOTE], self._secrets)  # quoted only if the rate limit lets the line out
         self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
         if self.garbage_frames % GARBAGE_YIELD == 0:
             await asyncio.sleep(0)  # buffered garbage never monopolises the loop
