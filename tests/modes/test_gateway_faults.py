@@ -175,3 +175,72 @@ async def test_an_http_backend_error_never_shows_its_url_to_the_client(tmp_path,
     assert error["code"] == -31001 and error["data"]["backend"] == "web"
     assert secret not in failed.text and "127.0.0.1" not in failed.text
     assert secret not in "".join(gw.stderr)
+
+
+# -- issue 29 item 9: the handshake does not wait for a backend that is still starting ------------
+
+HUNG = [PY, "-c", "import time; time.sleep(3600)"]  # started, never answers initialize
+GATED = [PY, "-c", "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+         "os.execv(sys.executable, [sys.executable, '-m', 'hopline.demo'])"]  # answers once its flag file exists
+
+
+async def test_a_hung_backend_does_not_hold_any_clients_initialize(tmp_path, hopline_serve_eager):
+    import httpx
+
+    # startup_timeout 30 s; each client gives up after 10 s: an answer means the handshake did not wait for it
+    gw = hopline_serve_eager(config(tmp_path, {"demo": DEMO, "hung": HUNG}, startup_timeout=30, list_timeout=1))
+    gw.wait_line(r"backend demo: up")
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=10) as http:
+        answers = await asyncio.gather(*(http.post(gw.url, json=init, headers=headers) for _ in range(3)))
+        for r in answers:
+            assert r.status_code == 200, r.text
+            assert r.json()["result"]["capabilities"]["tools"] == {"listChanged": True}
+        sid = answers[0].headers["mcp-session-id"]
+        r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                            headers={**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"})
+        listed = r.json()["result"]
+        assert "demo__echo" in [t["name"] for t in listed["tools"]]
+        assert listed["_meta"]["io.hopline/missing-backends"] == ["hung"]
+        r = await http.post(gw.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "hung__x", "arguments": {}}},
+                            headers={**headers, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"})
+        assert r.json()["error"]["code"] == -31001
+        assert r.json()["error"]["message"] == "backend hung is unavailable: still starting"
+
+
+async def test_a_backend_known_to_be_slow_holds_no_handshake_at_all(tmp_path, hopline_serve):
+    import httpx
+
+    # The first handshake waits list_timeout (6 s) for hung, then gives up: hung is known slow, and the next
+    # handshakes do not wait for it at all (each client allows 2 s; startup_timeout is 60 s).
+    gw = hopline_serve(config(tmp_path, {"demo": DEMO, "hung": HUNG}, startup_timeout=60, list_timeout=6))
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    async with httpx.AsyncClient(timeout=20) as http:
+        first = await http.post(gw.url, json=init, headers=headers)
+        assert "## demo" in first.json()["result"]["instructions"], first.text
+        for _ in range(2):
+            r = await http.post(gw.url, json=init, headers=headers, timeout=2)
+            assert r.status_code == 200 and "## demo" in r.json()["result"]["instructions"], r.text
+
+
+async def test_a_backend_that_starts_after_the_handshake_joins_with_a_change_signal(tmp_path, hopline_serve_eager):
+    flag = tmp_path / "go"
+    gw = hopline_serve_eager(config(tmp_path, {"demo": DEMO, "gated": [*GATED, str(flag)]}, startup_timeout=30, list_timeout=1), "--log-level", "info")
+    gw.wait_line(r"backend demo: up")
+    watcher = ChangeWatcher()
+    async with asyncio.timeout(20), client(gw.url, "legacy", message_handler=watcher) as c:  # gated's 30 s not waited
+        first = await names(c)
+        assert "demo__echo" in first and not any(n.startswith("gated__") for n in first)
+        assert not watcher.changed.is_set()
+        flag.write_text("go")
+        try:
+            await asyncio.wait_for(watcher.changed.wait(), 10)
+        except TimeoutError:
+            raise AssertionError("".join(gw.stderr)) from None
+        assert "gated__echo" in await names(c)
+        assert text_of(await bounded(c.call_tool("gated__echo", {"text": "late"}))) == "late"
+    gw.wait_line(r"INFO hopline.gateway: backend gated: up, joined a client session after its handshake")

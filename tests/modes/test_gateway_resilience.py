@@ -77,7 +77,8 @@ async def names(c) -> set[str]:
 async def test_a_breaker_opening_and_closing_is_seen_by_an_sdk_client(tmp_path, hopline_serve):
     conf = {
         "routing": {"retry_after": 0.2},
-        "backends": {"demo": stdio(DEMO), "fault": stdio(FAULT)},
+        # required: its open breaker makes /readyz 503 (a backend not required leaves the replica ready)
+        "backends": {"demo": stdio(DEMO), "fault": {**stdio(FAULT), "required": True}},
         "resilience": {"breaker": {"failures": 2, "cool_down": 1.5}, "timeouts": {"tools": {"fault": {"stall": 0.3}}}},
     }
     gw = hopline_serve(write(tmp_path, conf), "--admin-port", "0")
@@ -96,7 +97,7 @@ async def test_a_breaker_opening_and_closing_is_seen_by_an_sdk_client(tmp_path, 
         with pytest.raises(MCPError) as err:  # a client holding the old list fails fast, told why
             await bounded(c.call_tool("fault__echo", {"text": "x"}), PROMPT)
         assert err.value.code == -31001 and err.value.data["backend"] == "fault" and err.value.data["reason"] == "circuit_open"
-        assert (await http.get(f"{admin}/readyz")).status_code == 503  # degraded, while liveness stays up
+        assert (await http.get(f"{admin}/readyz")).status_code == 503  # not ready (fault is required), liveness stays up
         assert (await http.get(f"{admin}/healthz")).status_code == 200
         await changes.next()  # the trial (a ping) succeeded: CLOSED, restored, signalled again
         assert "fault__echo" in await names(c)

@@ -252,17 +252,22 @@ async def test_status_reports_the_last_reload_and_config_follows_it():
         await gateway.aclose()
 
 
-async def test_a_backend_whose_breaker_opened_shows_breaker_open_and_readiness_degraded():
+@pytest.mark.parametrize("required", [False, True])
+async def test_a_backend_whose_breaker_opened_shows_breaker_open_and_unready_only_if_required(required):
+    """README "Readiness": one open breaker leaves the replica ready (degraded) unless its backend is required."""
     from hopline.layers.resilience.outcome import Outcome
 
-    conf = {"name": "gw", "backends": {"a": {"command": "true"}, "b": {"command": "true"}}, "resilience": {"breaker": {"failures": 2}}, "observability": {"metrics": {"port": 0}}}
+    conf = {"name": "gw", "backends": {"a": {"command": "true", "required": required}, "b": {"command": "true"}},
+            "resilience": {"breaker": {"failures": 2}}, "observability": {"metrics": {"port": 0}}}
     gateway = Gateway(GatewayConfig.model_validate(conf))
     try:
         breaker = gateway.resilience.breakers.breaker("a")
         for _ in range(2):
             breaker.record(breaker.acquire(), Outcome.FAILED)
         s = status(gateway)
-        assert states(s) == {"a": "breaker_open", "b": "idle"} and s["ready"] is False
+        assert states(s) == {"a": "breaker_open", "b": "idle"}
+        assert (s["ready"], s["not_ready"], s["degraded"]) == ((False, ["a"], ["a"]) if required else (True, [], ["a"]))
+        assert gateway.observability.admin_app.ready() is s["ready"]  # /readyz follows the same rule
         assert {b["id"]: b["breaker"] for b in s["backends"]} == {"a": "open", "b": "closed"}
     finally:
         await gateway.aclose()

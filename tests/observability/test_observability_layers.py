@@ -211,7 +211,7 @@ async def test_readiness_follows_the_gateway_while_liveness_stays_up():
     ready = [False]
     obs.readiness(lambda: ready[0])
     r = await scrape(obs, "/readyz")
-    assert r.status_code == 503 and r.text == "degraded\n"
+    assert r.status_code == 503 and r.text == "not ready\n"
     assert (await scrape(obs, "/healthz")).status_code == 200
     ready[0] = True
     assert (await scrape(obs, "/readyz")).status_code == 200

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from hopline import jsonrpc as j
+from hopline.layers.transport.channel import ChannelClosed
 from hopline.layers.transport.rpc import RpcPeer
 from hopline.transports.stdio import SAFE_ENV, StdioChild, StreamChannel, child_environment
 
@@ -200,3 +201,32 @@ async def test_send_nowait_writes_only_what_the_pipe_takes_without_waiting():
     await channel.aclose()
     assert not channel.send_nowait(j.request(2, "ping"))  # closed: nothing written
     reader_file.close()
+
+
+async def test_a_child_gone_before_the_first_write_names_its_exit_status_not_closed():
+    """Issue 29 item 11: a server that crashes at once read as "unavailable: closed"."""
+    child = await StdioChild.spawn([PY, "-c", "import sys; sys.stderr.write('boom: no config\\n'); sys.exit(7)"], name="crash")
+    await child.process.wait()
+    while not child._transport.is_closing():  # the pipe's reader is gone (the loop notices it)
+        await asyncio.sleep(0.01)
+    with pytest.raises(ChannelClosed) as caught:
+        await child.send(j.Message({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+    assert str(caught.value) == "crash: backend exited with status 7"
+    assert child.said() == "its stderr ended: 'boom: no config'"  # serve's log and status, never the client
+    await child.aclose()
+
+
+async def test_junk_on_stdout_is_quoted_bounded_and_redacted(caplog):
+    code = ("import sys; print('hello token=abc123def456 Authorization: Bearer zzzzyyyyxxxx12 ' + 'x' * 500); "
+            "print('sk_0123456789abcdefghijklmnop and ' + sys.argv[1]); sys.stdout.flush(); sys.stdin.read()")
+    child = await StdioChild.spawn([PY, "-c", code, "my-own-env-secret"], env={"API_KEY": "my-own-env-secret"}, name="junk")
+    with caplog.at_level(logging.WARNING, logger="hopline.stdio"):
+        peer = RpcPeer(child, name="junk")
+        while child.garbage_frames < 2:
+            await asyncio.sleep(0.01)
+    first, second = [r.getMessage() for r in caplog.records if "dropped a frame" in r.getMessage()]
+    quoted = ("hello token=<redacted> Authorization: <redacted> " + "x" * 500)[:119] + "…"  # 120 characters at most
+    assert first.endswith(f": {quoted!r}")
+    assert second.endswith(": '<redacted> and <redacted>'")
+    assert child.said() == f"it wrote to stdout what is not JSON-RPC: {quoted!r}"  # the first junk line
+    await peer.aclose()

@@ -17,13 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from hopline.binding import Era
 from hopline.layers.session.mux import Multiplexer
 from hopline.layers.transport.channel import Channel
 from hopline.transports.child_pool import DEFAULT_MAX_CHILDREN, AtCapacity, ChildPool, Lease
 from hopline.transports.targets import RemoteTarget, StdioTarget
+
+if TYPE_CHECKING:
+    from hopline.transports.stdio import StdioChild
 
 log = logging.getLogger("hopline.relay")
 
@@ -94,17 +97,25 @@ class StdioBackends:
         self.shared = shared
         self.relay = relay
         self.name = name or os.path.basename(target.argv[0])
-        self._spawn = lambda: StdioChild.spawn(
+        self.last_child: StdioChild | None = None  # the child last started: what it said, if its start fails
+        self.launcher = None
+        start: Callable[[], Awaitable[StdioChild]] = lambda: StdioChild.spawn(  # noqa: E731
             target.argv, env=target.env, inherit=target.inherit_env, cwd=target.cwd, name=self.name
         )
-        self.launcher = None
         if target.sandbox is not None:  # a permission profile: every child through its launcher (issue 35)
             from hopline.transports.launcher import Launcher
 
             launcher = self.launcher = Launcher(
                 target.sandbox, target.argv, env=target.env, cwd=target.cwd, hidden=target.hidden, name=self.name
             )
-            self._spawn = lambda: launcher.spawn(inherit=target.inherit_env)
+            start = lambda: launcher.spawn(inherit=target.inherit_env)  # noqa: E731
+
+        async def spawn() -> StdioChild:
+            child = await start()
+            self.last_child = child
+            return child
+
+        self._spawn = spawn
         # Closing a relayed session is visible to its client (404, re-initialize), so at the
         # cap the relay closes only one idle for ``reclaim_after`` seconds, or sooner one its
         # client has most likely left: FRESH_RECLAIM after a bare handshake (a burst's),
@@ -126,6 +137,12 @@ class StdioBackends:
             log_failures=relay,
         )
         self._pool = _SharedPerEra(self.children.acquire, self.name)
+
+    def said(self) -> str | None:
+        """What the child last started said outside the protocol (its stdout junk, its stderr's
+        tail; quoted, redacted): for the line about a failed start (``StdioChild.said``)."""
+        child = self.last_child
+        return child.said() if child is not None else None
 
     async def open_session(self, era: Era) -> Channel:
         try:

@@ -30,7 +30,7 @@ from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
 from hopline.compose.pipeline import build_pipeline, prime, release
 from hopline.compose.resilience import build as build_resilience
-from hopline.compose.status import config_view, status
+from hopline.compose.status import config_view, readiness, status
 from hopline.compose.surface import Surfaces
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
@@ -98,7 +98,7 @@ class Gateway:
         self.resilience = build_resilience(config)
         self.observability = build_observability(config, gates=self.resilience.gates)
         self.observability.track_sessions(lambda: len(self.sessions))
-        self.observability.readiness(lambda: all(self.pipeline.available(b) for b in self.registry.connectors))
+        self.observability.readiness(lambda: readiness(self)[0])  # the one rule: compose/status.py
         self._timeouts: dict[str, float | None] = {}
         self.registry = Registry(
             timeouts=self._timeouts,
@@ -107,6 +107,9 @@ class Gateway:
             hops=self.observability.hops,
         )
         self.reload_status: dict[str, Any] = {"count": 0}  # the last hot reload, as /status shows it
+        # Each backend's first start as serve reports it (compose/startup.py): None while under way,
+        # then "up", "isolated", "per caller" or the error; empty where nothing starts eagerly (--lazy).
+        self.first_starts: dict[str, Any] = {}
         self.observability.views(
             lambda: status(self, declaration=self.observability.declaration),
             lambda: config_view(self),

@@ -12,10 +12,20 @@ secret values redaction found and of URLs' userinfo and query.
 A backend's ``state``:
 
 - ``up``: a backend session with it is open (a shared one or a client's);
-- ``down``: its last start failed, or its sessions went away, and none is open;
+- ``down``: its last start failed (serve's first start included: a crash, or no answer
+  within ``routing.startup_timeout``), or its sessions went away, and none is open;
+- ``starting``: its first start (``hopline serve`` starts shared backends at once) or a
+  client's start of it is under way, and nothing failed yet;
 - ``breaker_open`` / ``breaker_half_open``: its circuit breaker withdrew it;
-- ``idle``: never used yet. Backends start when a client first needs them, so a
-  backend that cannot start shows ``down`` from the first client session on.
+- ``idle``: never used yet (``--lazy``, ``share: isolated`` or per-caller backends start
+  when a client first needs them).
+
+Readiness (``/readyz``, ``ready`` here; README "Readiness"), one rule: ready when serve's
+first start of every backend is over (up, failed, or past ``routing.startup_timeout``;
+at once with ``--lazy``) and no backend marked ``required: true`` is ``down``,
+``starting`` or withdrawn by its breaker. A backend not required that is down or whose
+breaker is open leaves the replica ready (every replica would see it alike) and makes
+the page's header say ``degraded`` (``degraded`` here lists them).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import time
 from typing import Any
 
 from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.session.links import still_starting
 from hopline.layers.session.sharing import describe
 from hopline.observability.redact import redact, scrub, url_scrub
 
@@ -36,47 +47,95 @@ def config_view(gateway: Any) -> dict[str, Any]:
     return redact(gateway.config.model_dump(mode="json"))[0]
 
 
-def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
-    config = gateway.config
-    secrets = redact(config.model_dump(mode="json"))[1]
-    sessions = list(gateway.sessions)
+def _backend_states(gateway: Any) -> dict[str, dict[str, Any]]:
+    """Per configured backend: its ``state``, the open sessions (``live``), the error it
+    failed with (``error``) and the sharing layer's record of that failure (``failed``)."""
     open_by: dict[str, list[BackendSession]] = {}
     errors_by: dict[str, BaseException] = {}
+    starting_by: set[str] = set()
     for key, s in list(gateway.sharing.shared.items()):
         if not s.is_closed():
             open_by.setdefault(s.id, []).append(s)
-    for session in sessions:
+    for session in list(gateway.sessions):
         for backend_id, found in (session.backends or {}).items():
             if isinstance(found, BackendSession):
                 if not found.is_closed() and found not in open_by.get(backend_id, ()):
                     open_by.setdefault(backend_id, []).append(found)
+            elif still_starting(found):
+                starting_by.add(backend_id)
             elif isinstance(found, BaseException):
                 errors_by[backend_id] = found
-    recent = getattr(gateway.observability.metrics, "recent", None)
+    pending = getattr(gateway.sharing, "_starting", {})
     breakers = gateway.resilience.breakers
-    states = breakers.states() if breakers is not None else {}
-    tools = _tools(gateway, open_by)
-    loop_now, wall_now = asyncio.get_running_loop().time(), time.time()
-    backends = []
-    failures = list(gateway.sharing.failed.items())  # per backend, or per (backend, caller) key
-    for backend_id, spec in config.backends.items():
-        entry: dict[str, Any] = {"id": backend_id, "enabled": spec.enabled, **_kind(spec)}
+    breaker_states = breakers.states() if breakers is not None else {}
+    first = gateway.first_starts
+    out: dict[str, dict[str, Any]] = {}
+    for backend_id, spec in gateway.config.backends.items():
         connector = gateway.registry.connectors.get(backend_id)
         live = open_by.get(backend_id, [])
         failed = gateway.sharing.failed.get(backend_id)
+        begun = first.get(backend_id)
         error: BaseException | None = failed[1] if failed is not None else errors_by.get(backend_id)
-        breaker = states.get(backend_id)
+        if error is None and isinstance(begun, BaseException):
+            error = begun  # serve's first start failed (or outlasted routing.startup_timeout)
+        starting = (
+            (backend_id in first and begun is None)
+            or backend_id in starting_by
+            or (backend_id in pending and not pending[backend_id].done())
+        )
+        breaker = breaker_states.get(backend_id)
         if not spec.enabled or connector is None:
             state = "disabled"
         elif breaker is not None and breaker.value != "closed":
             state = f"breaker_{breaker.value}"
         elif live:
             state = "up"
-        elif error is not None or backend_id in errors_by:
+        elif error is not None:
             state = "down"
+        elif starting:
+            state = "starting"
         else:
             state = "idle"
-        entry["state"] = state
+        out[backend_id] = {"state": state, "live": live, "error": error, "failed": failed, "breaker": breaker}
+    return out
+
+
+NOT_READY = frozenset({"down", "starting", "breaker_open", "breaker_half_open"})
+
+
+def readiness(gateway: Any, states: dict[str, dict[str, Any]] | None = None) -> tuple[bool, list[str]]:
+    """``/readyz``'s one rule (module docstring): ready or not, and the backends that keep it
+    from being ready (or, when ready, the ones down or withdrawn: the degraded ones)."""
+    states = _backend_states(gateway) if states is None else states
+    if any(v is None for b, v in gateway.first_starts.items() if b in gateway.registry.connectors):
+        return False, sorted(b for b, v in gateway.first_starts.items() if v is None)
+    backends = gateway.config.backends
+    held = sorted(b for b, st in states.items() if st["state"] in NOT_READY and getattr(backends[b], "required", False))
+    if held:
+        return False, held
+    return True, sorted(b for b, st in states.items() if st["state"] in NOT_READY)
+
+
+def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
+    config = gateway.config
+    secrets = redact(config.model_dump(mode="json"))[1]
+    sessions = list(gateway.sessions)
+    states_by = _backend_states(gateway)
+    open_by = {b: st["live"] for b, st in states_by.items() if st["live"]}
+    recent = getattr(gateway.observability.metrics, "recent", None)
+    breakers = gateway.resilience.breakers
+    tools = _tools(gateway, open_by)
+    loop_now, wall_now = asyncio.get_running_loop().time(), time.time()
+    limit = config.routing.startup_timeout
+    backends = []
+    failures = list(gateway.sharing.failed.items())  # per backend, or per (backend, caller) key
+    for backend_id, spec in config.backends.items():
+        entry: dict[str, Any] = {"id": backend_id, "enabled": spec.enabled, **_kind(spec)}
+        connector = gateway.registry.connectors.get(backend_id)
+        st = states_by[backend_id]
+        live, error, failed, breaker = st["live"], st["error"], st["failed"], st["breaker"]
+        entry["state"] = st["state"]
+        entry["required"] = bool(getattr(spec, "required", False))
         entry["breaker"] = breaker.value if breaker is not None else ("closed" if breakers is not None else None)
         entry["sessions"] = {"open": len(live), "eras": sorted({s.info.era.value for s in live})}
         if live:
@@ -94,8 +153,10 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
             entry["sandbox"] = launcher.describe() if launcher is not None else {"profile": "none"}
         entry["last_error"] = None
         if error is not None:
+            # what its child said (stderr tail, stdout junk; quoted, redacted): serve's first start has it already
+            said = None if error is gateway.first_starts.get(backend_id) else gateway.registry.said(backend_id)
             entry["last_error"] = {
-                "message": scrub(url_scrub(describe(error))[:MAX_ERROR], secrets),
+                "message": scrub(url_scrub(describe(error, limit=limit, said=said))[:MAX_ERROR], secrets),
                 "at": wall_now - (loop_now - failed[2]) if failed is not None else None,
                 "retry_in": max(0.0, round(failed[0] - loop_now, 1)) if failed is not None else None,
             }
@@ -126,11 +187,14 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
         {"backend": s.id, "era": s.info.era.value, "open": not s.is_closed()}
         for s in list(gateway.sharing.shared.values())
     ]
+    ready, which = readiness(gateway, states_by)
     return {
         "name": config.name,
         "mode": config.mode,
         "time": wall_now,
-        "ready": all(gateway.pipeline.available(b) for b in gateway.registry.connectors),
+        "ready": ready,
+        "not_ready": [] if ready else which,  # what keeps /readyz at 503
+        "degraded": which if ready else sorted(b for b, st in states_by.items() if st["state"] in NOT_READY),
         "backends": backends,
         "sessions": {
             "handshake": {"open": len(sessions), "by_principal": dict(sorted(by_principal.items()))},

@@ -130,6 +130,11 @@ class BackendConfig(_Section):
         f"preset name alone ({', '.join(PRESETS)}). Absent: unconfined. See docs/features/sandbox.md.",
     )
     enabled: bool = Field(True, description="false: keep the entry but do not connect to it.")
+    required: bool = Field(
+        False,
+        description="true: the gateway is not ready (/readyz 503) while this backend is down, starting or withdrawn "
+        "by its breaker; other backends never make it unready once started.",
+    )
     description: str | None = Field(None, description="Free text for operators.")
 
     def kind(self) -> Literal["stdio", "http", "openapi"]:

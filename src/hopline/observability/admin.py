@@ -3,8 +3,10 @@ and, where the gateway hands in its views (compose/status.py), ``/status`` (JSON
 ``/config`` (JSON, secrets redacted) and the admin page at ``/`` (admin_page.py).
 
 ``/healthz`` (liveness) answers 200 while the process serves; ``/readyz`` (readiness)
-answers 503 ``degraded`` while ``ready()`` says a backend is withdrawn or down, so a
-supervisor can act without restarting a gateway that is itself fine (FAULT-13).
+answers 503 ``not ready`` while ``ready()`` says so (the gateway's one rule, compose/status.py
+and README "Readiness": its first start of the backends under way, or a ``required``
+backend down or withdrawn), so a supervisor can act without restarting a gateway that is
+itself fine (FAULT-13).
 
 Served on its own port (``observability.metrics.port`` or ``hopline serve
 --admin-port``), never on the client-facing listener, so a client cannot reach it
@@ -73,7 +75,7 @@ class AdminApp:
         self.registry = registry
         self.path = path
         self.check_host = binds_loopback(bound_host)  # by the address bound, not its spelling (bound.py)
-        self.ready = ready  # the gateway sets it: are all backends available?
+        self.ready = ready  # the gateway sets it: its readiness rule (compose/status.py)
         self.status: Callable[[], dict[str, Any]] | None = None  # the gateway's views (compose/status.py), if handed in
         self.config: Callable[[], dict[str, Any]] | None = None
         self.surface: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None  # compose/surface.py
@@ -95,7 +97,7 @@ class AdminApp:
             return await _answer(send, 200, b"ok\n")
         if scope["path"] == "/readyz":
             ok = self.ready() if self.ready is not None else True
-            return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"degraded\n")
+            return await _answer(send, 200 if ok else 503, b"ready\n" if ok else b"not ready\n")
         if self.status is not None and scope["path"] in ("/", "/status", "/config"):
             return await self._view(scope["path"], send)
         if self.status is not None and scope["path"] == "/favicon.ico":  # what a browser asks for beside every view

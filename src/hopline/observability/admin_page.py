@@ -46,6 +46,9 @@ background:#fafbfc}
 .state{font-weight:700;padding:1px 8px;border-radius:10px;white-space:nowrap}
 .up{background:#d8f5dd;color:#135c22}.down{background:#fde0e0;color:#8a1010}.idle{background:#eceff2;color:#444}
 .breaker_open,.breaker_half_open{background:#ffe9c7;color:#7a4300}.disabled{background:#eee;color:#888}
+.starting{background:#e3ecff;color:#1c3f8a}.readiness{padding:1px 8px;border-radius:10px}\
+.readiness.ok{background:#d8f5dd;color:#135c22}.readiness.warn{background:#ffe9c7;color:#7a4300}\
+.readiness.bad{background:#fde0e0;color:#8a1010}
 .err{color:#8a1010}.muted{color:#6a737d}code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0;\
 max-height:480px;overflow:auto}
 ul{margin:0;padding-left:18px}
@@ -54,6 +57,21 @@ td.deny{color:#8a1010;font-weight:600}.chart{display:block}
 flex-direction:column;font-size:12px;color:#444}.controls textarea{font:12px ui-monospace,monospace;width:260px;\
 height:34px}
 """
+
+
+def readiness_text(status: dict[str, Any]) -> str:
+    """The header's verdict, the script's too (admin_script.py): ``ready`` only when every
+    backend is; ``not ready: a`` while /readyz is 503; ``degraded: b`` when /readyz is 200
+    but a backend (not ``required``) is down, starting or withdrawn (README "Readiness")."""
+    if not status["ready"]:
+        return "not ready: " + ", ".join(status.get("not_ready") or ()) + " (/readyz 503)"
+    if status.get("degraded"):
+        return "degraded: " + ", ".join(status["degraded"]) + " (/readyz 200: none is required)"
+    return "ready"
+
+
+def _readiness_class(status: dict[str, Any]) -> str:
+    return "readiness " + ("bad" if not status["ready"] else "warn" if status.get("degraded") else "ok")
 
 
 def _tool(t: dict[str, str]) -> str:
@@ -233,8 +251,8 @@ def render(
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>hopline admin: {_e(status["name"])}</title><style>{CSS}</style></head>
-<body><header><h1>hopline · {_e(status["name"])}</h1><span>{_e(status["mode"])} mode</span><span id="updated">\
-{"ready" if status["ready"] else "degraded"}</span>
+<body><header><h1>hopline · {_e(status["name"])}</h1><span>{_e(status["mode"])} mode</span><span id="updated" \
+class="{_readiness_class(status)}">{_e(readiness_text(status))}</span>
 <nav><a href="#backends">backends</a><a href="#charts">charts</a><a href="#sessions">sessions</a><a href="#tools">\
 tools</a><a href="#surface">surface</a><a href="#requests">requests</a><a href="#declaration">declaration</a>\
 <a href="#config">config</a><a href="/status">/status</a><a href="/config">/config</a></nav></header>

@@ -47,6 +47,8 @@ return(b.calls&&b.calls.p50_ms!==null?'p50 '+b.calls.p50_ms+' ms · ':'')+\
 function decision(d){if(!d)return'';var t=d.decision;if(d.by)t+=' · '+d.by+(d.point?' @'+d.point:'');\
 if(d.reason)t+=': '+d.reason;if(d.mutated_by)t+=' · changed by '+d.mutated_by.join(', ');\
 if(d.shadow_by)t+=' · audit-mode: '+d.shadow_by.join(', ');return t}
+function readiness(s){if(!s.ready)return'not ready: '+(s.not_ready||[]).join(', ')+' (/readyz 503)';\
+return(s.degraded||[]).length?'degraded: '+s.degraded.join(', ')+' (/readyz 200: none is required)':'ready'}
 function draw(s){
  fill('backends-body',s.backends.map(function(b){var r=el('tr');r.dataset.backend=b.id;r.dataset.state=b.state;
   r.appendChild(td(b.id));var c=td('');c.appendChild(el('span','state '+b.state,b.state));r.appendChild(c);
@@ -80,7 +82,8 @@ rq.subject||''].forEach(function(x){r.appendChild(td(x))});\
 r.appendChild(td(decision(d),d&&d.decision==='deny'?'deny':null));\
 r.dataset.decision=d?d.decision:'';if(rq.kind!=='ok')r.className='err';return r}));
  var st=q('updated');\
-if(st)st.textContent='updated '+hm(s.time)+(s.ready?' · ready':' · degraded');
+if(st){st.textContent=readiness(s)+' · updated '+hm(s.time);\
+st.className='readiness '+(!s.ready?'bad':(s.degraded||[]).length?'warn':'ok')}
 }
 function options(id,values){var e=q(id),keep=e.value;if(e.options.length===values.length)return;\
 e.replaceChildren.apply(e,values.map(function(v){var o=el('option',null,v);o.value=v;return o}));\

@@ -18,6 +18,14 @@ backend (:class:`StdioChild`), a broken *answer* whose id can still be read safe
 -31003 error response for that id, so its call fails at once instead of waiting for
 its timeout (issue 13). A line longer than ``max_frame`` closes the channel with a
 clear reason, because the stream cannot be resynchronised safely inside an unbounded line.
+
+What a child says outside the protocol is kept, bounded, for the reason it failed to start
+(:meth:`StdioChild.said`, issue 29 item 11): the last ``STDERR_TAIL`` lines of its stderr and
+the first line it wrote to stdout that is not JSON-RPC, each quoted by :func:`quote` (at most
+``QUOTE`` characters, credentials redacted). The exit status is in the channel's close reason
+(``backend exited with status 7``), also when the child was gone before its first message
+could be written; the stderr tail is not (a client sees that reason; serve's log and status
+see ``said()``).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import contextlib
 import fnmatch
 import logging
 import os
+import re
 import signal
 import stat
 import sys
@@ -37,6 +46,7 @@ import orjson
 
 from hopline.jsonrpc import Message, ProtocolError, malformed_answer, parse, recover_answer_id
 from hopline.layers.transport.channel import ChannelClosed
+from hopline.observability.redact import REDACTED, url_scrub
 from hopline.transports.garbage import RateLimitedLog
 
 log = logging.getLogger("hopline.stdio")
@@ -44,6 +54,45 @@ log = logging.getLogger("hopline.stdio")
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
 GARBAGE_YIELD = 64  # garbage lines in a row read before yielding to the event loop
 HIGH_WATER = 65536  # bytes buffered for the pipe above which a write waits for it to drain
+QUOTE = 120  # characters of a line a log or a failure quotes
+STDERR_TAIL = 5  # lines of a child's stderr kept for the reason it failed
+# What a quoted line must not show: "token=X", "Authorization: Bearer X", "api-key: X", a lone
+# "Bearer X", and long random-looking words (letters and digits, 24+ characters: API keys).
+_CREDENTIAL = re.compile(
+    r"(?i)((?:authorization|api[-_]?key|x-api-key|access[-_]?key|token|secret|password|passwd|pwd|credentials?"
+    r"|cookie|auth)[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|token)\s+)?[^\s\"',;&]+"
+)
+_SCHEME = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}")
+_TOKEN = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])[\w-]{24,}")
+
+
+def quote(text: bytes | str, secrets: Sequence[str] = ()) -> str:
+    """``text`` as a log line or a failure may quote it: one line, at most ``QUOTE``
+    characters, URLs' credentials, credential-looking values and ``secrets`` (values of at
+    least 8 characters, e.g. the backend's own ``env``) replaced by ``<redacted>``."""
+    if isinstance(text, bytes):
+        text = text[: 4 * QUOTE].decode("utf-8", "backslashreplace")
+    text = " ".join(text[: 4 * QUOTE].split())
+    for secret in secrets:
+        if len(secret) >= 8:
+            text = text.replace(secret, REDACTED)
+    text = url_scrub(text)
+    text = _CREDENTIAL.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _SCHEME.sub(lambda m: m.group(1) + " " + REDACTED, text)
+    text = _TOKEN.sub(REDACTED, text)
+    return text if len(text) <= QUOTE else text[: QUOTE - 1] + "…"
+
+
+class _Quoted:
+    """A frame as a log line quotes it (:func:`quote`), computed when the line is written."""
+
+    __slots__ = ("frame", "secrets")
+
+    def __init__(self, frame: bytes, secrets: Sequence[str]) -> None:
+        self.frame, self.secrets = frame, secrets
+
+    def __repr__(self) -> str:
+        return repr(quote(self.frame, self.secrets))
 
 
 class StreamChannel:
@@ -72,6 +121,8 @@ class StreamChannel:
         self.name = name
         self.garbage_frames = 0
         self.replies: StreamChannel | None = None  # where a read-only half answers a malformed request
+        self.junk: str | None = None  # the first line that was not JSON-RPC, quoted (redacted)
+        self._secrets: Sequence[str] = ()  # values a quote never shows (a child's own env)
 
     async def send(self, message: Message) -> None:
         transport = self._transport
@@ -148,7 +199,9 @@ class StreamChannel:
                 exc.message,
             )
             return answer
-        preview = frame[:80].decode("utf-8", "backslashreplace").rstrip()
+        if self.junk is None:
+            self.junk = quote(frame, self._secrets)
+        preview = _Quoted(frame[: 4 * QUOTE], self._secrets)  # quoted only if the rate limit lets the line out
         self._garbage.warn("%s: dropped a frame that is not JSON-RPC (%s): %r", self.name, exc.message, preview)
         if self.garbage_frames % GARBAGE_YIELD == 0:
             await asyncio.sleep(0)  # buffered garbage never monopolises the loop
@@ -274,6 +327,7 @@ class StdioChild(StreamChannel):
         super().__init__(process.stdout, process.stdin, name=name, max_frame=max_frame)
         self.process = process
         self._stderr_task: asyncio.Task | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)  # quoted, redacted
 
     @classmethod
     async def spawn(
@@ -305,6 +359,7 @@ class StdioChild(StreamChannel):
         except (FileNotFoundError, PermissionError) as exc:
             raise ChannelClosed(f"cannot start {argv[0]!r}: {exc.strerror}") from None
         child = cls(process, name=name or os.path.basename(argv[0]), max_frame=max_frame)
+        child._secrets = [v for v in (env or {}).values() if isinstance(v, str)]
         child._stderr_task = asyncio.create_task(child._pump_stderr(stderr_prefix))
         return child
 
@@ -317,20 +372,50 @@ class StdioChild(StreamChannel):
             while line := await stream.readline():
                 out.write(tag + line)
                 out.flush()
+                if line.strip():
+                    self.stderr_tail.append(quote(line, self._secrets))
 
     def _eof_reason(self) -> str:
         code = self.process.returncode
         return "backend closed its stdout" if code is None else f"backend exited with status {code}"
 
+    def said(self) -> str | None:
+        """What this child said outside the protocol, for a line about its failed start:
+        the first line of its stdout that was not JSON-RPC, the tail of its stderr."""
+        parts = []
+        if self.junk is not None:
+            parts.append(f"it wrote to stdout what is not JSON-RPC: {self.junk!r}")
+        if self.stderr_tail:
+            parts.append("its stderr ended: " + " / ".join(repr(line) for line in self.stderr_tail))
+        return "; ".join(parts) or None
+
+    async def _exited(self) -> None:
+        """Give the exit status (and the rest of stderr) a moment to arrive so the reason names it."""
+        if self.process.returncode is None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.process.wait(), 0.2)
+        if self.process.returncode is not None and self._stderr_task is not None:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.2)
+
     async def receive(self) -> Message:
         try:
             return await super().receive()
         except ChannelClosed:
-            # Give the exit status a moment to arrive so the reason names it.
             if self.process.returncode is None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self.process.wait(), 0.2)
+                await self._exited()
                 self._close_reason = self._eof_reason()
+            raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
+
+    async def send(self, message: Message) -> None:
+        try:
+            await super().send(message)
+        except ChannelClosed:
+            # A child gone before this write (it exited at once): its status, not "closed".
+            if self._close_reason == "closed":
+                await self._exited()
+                if self.process.returncode is not None:
+                    self._close_reason = self._eof_reason()
             raise ChannelClosed(f"{self.name}: {self._close_reason}") from None
 
     async def aclose(self, grace: float = 2.0) -> None:

@@ -21,3 +21,13 @@ def test_a_reverse_discover_result_has_no_tasks_capability():
     caps = compose.discover_result({"b": info}, name="gw", own_instructions=None, reverse=True)["capabilities"]
     assert caps == {"tools": {"listChanged": True}}
     assert "tasks" in compose.initialize_result({"b": info}, requested="2025-11-25", name="gw", own_instructions=None, reverse=True)["capabilities"]
+
+
+def test_a_handshake_answered_while_a_backend_starts_advertises_the_lists_it_may_bring():
+    """Issue 29 item 9: the backend joins later with list_changed; the client must know to list."""
+    info = BackendInfo(Era.HANDSHAKE, "2025-11-25", capabilities={"logging": {}})
+    caps = compose.initialize_result({"up": info}, requested="2025-11-25", name="gw", own_instructions=None, reverse=False, starting=True)["capabilities"]
+    assert caps == {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
+                    "resources": {"listChanged": True, "subscribe": False}, "logging": {}}
+    settled = compose.initialize_result({"up": info}, requested="2025-11-25", name="gw", own_instructions=None, reverse=False)
+    assert settled["capabilities"] == {"logging": {}}  # truthful once every backend is known

@@ -51,8 +51,16 @@ def server_info(name: str) -> dict[str, Any]:
 
 
 def initialize_result(
-    infos: Mapping[str, BackendInfo], *, requested: Any, name: str, own_instructions: str | None, reverse: bool
+    infos: Mapping[str, BackendInfo],
+    *,
+    requested: Any,
+    name: str,
+    own_instructions: str | None,
+    reverse: bool,
+    starting: bool = False,
 ) -> dict[str, Any]:
+    """``starting``: a backend is still starting and will join later; the lists are advertised
+    (with ``listChanged``, which announces it) so that the client lists them when it does."""
     if reverse and len(infos) == 1:
         (info,) = infos.values()
         result = {
@@ -63,9 +71,15 @@ def initialize_result(
         if info.instructions:
             result["instructions"] = info.instructions
         return result
+    caps = capabilities(infos)
+    if starting:
+        for kind in LIST_CAPABILITIES:
+            caps.setdefault(
+                kind, {"listChanged": True, "subscribe": False} if kind == "resources" else {"listChanged": True}
+            )
     result = {
         "protocolVersion": negotiate(requested),
-        "capabilities": capabilities(infos),
+        "capabilities": caps,
         "serverInfo": server_info(name),
     }
     text = instructions(infos, own_instructions)

@@ -64,6 +64,9 @@ class Registry:
         self._per_caller: dict[
             tuple[str, Any], tuple[Backends, Any]
         ] = {}  # (backend, principal key) → connector, its auth
+        # Backends a client's handshake gave up waiting for, not up since: the next handshake
+        # does not wait for them at all (layers/session/links.py). One entry per configured backend at most.
+        self.slow: set[str] = set()
 
     def add(self, backend_id: str, connector: Backends) -> None:
         self.connectors[backend_id] = connector
@@ -71,6 +74,7 @@ class Registry:
     async def remove(self, backend_id: str) -> None:
         """Close a backend's connector and every per-caller one of it."""
         connector = self.connectors.pop(backend_id, None)
+        self.slow.discard(backend_id)
         per_caller = [self._per_caller.pop(k)[0] for k in list(self._per_caller) if k[0] == backend_id]
         await asyncio.gather(*(c.aclose() for c in per_caller), return_exceptions=True)
         if connector is not None:
@@ -136,6 +140,12 @@ class Registry:
             prefer=era,
             meta=self.hop_meta(chain or []),
         )
+
+    def said(self, backend_id: str) -> str | None:
+        """What the backend's child last said outside the protocol (a stdio backend's stdout
+        junk and stderr tail, quoted and redacted), for a line about its failed start."""
+        said = getattr(self.connectors.get(backend_id), "said", None)
+        return said() if callable(said) else None
 
     def hop_meta(self, chain: list[Any]) -> dict[str, Any]:
         """``_meta`` for the gateway's own requests to a backend (handshakes, list fetches):

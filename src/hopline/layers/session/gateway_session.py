@@ -46,7 +46,7 @@ from hopline.layers.routing.paging import page
 from hopline.layers.routing.tables import METHODS, REMOVED_IN_MODERN
 from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation, task_push
 from hopline.layers.session.client_end import ClientEnd
-from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks
+from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks, still_starting
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
 from hopline.layers.session.task_calls import TASKS_EXTENSION, KnownTasks
@@ -148,7 +148,7 @@ class GatewaySession(BackendLinks, ListComposer):
         if not isinstance(params.get("capabilities", {}), dict):
             raise InvalidParams("initialize's params.capabilities must be an object", request_id=message.id)
         self.client_capabilities = params.get("capabilities") or {}  # an object or absent (checked above)
-        backends = await self.live_backends()
+        backends = await self.handshake_backends()  # not held by one still starting: it joins later (links.py)
         g = self.hub
         value = compose.initialize_result(
             infos(backends),
@@ -156,6 +156,7 @@ class GatewaySession(BackendLinks, ListComposer):
             name=g.settings.name,
             own_instructions=g.settings.instructions,
             reverse=g.routes.reverse,
+            starting=any(still_starting(s) for s in backends.values()),
         )
         return result(message.id, value)
 

@@ -11,7 +11,11 @@ listed, and the next request that needs it reopens it (a fresh initialize with t
 client's capabilities, its resource subscriptions renewed). A start refused at the
 cap parks the backend too, so a session nobody uses any more holds no child and
 retries nothing. Starts still under way when the client session closes are
-cancelled (they are tracked with the reconnect tasks), so they leave no child."""
+cancelled (they are tracked with the reconnect tasks), so they leave no child.
+
+A client's handshake (``handshake_backends``) is answered from the backends that are up
+within ``routing.list_timeout`` and does not wait at all for one known to be slow
+(``registry.slow``); the others join the session when their start ends (issue 29 item 9)."""
 
 from __future__ import annotations
 
@@ -55,6 +59,7 @@ class BackendLinks:
     principal: Principal
     subscriptions: dict[str, set[str]]
     arrival: list[Any]
+    _starts: dict[str, asyncio.Future]  # each backend's start in this session (set by _connect)
     _parked: frozenset[str] = frozenset()  # backends closed while idle (or refused at the cap), reopened on demand
 
     if TYPE_CHECKING:  # provided by the other parts of GatewaySession
@@ -98,26 +103,111 @@ class BackendLinks:
                 if ready is not None:
                     self.backends = ready
                     return ready
-            if self._connecting is None:
-                self._connecting = asyncio.ensure_future(
-                    self.hub.sharing.sessions_for(list(self.hub.registry.connectors), self)
-                )
-                if self.stateful:
-                    self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
-            self.backends = await asyncio.shield(self._connecting)
-            if self.stateful:
-                for backend_id, found in self.backends.items():
-                    if (
-                        isinstance(found, asyncio.TimeoutError) or getattr(found, "reason", None) == "at_capacity"
-                    ) and _pooled(self.hub.registry.connectors.get(backend_id)):
-                        self._parked |= {
-                            backend_id
-                        }  # a pool's child: tried again when a request needs it, not in a loop
-                    elif not isinstance(found, BackendSession):
-                        self._schedule_reconnect(backend_id)
+            found = await asyncio.shield(self._connect())
+            if self.backends is None:  # (not answered without the slow ones meanwhile: handshake_backends)
+                self.backends = found
+                self._started(found)
         elif any(isinstance(s, BackendSession) and s.is_closed() for s in self.backends.values()):
             await sharing.reacquire(self, self.backends)  # shared sessions that went away, taken afresh
         return self.backends
+
+    def _connect(self) -> asyncio.Future:
+        """This session's one start of every backend, concurrently (each bounded by
+        ``routing.startup_timeout`` in ``sessions_for``); each backend's own start is kept
+        in ``_starts`` so that the handshake can answer from the ones that are up."""
+        if self._connecting is None:
+            starts = {
+                b: asyncio.ensure_future(self.hub.sharing.sessions_for([b], self))
+                for b in list(self.hub.registry.connectors)
+            }
+            self._starts = starts
+
+            async def every() -> dict[str, BackendSession | BaseException]:
+                try:
+                    found = await asyncio.gather(*starts.values())
+                except BaseException:
+                    for start in starts.values():
+                        start.cancel()  # a closed session leaves no start (nor child) behind
+                    raise
+                return {b: s for one in found for b, s in one.items()}
+
+            self._connecting = asyncio.ensure_future(every())
+            if self.stateful:
+                self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
+        return self._connecting
+
+    def _started(self, found: dict[str, BackendSession | BaseException]) -> None:
+        """Backends that did not start: a pool's child is parked (tried again when a request
+        needs it), the others reconnected with backoff."""
+        if not self.stateful:
+            return
+        for backend_id, one in found.items():
+            if (isinstance(one, asyncio.TimeoutError) or getattr(one, "reason", None) == "at_capacity") and _pooled(
+                self.hub.registry.connectors.get(backend_id)
+            ):
+                self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
+            elif not isinstance(one, BackendSession):
+                self._schedule_reconnect(backend_id)
+            else:
+                self.hub.registry.slow.discard(backend_id)  # up: the next handshake waits for it again
+
+    async def handshake_backends(self) -> dict[str, BackendSession | BaseException]:
+        """The backends a client session's ``initialize`` is composed from: the ones up within
+        ``routing.list_timeout`` (one that failed or is down answers at once; one a handshake
+        already gave up on and that has not come up since is not waited for at all). A backend
+        still starting then does not hold the handshake: it stands as unavailable ("still
+        starting"), its start goes on (up to ``routing.startup_timeout``), and when it comes up
+        it joins the session with the CHANGE-SIGNAL, as a backend that reconnects does."""
+        if self.backends is not None or not self.stateful:
+            return await self.live_backends()
+        connecting = self._connect()
+        slow = self.hub.registry.slow
+        waited = [start for b, start in self._starts.items() if b not in slow]
+        if waited:
+            await asyncio.wait(waited, timeout=self.hub.settings.routing.list_timeout)
+        else:
+            await asyncio.sleep(0)  # (a start that fails at once still answers for itself)
+        if connecting.done() or self.backends is not None:
+            return await self.live_backends()
+        now: dict[str, BackendSession | BaseException] = {}
+        late: list[str] = []
+        for backend_id, start in self._starts.items():
+            if start.done() and not start.cancelled() and start.exception() is None:
+                now.update(start.result())
+                if isinstance(now.get(backend_id), BackendSession):
+                    slow.discard(backend_id)
+            else:
+                slow.add(backend_id)
+                now[backend_id] = UnavailableError(
+                    f"backend {backend_id} is unavailable: still starting", backend=backend_id, reason="starting"
+                )
+                late.append(backend_id)
+        self.backends = now
+        self._started({b: s for b, s in now.items() if b not in late})
+        self._track("", asyncio.ensure_future(self._join_late(connecting, late)))
+        return now
+
+    async def _join_late(self, connecting: asyncio.Future, late: list[str]) -> None:
+        """The backends the handshake did not wait for, once their start is over: one that came
+        up joins (the CHANGE-SIGNAL), one that did not is treated as any failed start."""
+        found = await connecting  # cancelled with the session: its starts are cancelled too
+        backends = self.backends
+        if backends is None:
+            return
+        joined: list[str] = []
+        for backend_id in late:
+            placeholder = backends.get(backend_id)
+            if not still_starting(placeholder) or backend_id not in found:
+                continue  # reloaded away, or replaced meanwhile
+            backends[backend_id] = found[backend_id]
+            if isinstance(found[backend_id], BackendSession):
+                joined.append(backend_id)
+                self.hub.registry.slow.discard(backend_id)
+        self._started({b: found[b] for b in late if b in backends and b not in joined})
+        if joined:
+            for backend_id in joined:
+                log.info("backend %s: up, joined a client session after its handshake", backend_id)
+            self.surface_changed()
 
     def _track(self, key: str, task: asyncio.Future) -> None:
         """Keep a start of this session's (initial connect "", reconnect or reopen of a
@@ -156,8 +246,9 @@ class BackendLinks:
         except HoplineError:
             raise
         except Exception as exc:
+            limit = self.hub.settings.routing.startup_timeout
             why = (
-                "did not start in time"
+                sharing.describe(exc, limit=limit)
                 if isinstance(exc, asyncio.TimeoutError)
                 else getattr(exc, "reason", None) or type(exc).__name__
             )
@@ -301,6 +392,11 @@ class BackendLinks:
         if not isinstance(found, BackendSession) or found.is_closed():
             raise _unavailable(backend_id, found)
         return found
+
+
+def still_starting(found: Any) -> bool:
+    """Whether a session's entry for a backend stands for a start its handshake did not wait for."""
+    return isinstance(found, UnavailableError) and (found.data or {}).get("reason") == "starting"
 
 
 def _pooled(connector: Any) -> bool:

@@ -61,12 +61,19 @@ NONE = b"{}"
 RENEW_TIMEOUT = 10.0  # seconds each renewed subscription (or level) may take on a replacement
 
 
-def describe(exc: BaseException, backend_id: str | None = None) -> str:
+def describe(
+    exc: BaseException, backend_id: str | None = None, *, limit: float | None = None, said: str | None = None
+) -> str:
     """Why a backend failed, for a line that names it already: without the backend's
-    own ``backend X unavailable:`` and ``X:`` prefixes (once, not twice or three times)."""
+    own ``backend X unavailable:`` and ``X:`` prefixes (once, not twice or three times).
+    ``limit``: the ``routing.startup_timeout`` a start outlasted; ``said``: what its child
+    said outside the protocol (``StdioChild.said``), for serve's log and status."""
     if isinstance(exc, asyncio.TimeoutError):
-        return "did not start in time"
-    text = getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        text = "did not start in time"
+        if limit is not None:
+            text = f"did not start within {limit:g} s (routing.startup_timeout; cold npx servers often need more)"
+    else:
+        text = getattr(exc, "reason", None) or getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
     if backend_id is not None:
         for prefix in (
             f"backend {backend_id} unavailable: ",
@@ -76,12 +83,14 @@ def describe(exc: BaseException, backend_id: str | None = None) -> str:
         ):
             if text.startswith(prefix):
                 text = text[len(prefix) :]
-    return text
+    return f"{text}; {said}" if said else text
 
 
-def unavailable_line(backend_id: str, exc: BaseException) -> str:
+def unavailable_line(
+    backend_id: str, exc: BaseException, *, limit: float | None = None, said: str | None = None
+) -> str:
     """``backend X unavailable: why``, naming the backend once."""
-    why = describe(exc, backend_id)
+    why = describe(exc, backend_id, limit=limit, said=said)
     return why if why.startswith(f"backend {backend_id} ") else f"backend {backend_id} unavailable: {why}"
 
 
@@ -148,7 +157,8 @@ class Sharing:
         out: dict[str, BackendSession | BaseException] = {}
         for backend_id, result in zip(ids, results):
             if isinstance(result, BaseException):
-                log.warning("%s", unavailable_line(backend_id, result))
+                said = self.hub.registry.said(backend_id)
+                log.warning("%s", unavailable_line(backend_id, result, limit=startup, said=said))
             out[backend_id] = result
         return out
 
@@ -283,7 +293,8 @@ class Sharing:
                     del self.failed[next(iter(self.failed))]
             self.failed[backend_id if fail_key is None else fail_key] = (loop.time() + delay, exc, loop.time())
             raise
-        self.failed.pop(backend_id if fail_key is None else fail_key, None)
+        if self.failed.pop(backend_id if fail_key is None else fail_key, None) is not None:
+            log.info("backend %s: up (its last start had failed)", backend_id)
         holder.append(session)
         key, old = self._settle(backend_id, principal, session, key, declared, prefer, old)
         if self.shared.get(key) is not session:  # the era put it where an open session already is
