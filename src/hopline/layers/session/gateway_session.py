@@ -78,6 +78,8 @@ class GatewaySession(BackendLinks, ListComposer):
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
+        self.sharer: Principal | None = None  # the principal of its own it shares backends as (sharing.sharer)
+        self.held_call: Any = None  # its call held on a shared session, which the backend's requests go to
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
@@ -596,6 +598,8 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _closed(self, end: ClientEnd) -> None:
         self.hub.sessions.discard(self)
+        if self.sharer is not None:
+            self.hub.sharing.forget(self)  # the backend sessions of a principal that was this session alone
         if not self.stateful and not self._owned and not self._reconnecting:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
         for task in list(self._reconnecting.values()):
