@@ -17,7 +17,7 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters, types
 
-from tests.peers import bounded, eventually, text_of
+from tests.peers import bounded, text_of
 
 FILESYSTEM = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 NODE = shutil.which("node")

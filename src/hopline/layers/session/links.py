@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.routing.catalog import Entry
 from hopline.layers.session import sharing
 from hopline.layers.transport.channel import Pooled
 
@@ -197,7 +198,8 @@ class BackendLinks:
         (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach
         now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
-        a parked backend is reopened first and the name looked up again."""
+        a parked backend is reopened first and the name looked up again. In Reverse and
+        Sidecar mode a name the backend does not list goes to it as is (its own answer)."""
         g = self.hub
         if g.routes.reverse:  # Reverse/Sidecar: every name is the one backend's
             backend_id = g.routes.single
@@ -215,6 +217,9 @@ class BackendLinks:
                     return entry, catalog
             elif not isinstance(found, BackendSession) or found.is_closed():
                 raise _unavailable(backend_id, found, request_id)
+            if g.routes.reverse:  # the client believes it talks to the server: the server answers
+                catalog = self._catalogs[list_method][1]
+                return Entry(name, backend_id, name), catalog
         raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:
