@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from mcp import MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -109,3 +110,30 @@ def test_anonymous_clients_are_one_principal_on_loopback_and_one_per_session_els
     opted = sharing(listen={"host": "0.0.0.0"}, routing={"share_anonymous": True})
     assert opted.sharer(session()) == opted.sharer(session()) == ANONYMOUS
     assert sharing(backends={"b": {"command": "x", "share": "shared"}}).base_key("b", alice) == "b"
+
+
+async def test_a_principal_refused_at_the_cap_gets_a_child_as_soon_as_one_is_free(tmp_path, hopline_serve):
+    """``max_children: 1`` and alice's call holds the one child: bob is refused (-31001, the cap),
+    and once her call is answered his next call gets a child at once; the refusal is the pool's
+    back-pressure, not a failed start held against him for ``routing.retry_after``."""
+    import asyncio
+
+    from tests.conftest import PY, SERVERS
+
+    sdk = {"command": PY, "args": [str(SERVERS / "sdk_server.py"), "stdio"], "max_children": 1}
+    conf = {
+        "backends": {"sdk": sdk},
+        "routing": {"retry_after": 60},
+        "auth": {"resource": "http://127.0.0.1/mcp", "api_keys": [{"name": n, "key": k} for n, k in KEYS.items()]},
+    }
+    path = tmp_path / "gw.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    gw = hopline_serve(str(path))
+    async with as_(gw.url, "alice") as a, as_(gw.url, "bob", MODERN) as b:
+        assert (await bounded(a.call_tool("sdk__echo", {"text": "a"}))).content[0].text == "a"
+        held = asyncio.ensure_future(a.call_tool("sdk__slow", {"ms": 8000}))  # outlasts bob's wait for a slot (5 s)
+        with pytest.raises(MCPError) as refused:
+            await bounded(b.call_tool("sdk__echo", {"text": "b"}))
+        assert refused.value.error.code == -31001 and "at its cap of 1 child process" in refused.value.error.message
+        await bounded(held)
+        assert (await bounded(b.call_tool("sdk__echo", {"text": "b"}))).content[0].text == "b"

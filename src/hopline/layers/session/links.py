@@ -152,8 +152,17 @@ class BackendLinks:
         return await asyncio.shield(task)
 
     async def _reopen(self, backend_id: str) -> BackendSession:
+        shared = self.hub.sharing.shares(backend_id)  # refused at the cap: its shared session, asked again
         try:
-            session = await asyncio.wait_for(self.open_backend(backend_id), self.hub.settings.routing.startup_timeout)
+            if shared:
+                (found,) = (await self.hub.sharing.sessions_for([backend_id], self)).values()
+                if isinstance(found, BaseException):
+                    raise found
+                session = found
+            else:
+                session = await asyncio.wait_for(
+                    self.open_backend(backend_id), self.hub.settings.routing.startup_timeout
+                )
         except HoplineError:
             raise
         except Exception as exc:
@@ -168,7 +177,8 @@ class BackendLinks:
         self._parked -= {backend_id}
         if self.backends is not None:
             self.backends[backend_id] = session
-        await self._resubscribe(session)
+        if not shared:  # a shared session's subscriptions are refcounted there (sharing.subscription)
+            await self._resubscribe(session)
         return session
 
     async def listable(self, method: str) -> dict[str, BackendSession]:

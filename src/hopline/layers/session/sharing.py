@@ -347,6 +347,8 @@ class Sharing:
                 on_notification=self._notification(backend_id, holder),
             )
         except Exception as exc:
+            if (getattr(exc, "data", None) or {}).get("reason") == "at_capacity":
+                raise  # the pool's back-pressure, not a failed start: the next call asks the pool again
             delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
             if len(self.failed) >= MAX_FAILED:  # per-caller keys: bounded, expired ones first, then the oldest
                 now = loop.time()
