@@ -2,6 +2,7 @@
 
     python bench/run_children.py                      # every target: default, shared, isolated, relay, relay-shared
     python bench/run_children.py --targets isolated --abandoned 100 --concurrent 60
+    python bench/run_children.py --targets default,shared --abandoned 0 --concurrent 100 --principals 10
 
 Against ``hopline serve`` with 3 stdio backends (``python -m hopline.demo``), and against
 ``hopline relay`` over one: first ``--abandoned`` handshake-era sessions that initialize,
@@ -12,18 +13,23 @@ number of children and the peak RSS of the target plus its children. Reported pe
 those peaks, the p50/p95 of ``initialize`` in the concurrent phase (warm: the backends
 were used before), and how many of the calls succeeded (and the first error otherwise).
 
-Targets: ``default`` (no ``share`` set: stdio backends are shared, one child per backend and
-client-capability set), ``shared`` (``stateless: true`` backends: one child per backend serves every
-session), ``isolated`` (``share: isolated``: a child per session from a pool of at most
+Targets: ``default`` (no ``share`` set: ``share: principal``, a child per backend, principal and
+client-capability set, shared by that principal's sessions), ``shared`` (``stateless: true`` backends: one child per backend serves every
+session), ``everyone`` (``share: shared``, the default before issue 28: one child per backend
+and capability set for every principal), ``isolated`` (``share: isolated``: a child per session from a pool of at most
 8, 1 spare, idle sessions parked), ``relay`` (``hopline relay -- CMD``: a child per session,
 at most 8) and ``relay-shared`` (``--shared``). The goals: peak <= 24 children and <= 600
 MB, warm initialize p50 <= 0.3 s, every session able to call every backend.
+
+``--principals N`` turns on API-key authentication with N keys; session i presents key
+``i mod N`` (so 100 sessions of 10 principals is ``--concurrent 100 --principals 10``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import statistics
@@ -45,18 +51,31 @@ INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"nam
 BACKENDS = ("a", "b", "c")
 
 
-def config(kind: str) -> str:
-    extra = {"default": "", "shared": "    stateless: true\n", "isolated": "    share: isolated\n"}[kind]
-    text = "routing:\n  health_interval: 0\nbackends:\n" + "".join(f"  {b}:\n    command: {PY}\n    args: [-m, hopline.demo]\n{extra}" for b in BACKENDS)
+def keys(principals: int) -> list[str]:
+    return [f"bench-principal-{n:04d}-key" for n in range(principals)]
+
+
+MAX_CHILDREN = 0  # --max-children: each backend's cap (0: hopline's default)
+OPENING = 16  # sessions being initialized at once (hopline's listen.max_pending_sessions)
+
+
+def config(kind: str, principals: int = 0) -> str:
+    extra = {"default": "", "shared": "    stateless: true\n", "everyone": "    share: shared\n", "isolated": "    share: isolated\n"}[kind]
+    auth = ""
+    if principals:
+        auth = "auth:\n  resource: http://127.0.0.1/mcp\n  api_keys:\n" + "".join(f"    - {{name: p{n}, key: {k}}}\n" for n, k in enumerate(keys(principals)))
+    if MAX_CHILDREN:
+        extra += f"    max_children: {MAX_CHILDREN}\n"
+    text = auth + "routing:\n  health_interval: 0\nbackends:\n" + "".join(f"  {b}:\n    command: {PY}\n    args: [-m, hopline.demo]\n{extra}" for b in BACKENDS)
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix=f"children-{kind}-")
     os.write(fd, text.encode())
     os.close(fd)
     return path
 
 
-def start(target: str) -> tuple[subprocess.Popen, str, tuple[str, ...]]:
-    if target in ("default", "shared", "isolated"):
-        argv = [PY, "-m", "hopline", "serve", config(target), "--port", "0"]
+def start(target: str, principals: int = 0) -> tuple[subprocess.Popen, str, tuple[str, ...]]:
+    if target in ("default", "shared", "everyone", "isolated"):
+        argv = [PY, "-m", "hopline", "serve", config(target, principals), "--port", "0"]
         tools = tuple(f"{b}__echo" for b in BACKENDS)
     else:
         argv = [PY, "-m", "hopline", "relay", "--port", "0", *(["--shared"] if target == "relay-shared" else []), "--", PY, "-m", "hopline.demo"]
@@ -108,8 +127,8 @@ def messages(response: httpx.Response) -> list[dict]:
     return [response.json()] if response.content else []
 
 
-async def rpc(http: httpx.AsyncClient, url: str, sid: str | None, msg_id: int, method: str, params: dict) -> tuple[dict, httpx.Response]:
-    headers = {**HEADERS, **({"mcp-session-id": sid} if sid else {})}
+async def rpc(http: httpx.AsyncClient, url: str, sid: str | None, msg_id: int, method: str, params: dict, key: str | None = None) -> tuple[dict, httpx.Response]:
+    headers = {**HEADERS, **({"mcp-session-id": sid} if sid else {}), **({"x-api-key": key} if key else {})}
     try:
         r = await http.post(url, content=orjson.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}), headers=headers)
     except httpx.HTTPError as exc:  # counted as a failed call, with its kind
@@ -118,46 +137,52 @@ async def rpc(http: httpx.AsyncClient, url: str, sid: str | None, msg_id: int, m
     return answer, r
 
 
-async def open_session(http: httpx.AsyncClient, url: str) -> tuple[str | None, float, str | None]:
+async def open_session(http: httpx.AsyncClient, url: str, key: str | None = None) -> tuple[str | None, float, str | None]:
     t0 = time.perf_counter()
-    answer, r = await rpc(http, url, None, 1, "initialize", INIT)
+    answer, r = await rpc(http, url, None, 1, "initialize", INIT, key)
     took = time.perf_counter() - t0
     sid = r.headers.get("mcp-session-id")
     if "result" not in answer or sid is None:
         return None, took, str(answer.get("error", {}).get("message"))
     try:
-        await http.post(url, content=orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), headers={**HEADERS, "mcp-session-id": sid})
+        await http.post(url, content=orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), headers={**HEADERS, "mcp-session-id": sid, **({"x-api-key": key} if key else {})})
     except httpx.HTTPError as exc:
         return None, took, f"{type(exc).__name__} {exc}"
     return sid, took, None
 
 
-async def abandoned(http: httpx.AsyncClient, url: str) -> None:
-    sid, _took, _err = await open_session(http, url)
+async def abandoned(http: httpx.AsyncClient, url: str, key: str | None = None) -> None:
+    sid, _took, _err = await open_session(http, url, key)
     if sid is not None:
-        await rpc(http, url, sid, 2, "tools/list", {})  # and never DELETE
+        await rpc(http, url, sid, 2, "tools/list", {}, key)  # and never DELETE
 
 
-async def working(http: httpx.AsyncClient, url: str, tools: tuple[str, ...]) -> tuple[float, int, int, str | None]:
-    sid, took, err = await open_session(http, url)
+async def working(http: httpx.AsyncClient, url: str, tools: tuple[str, ...], key: str | None = None, gate: asyncio.Semaphore | None = None) -> tuple[float, int, int, str | None]:
+    async with gate or contextlib.nullcontext():  # as many initializes at once as hopline admits
+        sid, took, err = await open_session(http, url, key)
     if sid is None:
         return took, 0, len(tools), err
     ok, first_error = 0, None
     for n, tool in enumerate(tools):
-        answer, _ = await rpc(http, url, sid, 10 + n, "tools/call", {"name": tool, "arguments": {"text": "hi"}})
+        answer, _ = await rpc(http, url, sid, 10 + n, "tools/call", {"name": tool, "arguments": {"text": "hi"}}, key)
         if "result" in answer and not answer["result"].get("isError"):
             ok += 1
         elif first_error is None:
             first_error = str(answer.get("error", answer.get("result")))[:160]
     try:
-        await http.delete(url, headers={"mcp-session-id": sid})
+        await http.delete(url, headers={"mcp-session-id": sid, **({"x-api-key": key} if key else {})})
     except httpx.HTTPError:
         pass
     return took, ok, len(tools), first_error
 
 
-async def run_target(target: str, n_abandoned: int, n_concurrent: int) -> dict:
-    proc, url, tools = start(target)
+async def run_target(target: str, n_abandoned: int, n_concurrent: int, principals: int = 0) -> dict:
+    proc, url, tools = start(target, principals)
+    pool = keys(principals) if target in ("default", "shared", "everyone", "isolated") else []
+
+    def key(n: int) -> str | None:
+        return pool[n % len(pool)] if pool else None
+
     sampler = Sampler(proc.pid)
     sampler.start()
     try:
@@ -165,16 +190,17 @@ async def run_target(target: str, n_abandoned: int, n_concurrent: int) -> dict:
         async with httpx.AsyncClient(timeout=120, limits=limits) as http:
             gate = asyncio.Semaphore(10)
 
-            async def one_abandoned() -> None:
+            async def one_abandoned(n: int) -> None:
                 async with gate:
-                    await abandoned(http, url)
+                    await abandoned(http, url, key(n))
 
             t0 = time.perf_counter()
-            await asyncio.gather(*(one_abandoned() for _ in range(n_abandoned)))
+            await asyncio.gather(*(one_abandoned(n) for n in range(n_abandoned)))
             abandoned_s = time.perf_counter() - t0
             after_abandoned = sampler.peak_children
             t0 = time.perf_counter()
-            results = await asyncio.gather(*(working(http, url, tools) for _ in range(n_concurrent)))
+            opening = asyncio.Semaphore(OPENING)
+            results = await asyncio.gather(*(working(http, url, tools, key(n), opening) for n in range(n_concurrent)))
             concurrent_s = time.perf_counter() - t0
     finally:
         sampler.stop.set()
@@ -201,10 +227,14 @@ def main() -> int:
                         help="comma-separated: default, shared, isolated, relay, relay-shared (default: all)")
     parser.add_argument("--abandoned", type=int, default=100, help="sessions opened and left without DELETE (default: 100)")
     parser.add_argument("--concurrent", type=int, default=60, help="new sessions at once afterwards, each calling every backend (default: 60)")
+    parser.add_argument("--principals", type=int, default=0, help="serve targets: API-key auth with this many keys, sessions spread over them (default: 0, no auth)")
+    parser.add_argument("--max-children", type=int, default=0, help="serve targets: each backend's max_children (default: hopline's)")
     args = parser.parse_args()
+    global MAX_CHILDREN
+    MAX_CHILDREN = args.max_children
     rows = []
     for target in args.targets.split(","):
-        rows.append(asyncio.run(run_target(target, args.abandoned, args.concurrent)))
+        rows.append(asyncio.run(run_target(target, args.abandoned, args.concurrent, args.principals)))
         print(f"{target}: done", rows[-1], file=sys.stderr, flush=True)
     print("| target | peak children | children after abandoned | peak RSS MB | warm initialize p50 / p95 s | calls ok | phase times s | first error |")
     print("|---|---|---|---|---|---|---|---|")

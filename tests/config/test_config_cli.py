@@ -61,7 +61,7 @@ def test_check_explains_a_valid_file():
     assert "names: {backend}__{name}, at most 64 characters" in out
     assert any(line.startswith("collisions: prefix (") for line in out)
     assert "  demo (stdio): python -m hopline.demo" in out
-    assert "    exposed as demo__<name>; share: shared" in out
+    assert "    exposed as demo__<name>; share: principal" in out
     assert "  remote (http, disabled): ${REMOTE_MCP_URL:-http://127.0.0.1:8001/mcp}" in out
 
 
@@ -72,9 +72,30 @@ def test_check_explains_reverse_mode_and_unprefixed_backends(tmp_path):
     cfg.write_text("routing: {collision: priority}\nbackends:\n  a: {command: x, prefix: false, priority: 2}\n"
                    "  b: {url: 'http://[::1]:9/mcp', transport: sse, stateless: true, timeout: 2.5}\n")
     out = hopline("check", str(cfg)).stdout
-    assert "    exposed as <name> (prefix off); priority 2; share: shared" in out
+    assert "    exposed as <name> (prefix off); priority 2; share: principal" in out
     assert "  b (http): http://[::1]:9/mcp (sse)" in out
     assert "    exposed as b__<name>; priority 0; share: shared; timeout 2.5s" in out
+
+
+def test_check_warns_where_one_child_would_serve_several_principals(tmp_path):
+    """share: shared is the explicit opt-in to one child for everyone: said when auth is on or the
+    listener is not loopback; the default (a child per principal) and a local listener are quiet."""
+    cfg = tmp_path / "c.yaml"
+    auth = "auth: {resource: 'http://127.0.0.1/mcp', api_keys: [{name: a, key: '0123456789abcdef'}]}\n"
+    cfg.write_text(auth + "backends:\n  s: {command: x, share: shared}\n  p: {command: x}\n")
+    out = hopline("check", str(cfg)).stdout.splitlines()
+    assert [line for line in out if "warning" in line] == [
+        "    warning: share: shared with auth is on: one backend session serves every principal (what it holds in "
+        "memory, one caller's state or scope, reaches the others); `share: principal` (the default for command "
+        "backends) keeps a child per principal"
+    ]
+    assert "    children: one per principal (shared by that principal's client sessions; anonymous clients are one principal), at most 8, an idle one reaped after 300s" in out
+    cfg.write_text("listen: {host: 0.0.0.0}\nbackends:\n  s: {command: x, share: shared}\n  p: {command: x}\n")
+    out = hopline("check", str(cfg)).stdout
+    assert "warning: share: shared with the listener is not loopback:" in out
+    assert "each anonymous client session is a principal of its own" in out
+    cfg.write_text("backends:\n  s: {command: x, share: shared}\n")
+    assert "warning" not in hopline("check", str(cfg)).stdout
 
 
 def test_check_prints_import_notes_for_a_desktop_file():

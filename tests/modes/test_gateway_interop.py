@@ -46,15 +46,13 @@ Which client-side features are expected to cross the gateway, and why:
 
   - legacy client: sampling, elicitation, roots and progress all work (its own
     backend session declares the client's capabilities).
-  - 2026-07-28 client: ``trigger-long-running-operation`` progress. A 2026-07-28
-    request uses the backend's shared handshake session *of its capability set* (issue
-    12), so server-everything offers it the sampling / elicitation / roots tools a
-    direct client with those capabilities sees; but a 2026-07-28 request cannot take a
-    server→client request (held calls on a session of their own are opt-in for stdio
-    backends, README "Version mediation"), so calling the sampling / elicitation ones
-    is refused by hopline with -31001, which the backend reports as the tool's error.
-    (The held-call mediation is tested with an HTTP handshake-only SDK backend in
-    test_gateway_held.py.)
+  - 2026-07-28 client: the same. A 2026-07-28 request uses the backend's shared
+    handshake session *of its capability set* (issue 12), so server-everything offers it
+    the sampling / elicitation / roots tools a direct client with those capabilities
+    sees, and its call is held on that session (issue 28): what the backend asks while
+    it is the only call in flight reaches the client as ``input_required``. (Held calls
+    on a session of their own, ``mediate_input``, are tested with an HTTP handshake-only
+    SDK backend in test_gateway_held.py.)
 
 - ``memory``: tools and its resource, both clients.
 
@@ -299,22 +297,26 @@ async def test_legacy_client_server_everything_sampling_elicitation_roots_progre
     assert got_progress == want_progress and [p for p, _, _ in got_progress] == [1, 2, 3, 4]
 
 
-async def test_2026_client_server_everything_progress_but_no_server_requests(gateway):
-    """2026-07-28 client: progress crosses from the handshake backend; the shared backend
-    session of its capability set offers the tools that send server→client requests, and
-    hopline refuses those requests (-31001: a 2026-07-28 request cannot take one; README
-    "Version mediation": held calls are opt-in for stdio backends)."""
+async def test_2026_client_server_everything_sampling_elicitation_roots_progress(gateway, sdk_http, tmp_path):
+    """2026-07-28 client on the shared handshake session of its capability set (issue 28): the
+    backend's sampling / elicitation requests during its call (the only one in flight) reach it
+    through input_required, so it sees what a direct legacy client sees; progress too. The
+    roots the backend asked for before any call are the empty list (README "Stdio backends")."""
+    async with direct("everything", "legacy", sdk_http, tmp_path) as d:
+        want = [dump(await bounded(d.call_tool(name, args))) for name, args in EVERYTHING_FEATURES]
     async with client(gateway.url, "2026-07-28") as c:
         names = {t.name for t in (await bounded(c.list_tools())).tools}
-        assert f"everything__{LONG_RUNNING[0]}" in names
+        for name, args in EVERYTHING_FEATURES:
+            assert f"everything__{name}" in names  # as a direct client with these capabilities sees them
         result, seen = await call_with_progress(c, f"everything__{LONG_RUNNING[0]}", LONG_RUNNING[1])
         assert "completed" in result["content"][0]["text"]
         assert [p for p, _, _ in seen] == [1, 2, 3, 4]
-        for name, args in EVERYTHING_FEATURES:
-            assert f"everything__{name}" in names  # as a direct client with these capabilities sees them
-        for name, args in EVERYTHING_FEATURES[:2]:  # sampling, elicitation
-            refused = await bounded(c.call_tool(f"everything__{name}", args))
-            assert refused.is_error and "-31001" in text_of(refused) and "no single client" in text_of(refused)
+        got = [dump(await bounded(c.call_tool(f"everything__{name}", args))) for name, args in EVERYTHING_FEATURES]
+    assert got[:2] == want[:2]
+    assert "sampled:" in str(got[0]["content"]) and "accept" in str(got[1]["content"])
+    # server-everything asks for roots right after initialize, when no call is in flight: a
+    # 2026-07-28 client cannot be asked then, so hopline vouches for nothing (an empty list)
+    assert "no roots are currently configured" in got[2]["content"][0]["text"]
 
 
 SDK_FEATURES = [("sample", {"prompt": "gw"}), ("elicit", {"message": "ok?"}), ("roots", {})]

@@ -12,7 +12,6 @@ import orjson
 import pytest
 import yaml
 from mcp import StdioServerParameters
-from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
@@ -55,9 +54,10 @@ async def test_stdio_wrap_keeps_the_backends_identity_and_enforces_policy(tmp_pa
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         assert "echo" in names and "add" not in names  # unprefixed, and filtered by policy
         assert text_of(await bounded(c.call_tool("echo", {"text": "wrapped"}))) == "wrapped"
-        with pytest.raises(MCPError) as info:
-            await bounded(c.call_tool("add", {"a": 1, "b": 2}))
-        assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown tool: 'add'")
+        # hidden by policy: answered as the server answers a name it does not know (issue 28)
+        hidden = await bounded(c.call_tool("add", {"a": 1, "b": 2}))
+        unknown = await bounded(c.call_tool("no-such-tool", {"a": 1, "b": 2}))
+        assert hidden.is_error and text_of(hidden) == text_of(unknown).replace("no-such-tool", "add")
 
 
 def test_a_sidecar_with_a_policy_declares_tier_3(tmp_path):

@@ -188,7 +188,7 @@ def explain(config: GatewayConfig) -> list[str]:
 
             lines.append(f"    environment: {_environment(backend)}")
             lines.append(f"    sandbox: {describe(config, bid)}")
-        lines += _children(backend)
+        lines += _children(config, backend)
     lines += _tool_modes(config, f"http://{host}:{listen.port}")
     if config.import_notes:
         lines += ["notes:", *(f"  {note}" for note in config.import_notes)]
@@ -439,7 +439,7 @@ def _extras(config: GatewayConfig, backend: BackendConfig) -> str:
     if config.routing.collision == "priority":
         extras.append(f"priority {backend.priority}")
     if backend.openapi is None:  # the effective `share` (stateless: true is its alias)
-        extras.append("share: shared" if backend.shares() else "share: isolated")
+        extras.append(f"share: {backend.share_kind()}")
     if backend.timeout is not None:
         extras.append(f"timeout {backend.timeout:g}s")
     return "; " + "; ".join(extras) if extras else ""
@@ -456,13 +456,41 @@ def _environment(backend: BackendConfig) -> str:
     return " + ".join(words)
 
 
-def _children(backend: BackendConfig) -> list[str]:
-    """A stdio backend's resource model: shared or isolated, and its pool's bounds."""
+def _children(config: GatewayConfig, backend: BackendConfig) -> list[str]:
+    """A stdio backend's resource model (per principal, shared or isolated) and its pool's
+    bounds; a warning where one child serves several principals."""
+    open_to = [
+        why
+        for why, yes in (
+            ("auth is on", config.auth is not None),
+            ("the listener is not loopback", not config.listen.loopback()),
+        )
+        if yes
+    ]
+    warn = []  # shared (or stateless: true) where several callers may come
+    if backend.shares() and not backend.per_principal() and open_to:
+        warn = [
+            "    warning: share: shared with "
+            + " and ".join(open_to)
+            + ": one backend session serves every principal (what it holds in memory, one caller's state or "
+            "scope, reaches the others); `share: principal` (the default for command backends) keeps a child "
+            "per principal"
+        ]
     if backend.command is None:
-        return []
+        return warn
     cap, prewarm, idle = backend.pool_bounds()
     if backend.share_kind() == "shared":
-        return [f"    children: shared (one child serves every client session), at most {cap}"]
+        return [*warn, f"    children: shared (one child serves every client session), at most {cap}"]
+    if backend.share_kind() == "principal":
+        anonymous = (
+            "anonymous clients are one principal"
+            if config.listen.loopback() or config.routing.share_anonymous
+            else "each anonymous client session is a principal of its own"
+        )
+        return [
+            f"    children: one per principal (shared by that principal's client sessions; {anonymous}), at most "
+            f"{cap}, an idle one reaped after {idle:g}s"
+        ]
     return [
         f"    children: isolated (a child per client session), at most {cap}, {prewarm} "
         f"spare{'s' if prewarm != 1 else ''} after first use, "

@@ -87,11 +87,12 @@ class BackendConfig(_Section):
         True, description="false: expose this backend's names without the `{backend}{delimiter}` prefix."
     )
     stateless: bool = Field(False, description="Share one backend session among all clients.")
-    share: Literal["shared", "isolated"] | None = Field(
+    share: Literal["principal", "shared", "isolated"] | None = Field(
         None,
-        description="stdio backends: 'shared' (default for command backends): one child serves every client session, "
-        "ids remapped; 'isolated': a child per client session from a capped, pre-warmed pool. Absent: shared for "
-        "command, isolated for url.",
+        description="stdio backends: 'principal' (default for command backends): a child per principal, shared by "
+        "that principal's client sessions, from the capped pool (nothing a child holds reaches another principal); "
+        "'shared': one child serves every client session of every principal, ids remapped; 'isolated': a child per "
+        "client session. Absent: principal for command, isolated for url (shared where `stateless: true`).",
     )
     priority: int = Field(0, description="Winner order for collision strategy `priority` (higher wins).")
     rename: dict[str, str] = Field(
@@ -140,23 +141,28 @@ class BackendConfig(_Section):
     def kind(self) -> Literal["stdio", "http", "openapi"]:
         return "stdio" if self.command is not None else "openapi" if self.openapi is not None else "http"
 
-    def share_kind(self) -> Literal["shared", "isolated"]:
-        """`share` in effect: as set, else shared for `stateless` and `command` backends."""
+    def share_kind(self) -> Literal["principal", "shared", "isolated"]:
+        """`share` in effect: as set, else shared for `stateless`, per principal for `command` backends."""
         if self.share is not None:
             return self.share
-        return "shared" if self.stateless or self.command is not None else "isolated"
+        return "shared" if self.stateless else "principal" if self.command is not None else "isolated"
 
     def pool_bounds(self) -> tuple[int, int, float | None]:
         """A `command` backend's child pool in effect: (max_children, prewarm, idle_timeout)."""
-        isolated = self.share_kind() == "isolated"
-        prewarm = self.prewarm if self.prewarm is not None else 1 if isolated else 0
-        idle = (self.idle_timeout or POOL_IDLE_TIMEOUT) if isolated else None
-        return self.max_children or POOL_MAX_CHILDREN, prewarm if isolated else 0, idle
+        kind = self.share_kind()
+        prewarm = self.prewarm if self.prewarm is not None else 1 if kind == "isolated" else 0
+        idle = (self.idle_timeout or POOL_IDLE_TIMEOUT) if kind != "shared" else None
+        return self.max_children or POOL_MAX_CHILDREN, prewarm if kind != "shared" else 0, idle
 
     def shares(self) -> bool:
-        """Whether every client session uses one shared backend session (per client-capability
-        set): ``share``, or ``stateless: true`` (its alias); absent, shared for ``command``."""
-        return self.share_kind() == "shared"
+        """Whether client sessions use shared backend sessions (per client-capability set):
+        ``share: shared`` (every client; ``stateless: true`` is its alias) or ``principal``
+        (each principal's clients; the default for ``command``)."""
+        return self.share_kind() != "isolated"
+
+    def per_principal(self) -> bool:
+        """Whether this backend's shared sessions are one per principal (``share: principal``)."""
+        return self.share_kind() == "principal"
 
     @field_validator("url", "base_url")
     @classmethod
@@ -301,6 +307,12 @@ class RoutingConfig(_Section):
         ge=0,
         description="Shared handshake-era backend sessions per backend, one per distinct client-capability set, "
         "beyond the one declaring none; past it a client gets the session of the largest subset it declared (counted).",
+    )
+    share_anonymous: bool = Field(
+        False,
+        description="`share: principal` backends on a listener that is not loopback: true lets every anonymous "
+        "client (no `auth`) share one principal's children; false (default): each anonymous client session is a "
+        "principal of its own. On a loopback listener anonymous clients are one principal (the local user).",
     )
     health_interval: float = Field(
         30.0,
@@ -448,6 +460,10 @@ class ListenConfig(_Section):
         default_factory=ListenLimits,
         description="Connection caps, request-read deadlines and head-size limits (all listeners).",
     )
+
+    def loopback(self) -> bool:
+        """Whether only this host can reach the listener (a loopback address or localhost)."""
+        return _loopback_host(self.host)
 
 
 def _backend_id(backend_id: str, info: ValidationInfo) -> str:
@@ -621,9 +637,13 @@ def _local(backend: BackendConfig) -> bool:
     url = backend.url if backend.openapi is None else backend.base_url
     if url is None:
         return False
+    return _loopback_host(urlsplit(url).hostname or "")
+
+
+def _loopback_host(host: str) -> bool:
     import ipaddress
 
-    host = (urlsplit(url).hostname or "").lower()
+    host = host.lower().strip("[]")
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:

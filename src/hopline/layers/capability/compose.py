@@ -127,7 +127,8 @@ def healthy(infos: Iterable[tuple[str, BackendInfo | None]]) -> dict[str, Backen
 def stamp(value: dict[str, Any], *, name: str, reverse: bool, backend_id: str | None, is_list: bool) -> dict[str, Any]:
     """A 2026-07-28 result as the gateway returns it: ``resultType``, the responder's
     identity in ``_meta`` (§7.3; the backend's own kept under ``io.hopline/backend``,
-    so clients can tell them apart), and cache fields on lists."""
+    so clients can tell them apart), and cache fields on lists and ``resources/read``
+    results (``contents``), which the 2026-07-28 schema requires (a backend's own kept)."""
     value = dict(value)
     value.setdefault("resultType", "complete")
     meta = dict(value.get("_meta") or {})
@@ -136,9 +137,10 @@ def stamp(value: dict[str, Any], *, name: str, reverse: bool, backend_id: str | 
     if not reverse:
         meta[META_SERVER_INFO] = server_info(name)
     value["_meta"] = meta
-    if is_list:
+    if is_list or "contents" in value:
         value.setdefault("ttlMs", 0)
         value.setdefault("cacheScope", "private")
+    if is_list:
         tools = value.get("tools")
         if isinstance(tools, list) and any(isinstance(t, dict) and "execution" in t for t in tools):
             # ``execution`` (taskSupport) is handshake-era vocabulary: the 2026-07-28 Tool has

@@ -21,6 +21,8 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from hopline.binding import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -78,6 +80,8 @@ class GatewaySession(BackendLinks, ListComposer):
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
+        self.sharer: Principal | None = None  # the principal of its own it shares backends as (sharing.sharer)
+        self.held_call: Any = None  # its call held on a shared session, which the backend's requests go to
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
@@ -258,7 +262,12 @@ class GatewaySession(BackendLinks, ListComposer):
         if entry is None:  # -31001 if its prefix names a backend this session cannot reach now
             entry, catalog = await self.unlisted(list_method, kind, name, message.id)
         definition = catalog.item(name)
-        self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
+        try:
+            self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
+        except InvalidParams:
+            if not self.hub.routes.reverse:
+                raise
+            return await self._as_unknown(message, ctx, entry.backend, name)  # hidden: as the server answers unknown
         return await self._forward(
             message,
             ctx,
@@ -268,6 +277,23 @@ class GatewaySession(BackendLinks, ListComposer):
             exposed=name,
             definition=definition,
         )
+
+    async def _as_unknown(self, message: Message, ctx: Context, backend_id: str, name: str) -> Message:
+        """Reverse and Sidecar mode: a name the policy hides is answered as the server answers
+        a name it does not know (no oracle): the backend is asked for a name nobody has, and
+        its answer names the one the client asked for. Never through the call layers (the
+        refusal was audited); nothing by that name runs."""
+        probe = f"hopline-unknown-{secrets.token_hex(12)}"
+        session = await self.backend(backend_id)
+        params = {**message.params, "name": probe}
+        answer = await session.call(
+            message.method or "", params, timeout=self.hub.registry.timeout_for(backend_id), owner=self
+        )
+        body = orjson.loads(orjson.dumps(answer.body).replace(probe.encode(), orjson.dumps(name)[1:-1]))
+        value = body.get("result")
+        if ctx.era is Era.MODERN and isinstance(value, dict):
+            body["result"] = self._stamp(value, modern=True, backend_id=backend_id)
+        return Message(body)
 
     def _progress_relay(self, token: Any):
         """Backend progress for one call, delivered under the client's own token (and type)."""
@@ -597,6 +623,8 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _closed(self, end: ClientEnd) -> None:
         self.hub.sessions.discard(self)
+        if self.sharer is not None:
+            self.hub.sharing.forget(self)  # the backend sessions of a principal that was this session alone
         if not self.stateful and not self._owned and not self._reconnecting:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
         for task in list(self._reconnecting.values()):

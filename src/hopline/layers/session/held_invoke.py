@@ -2,12 +2,13 @@
 (sampling, elicitation, roots): run it on a backend session of its own, held open across
 the client's MRTR retries (``layers/session/held.py``).
 
-Used when the client declared one of those capabilities and the backend allows it
-(``mediate_input``: on by default for HTTP backends; for a stdio backend it means a process
-per such call, so it is opt-in). Otherwise the call goes to the shared backend session of
-the client's capability set, where a backend request is refused (a 2026-07-28 request
-cannot take one; sharing.py). Progress and logs of the held call go to the round
-whose request is waiting (``Held.attend``).
+Used when the client declared one of those capabilities. With ``mediate_input`` (on by
+default for HTTP backends; for a stdio backend it means a process per such call, so it is
+opt-in) the call runs on a backend session of its own; otherwise on the shared backend
+session of the client's capability set, where what the backend asks while this call is the
+only one in flight comes to the held call (``GatewaySession.held_call``, sharing.py), and
+anything else is refused. Progress and logs of the held call go to the round whose
+request is waiting (``Held.attend``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ def applies(gs: Any, session: BackendSession, message: Message, params: dict[str
         return False
     if gs.hub.held.is_ours(params.get("requestState")):
         return True
-    spec = gs.hub.settings.backends[session.id]
-    wanted = spec.mediate_input if spec.mediate_input is not None else spec.url is not None
-    return wanted and bool(_asks(message))
+    return bool(_asks(message))
+
+
+def _dedicated(gs: Any, backend_id: str) -> bool:
+    """Whether a held call runs on a backend session of its own (``mediate_input``)."""
+    spec = gs.hub.settings.backends[backend_id]
+    return spec.mediate_input if spec.mediate_input is not None else spec.url is not None
 
 
 async def _handed(gs: Any, replica: str, message: Message, call: Call) -> Message:
@@ -68,6 +73,10 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
         params = {k: v for k, v in call.params.items() if k not in RETRY_KEYS}
 
         async def start(held: Held) -> Message:
+            if not _dedicated(gs, call.backend):  # on the shared session: what it asks meanwhile comes here
+                gs.held_call = held
+                shared = await gs.backend(call.backend)
+                return await shared.call(call.method, params, timeout=call.timeout, on_progress=held.progress, owner=gs)
             dedicated = await g.registry.connect(
                 call.backend,
                 era=Era.HANDSHAKE,

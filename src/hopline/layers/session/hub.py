@@ -30,6 +30,7 @@ class RoutingSettings(Protocol):
     startup_timeout: float
     retry_after: float
     shared_capability_sets: int
+    share_anonymous: bool
     collision: str
 
 
@@ -43,9 +44,13 @@ class BackendSettings(Protocol):
 
     def shares(self) -> bool: ...
 
+    def per_principal(self) -> bool: ...
+
 
 class ListenSettings(Protocol):
     request_timeout: float | None
+
+    def loopback(self) -> bool: ...
 
 
 class Settings(Protocol):

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
 from hopline.layers.discovery.backend import BackendSession
+from hopline.layers.routing.catalog import Entry
 from hopline.layers.session import sharing
 from hopline.layers.transport.channel import Pooled
 
@@ -241,8 +242,17 @@ class BackendLinks:
         return await asyncio.shield(task)
 
     async def _reopen(self, backend_id: str) -> BackendSession:
+        shared = self.hub.sharing.shares(backend_id)  # refused at the cap: its shared session, asked again
         try:
-            session = await asyncio.wait_for(self.open_backend(backend_id), self.hub.settings.routing.startup_timeout)
+            if shared:
+                (found,) = (await self.hub.sharing.sessions_for([backend_id], self)).values()
+                if isinstance(found, BaseException):
+                    raise found
+                session = found
+            else:
+                session = await asyncio.wait_for(
+                    self.open_backend(backend_id), self.hub.settings.routing.startup_timeout
+                )
         except HoplineError:
             raise
         except Exception as exc:
@@ -258,7 +268,8 @@ class BackendLinks:
         self._parked -= {backend_id}
         if self.backends is not None:
             self.backends[backend_id] = session
-        await self._resubscribe(session)
+        if not shared:  # a shared session's subscriptions are refcounted there (sharing.subscription)
+            await self._resubscribe(session)
         return session
 
     async def listable(self, method: str) -> dict[str, BackendSession]:
@@ -288,7 +299,8 @@ class BackendLinks:
         (or in Reverse and Sidecar mode, when the one backend is) a configured backend this session cannot reach
         now (parked and failing to start,
         reconnecting, failed), the answer is that backend's -31001, not an unknown name;
-        a parked backend is reopened first and the name looked up again."""
+        a parked backend is reopened first and the name looked up again. In Reverse and
+        Sidecar mode a name the backend does not list goes to it as is (its own answer)."""
         g = self.hub
         if g.routes.reverse:  # Reverse/Sidecar: every name is the one backend's
             backend_id = g.routes.single
@@ -306,6 +318,9 @@ class BackendLinks:
                     return entry, catalog
             elif not isinstance(found, BackendSession) or found.is_closed():
                 raise _unavailable(backend_id, found, request_id)
+            if g.routes.reverse:  # the client believes it talks to the server: the server answers
+                catalog = self._catalogs[list_method][1]
+                return Entry(name, backend_id, name), catalog
         raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:

@@ -1,6 +1,14 @@
 """Shared backend sessions (issue 12): one backend session serves many client sessions,
 and no client can tell it from a session of its own.
 
+Who shares (``share``, :meth:`Sharing.base_key`): ``shared`` backends, every client
+session; ``principal`` backends (the default for ``command``), the client sessions of one
+principal (a child per principal: nothing a backend holds in memory reaches another);
+an anonymous client on a listener that is not loopback is a principal of its own (its
+session's :meth:`Sharing.sharer`) unless ``routing.share_anonymous``. Per-principal
+children are given back to the pool when idle (``idle_timeout``, or another principal
+needs the slot at the cap, :meth:`Sharing._reclaim`); the next call starts one afresh.
+
 Which session a caller gets (:meth:`Sharing.key`):
 
 - a **2026-07-28 backend** gets the client's capabilities with every request
@@ -42,6 +50,8 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
+import weakref
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +60,10 @@ import orjson
 from hopline.binding import META_SUBSCRIPTION_ID, Era
 from hopline.context import ANONYMOUS, Principal
 from hopline.jsonrpc import Message, UnavailableError, notification
+from hopline.jsonrpc import result as reply
 from hopline.layers.discovery.backend import CHANGED, BackendSession
 from hopline.layers.session import task_calls
+from hopline.layers.transport.channel import Pooled
 
 if TYPE_CHECKING:
     from hopline.layers.session.hub import Hub
@@ -99,6 +111,33 @@ def canonical(caps: dict[str, Any] | None) -> bytes:
     return orjson.dumps(caps, option=orjson.OPT_SORT_KEYS) if caps else NONE
 
 
+def request(method: str, params: dict[str, Any] | None = None) -> Message:
+    """A request of the gateway's own (its id is mapped on the way out)."""
+    return Message({"jsonrpc": "2.0", "id": 0, "method": method, "params": params or {}})
+
+
+def _within(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def intersect_roots(lists: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The roots inside some root of every list (of two nested ones, the narrower): what
+    every declarer grants. Nothing for no lists."""
+    if not lists:
+        return []
+    kept = lists[0]
+    for other in lists[1:]:
+        narrowed: dict[str, dict[str, Any]] = {}
+        for a in kept:
+            for b in other:
+                if _within(a["uri"], b["uri"]):
+                    narrowed.setdefault(a["uri"], a)
+                elif _within(b["uri"], a["uri"]):
+                    narrowed.setdefault(b["uri"], b)
+        kept = list(narrowed.values())
+    return list({r["uri"]: r for r in kept}.values())
+
+
 def _subset(have: dict[str, Any], want: dict[str, Any]) -> bool:
     return all(k in want and want[k] == v for k, v in have.items())
 
@@ -124,12 +163,25 @@ class Sharing:
         """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
         return self.hub.settings.backends[backend_id].shares()
 
+    def sharer(self, owner: Any) -> Principal:
+        """Who ``owner`` shares backend sessions as: its principal; an anonymous client on a
+        listener that is not loopback, a principal of its own (unless ``routing.share_anonymous``)."""
+        principal = owner.principal
+        settings = self.hub.settings
+        if principal != ANONYMOUS or settings.routing.share_anonymous or settings.listen.loopback():
+            return principal
+        own = getattr(owner, "sharer", None)
+        if own is None:
+            own = owner.sharer = Principal(ANONYMOUS.subject, issuer=f"hopline-session:{secrets.token_hex(12)}")
+        return own
+
     def ready(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException] | None:
         """The open shared sessions a stateless ``owner`` uses, without waiting; None if one is not up."""
         caps = owner.client_capabilities
+        principal = self.sharer(owner)
         out: dict[str, BackendSession | BaseException] = {}
         for backend_id in ids:
-            found = self.lookup(backend_id, owner.principal, caps, Era.MODERN)
+            found = self.lookup(backend_id, principal, caps, Era.MODERN)
             if found is None:
                 return None
             out[backend_id] = found
@@ -141,6 +193,7 @@ class Sharing:
         ``routing.startup_timeout``) does not block the rest; its error stands in for it."""
         startup = self.hub.settings.routing.startup_timeout
         caps = owner.client_capabilities
+        principal = self.sharer(owner)
         if not owner.stateful:  # the common case for 2026-07-28 requests: every shared session is up
             ready = self.ready(ids, owner)
             if ready is not None:
@@ -149,7 +202,7 @@ class Sharing:
         async def one(backend_id: str) -> BackendSession:
             if not owner.stateful or self.shares(backend_id):
                 return await self.session(
-                    backend_id, owner.principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful)
+                    backend_id, principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful), owner
                 )
             return await owner.open_backend(backend_id)
 
@@ -184,12 +237,20 @@ class Sharing:
             return Era.MODERN
         return Era.HANDSHAKE
 
+    def base_key(self, backend_id: str, principal: Principal) -> Any:
+        """What callers of a backend share: the backend, or ``(backend, principal key)`` where
+        the credentials depend on the caller or the backend is shared per principal."""
+        base = self.hub.registry.share_key(backend_id, principal)
+        if not isinstance(base, tuple) and self.hub.settings.backends[backend_id].per_principal():
+            return (backend_id, principal.key)
+        return base
+
     def key(
         self, backend_id: str, principal: Principal, caps: dict[str, Any] | None, prefer: Era
     ) -> tuple[Any, dict[str, Any]]:
         """The key of the session this caller shares, and the capabilities it declares (a
         2026-07-28 session drops them once it knows its era: they travel per request)."""
-        base = self.hub.registry.share_key(backend_id, principal)
+        base = self.base_key(backend_id, principal)
         only = self.only.get(backend_id)
         if only is Era.MODERN or (prefer is Era.MODERN and only is not Era.HANDSHAKE):
             return base, caps or {}
@@ -228,13 +289,21 @@ class Sharing:
         chain: list[Any] | None = None,
         caps: dict[str, Any] | None = None,
         prefer: Era = Era.MODERN,
+        owner: Any = None,
     ) -> BackendSession:
+        """The shared session of this caller (started if need be; ``owner``: the client
+        session it starts for, which what the backend asks while no call is in flight may
+        go to)."""
         key, declared = self.key(backend_id, principal, caps, prefer)
         found = self.shared.get(key)
         if found is not None and not found.is_closed():
             return found
-        async with self.locks.setdefault(backend_id, asyncio.Lock()):
-            pending = self._starting.get(backend_id)
+        # one start at a time per backend (per backend and principal where each has its own)
+        fail_key = self.base_key(backend_id, principal)
+        if len(self.locks) >= MAX_FAILED:  # per-principal locks: bounded, the idle ones dropped
+            self.locks = {k: lock for k, lock in self.locks.items() if lock.locked()}
+        async with self.locks.setdefault(fail_key, asyncio.Lock()):
+            pending = self._starting.get(fail_key)
             if (
                 pending is not None and not pending.done()
             ):  # a start its caller gave up on (startup_timeout) goes on: wait for it
@@ -247,15 +316,17 @@ class Sharing:
             if old is not None and not old.is_closed():
                 return old
             # one caller's failed start (its credential refused) holds back that caller only
-            fail_key = self.hub.registry.share_key(backend_id, principal)
             failed = self.failed.get(fail_key)
             if failed is not None and asyncio.get_running_loop().time() < failed[0]:
                 raise failed[1]  # don't retry a failed start on every request
             start = asyncio.ensure_future(
-                self._start(backend_id, principal, chain, key, declared, prefer, old, failed, fail_key)
+                self._start(backend_id, principal, chain, key, declared, prefer, old, failed, fail_key, owner)
             )
             start.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved, whoever waits
-            self._starting[backend_id] = start
+            self._starting[fail_key] = start
+            start.add_done_callback(
+                lambda f, k=fail_key: self._starting.pop(k, None) if self._starting.get(k) is f else None
+            )
             return await asyncio.shield(start)
 
     async def _start(
@@ -269,6 +340,7 @@ class Sharing:
         old: BackendSession | None,
         failed: Any,
         fail_key: Any = None,
+        owner: Any = None,
     ) -> BackendSession:
         """Start one shared session (a task: callers that stop waiting do not cancel it)."""
         g = self.hub
@@ -281,10 +353,12 @@ class Sharing:
                 client_capabilities=declared,
                 principal=principal,
                 chain=chain,
-                on_request=self._request(backend_id, holder),
+                on_request=self._request(backend_id, holder, None if owner is None else weakref.ref(owner)),
                 on_notification=self._notification(backend_id, holder),
             )
         except Exception as exc:
+            if (getattr(exc, "data", None) or {}).get("reason") == "at_capacity":
+                raise  # the pool's back-pressure, not a failed start: the next call asks the pool again
             delay = g.settings.routing.retry_after if failed is None else min(60.0, 2 * (failed[0] - failed[2]))
             if len(self.failed) >= MAX_FAILED:  # per-caller keys: bounded, expired ones first, then the oldest
                 now = loop.time()
@@ -323,7 +397,7 @@ class Sharing:
             session.client_capabilities = (
                 declared
             ) = {}  # its own requests (lists) declare nothing; callers' travel per request
-            base = g.registry.share_key(backend_id, principal)
+            base = self.base_key(backend_id, principal)
             if base != key:
                 key, old = base, self.shared.get(base)
                 if old is not None and not old.is_closed():
@@ -339,6 +413,9 @@ class Sharing:
         session.on_closed = lambda s, k=key, p=principal, c=declared, e=prefer: self._lost(s, k, p, c, e)
         self.shared[key] = session
         self.caps[key] = declared
+        channel = session.peer.channel
+        if isinstance(key, tuple) and isinstance(channel, Pooled) and g.settings.backends[backend_id].per_principal():
+            channel.reclaim = lambda: self._reclaim(key, session, channel)  # an idle principal's child goes back
         listens = g.backend_listens
         listening = listens.sessions.get(backend_id)
         if key == backend_id or (
@@ -351,8 +428,38 @@ class Sharing:
     def users(self, session: BackendSession) -> list[Any]:
         return [s for s in self.hub.sessions if s.backends is not None and s.backends.get(session.id) is session]
 
+    async def _reclaim(self, key: Any, session: BackendSession, lease: Pooled) -> bool:
+        """The pool asks for a per-principal session's child back (idle, or wanted at the cap):
+        given when nothing is in flight and no client is subscribed there. Its clients keep
+        it in their tables, closed; their next call takes a fresh one (``reacquire``)."""
+        if lease.busy() or session.owners.inflight or any(session.owners.subscribers.values()):
+            return False
+        if self.shared.get(key) is session:
+            del self.shared[key]
+            self.caps.pop(key, None)
+        session.on_closed = None  # not a loss: no respawn, no CHANGE-SIGNAL
+        log.info("backend %s: gave back an idle principal's child (%s)", session.id, lease.pid)
+        await session.aclose()
+        return True
+
+    def forget(self, owner: Any) -> None:
+        """A client session that was a principal of its own closed: its sessions go."""
+        own = getattr(owner, "sharer", None)
+        if own is None:
+            return
+        for key in [k for k in self.shared if isinstance(k, tuple) and k[1] == own.key]:
+            if self.shared[key].owners.inflight:
+                continue  # a call held across rounds (held_invoke.py): reaped when idle
+            session = self.shared.pop(key)
+            self.caps.pop(key, None)
+            session.on_closed = None
+            asyncio.ensure_future(session.aclose())
+
     def _lost(self, session: BackendSession, key: Any, principal: Principal, caps: dict[str, Any], prefer: Era) -> None:
         users = self.users(session)
+        if not users and self.shared.get(key) is session:  # nobody to reconnect it for: not kept
+            del self.shared[key]
+            self.caps.pop(key, None)
         log.warning(
             "backend %s: a shared session went away (%s); %d client sessions used it",
             session.id,
@@ -407,23 +514,64 @@ class Sharing:
         await asyncio.gather(*(s.aclose() for s in shared), return_exceptions=True)
 
     # -- traffic the backend starts ---------------------------------------------------------------
-    def _request(self, backend_id: str, holder: list[BackendSession]):
+    def _request(self, backend_id: str, holder: list[BackendSession], starter: Any = None):
+        """A request the backend sends: to the client it belongs to (the one with a call in
+        flight; with none in flight, the one client session using this session, or the one it
+        was started for), a 2026-07-28 one through its held call; else refused, except
+        ``roots/list``, answered with the roots every client of the session declared (:meth:`_vouched`)."""
+
         async def route(message: Message) -> Message:
-            owners = holder[0].owners if holder else None
+            session = holder[0] if holder else None
+            owners = session.owners if session is not None else None
             owner = owners.sole() if owners is not None else None
-            if owner is None or not owner.stateful:
-                self.count(backend_id, "request_refused")
-                if owner is not None:
-                    why = "a 2026-07-28 client cannot take it"
-                else:
-                    why = f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
-                message_text = (
-                    f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
-                )
-                raise UnavailableError(message_text, backend=backend_id, reason="no_client")
-            return await owner._server_request_from(backend_id)(message)
+            if owner is None and session is not None and not session.owners.inflight:
+                clients = self._clients(session, starter)
+                if len(clients) == 1:
+                    owner = clients[0]
+            if owner is not None and owner.stateful:
+                return await owner._server_request_from(backend_id)(message)
+            held = getattr(owner, "held_call", None)
+            if held is not None:  # a 2026-07-28 client's call: asked through input_required (held_invoke.py)
+                return await held.on_request(message)
+            self.count(backend_id, "request_refused")
+            if message.method == "roots/list" and session is not None:
+                return reply(message.id, {"roots": await self._vouched(backend_id, session, starter)})
+            if owner is not None:
+                why = "a 2026-07-28 client cannot take it"
+            else:
+                why = f"{len(owners.inflight) if owners else 0} client sessions have calls in flight"
+            message_text = f"{message.method} from shared backend {backend_id} has no single client to go to ({why})"
+            raise UnavailableError(message_text, backend=backend_id, reason="no_client")
 
         return route
+
+    def _clients(self, session: BackendSession, starter: Any) -> list[Any]:
+        """The open handshake-era client sessions using ``session`` (and the one it was started for)."""
+        clients = [c for c in self.users(session) if not c.end.is_closed()]
+        first = starter() if starter is not None else None
+        if first is not None and first.stateful and not first.end.is_closed() and first not in clients:
+            clients.append(first)
+        return clients
+
+    async def _vouched(self, backend_id: str, session: BackendSession, starter: Any) -> list[dict[str, Any]]:
+        """The roots no client of ``session`` would find broader than its own: the
+        intersection of what each declares, asked of each (those with calls in flight
+        included); empty when a client cannot be asked or none is known."""
+        clients = self._clients(session, starter)
+        clients += [o for o in session.owners.inflight if getattr(o, "stateful", False) and o not in clients]
+        if not clients:
+            return []
+        asks = [
+            asyncio.wait_for(c._server_request_from(backend_id)(request("roots/list")), RENEW_TIMEOUT) for c in clients
+        ]
+        answers = await asyncio.gather(*asks, return_exceptions=True)
+        lists = []
+        for answer in answers:
+            roots = answer.body.get("result", {}).get("roots") if isinstance(answer, Message) else None
+            if not isinstance(roots, list):
+                return []
+            lists.append([r for r in roots if isinstance(r, dict) and isinstance(r.get("uri"), str)])
+        return intersect_roots(lists)
 
     def _notification(self, backend_id: str, holder: list[BackendSession]):
         g = self.hub
