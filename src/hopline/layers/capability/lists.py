@@ -51,6 +51,8 @@ class ListComposer:
 
         async def listable(self, method: str) -> dict[str, BackendSession]: ...  # noqa: E704 (BackendLinks)
 
+        async def starts_within(self, limit: float) -> None: ...  # noqa: E704 (BackendLinks)
+
     def _cursor_binding(self) -> str:
         """Cursors are bound to the session, or for stateless requests to the principal."""
         return self._binding if self.stateful else f"p:{self.principal.key!r}"
@@ -120,11 +122,12 @@ class ListComposer:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
         list timeout is left out of this answer (fail-open) and named in ``missing``."""
         loop = asyncio.get_running_loop()
+        limit = self.hub.settings.routing.list_timeout
+        await self.starts_within(limit)  # a backend the handshake did not wait for is waited for as its list would be
         live = await self.listable(method)  # parked backends included: their cached lists stand
         # A backend whose list just failed is not asked again (and waited for) on every request.
         backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
         missing = sorted(set(self.hub.registry.connectors) - set(backends))
-        limit = self.hub.settings.routing.list_timeout
         cached = [s.cached_list(method) for s in backends.values()]
         if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
             return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]

@@ -192,23 +192,57 @@ class BackendLinks:
         """The backends the handshake did not wait for, once their start is over: one that came
         up joins (the CHANGE-SIGNAL), one that did not is treated as any failed start."""
         found = await connecting  # cancelled with the session: its starts are cancelled too
-        backends = self.backends
-        if backends is None:
+        if self.backends is None:
             return
-        joined: list[str] = []
-        for backend_id in late:
-            placeholder = backends.get(backend_id)
-            if not still_starting(placeholder) or backend_id not in found:
-                continue  # reloaded away, or replaced meanwhile
-            backends[backend_id] = found[backend_id]
-            if isinstance(found[backend_id], BackendSession):
-                joined.append(backend_id)
-                self.hub.registry.slow.discard(backend_id)
-        self._started({b: found[b] for b in late if b in backends and b not in joined})
-        if joined:
-            for backend_id in joined:
-                log.info("backend %s: up, joined a client session after its handshake", backend_id)
+        if any([self._join(b, found[b]) for b in late if b in found]):  # (every one joined, then one signal)
             self.surface_changed()
+
+    def _join(self, backend_id: str, found: BackendSession | BaseException) -> bool:
+        """One backend the handshake did not wait for, its start over: put in its place (unless
+        reloaded away or replaced meanwhile); True if it came up and joined."""
+        backends = self.backends
+        if backends is None or not still_starting(backends.get(backend_id)):
+            return False
+        backends[backend_id] = found
+        if not isinstance(found, BackendSession):
+            self._started({backend_id: found})
+            return False
+        self.hub.registry.slow.discard(backend_id)
+        log.info("backend %s: up, joined a client session after its handshake", backend_id)
+        return True
+
+    async def starts_within(self, limit: float) -> None:
+        """Backends still starting (their handshake did not wait for them), waited for at most
+        ``limit`` seconds more, as a list waits for a backend's list; those that came up join."""
+        backends, starts = self.backends, getattr(self, "_starts", None)
+        if not backends or not starts:
+            return
+        waiting = {b: starts[b] for b, found in backends.items() if still_starting(found) and b in starts}
+        if not waiting:
+            return
+        await asyncio.wait(waiting.values(), timeout=limit)
+        joined = [
+            self._join(b, start.result().get(b, backends[b]))
+            for b, start in waiting.items()
+            if start.done() and not start.cancelled() and start.exception() is None
+        ]
+        if any(joined):
+            self.surface_changed()
+
+    async def _started_late(self, backend_id: str, placeholder: Any) -> Any:
+        """A call to a backend still starting waits for its start (bounded by
+        ``routing.startup_timeout`` there, and by the exchange's deadline here, which cancels
+        this wait, never the start), then finds it as the session does."""
+        start = self._starts.get(backend_id)
+        if start is None:
+            return placeholder
+        await asyncio.wait([start])
+        if start.cancelled() or start.exception() is not None:
+            return placeholder
+        found = start.result().get(backend_id, placeholder)
+        if self._join(backend_id, found):
+            self.surface_changed()
+        return (self.backends or {}).get(backend_id, found)
 
     def _track(self, key: str, task: asyncio.Future) -> None:
         """Keep a start of this session's (initial connect "", reconnect or reopen of a
@@ -402,6 +436,8 @@ class BackendLinks:
                 if isinstance(found, BackendSession):
                     return found
         found = (await self.live_backends()).get(backend_id)
+        if still_starting(found):  # a start the handshake did not wait for: a call to it waits for it
+            found = await self._started_late(backend_id, found)
         if backend_id in self._parked:
             return await self._unpark(backend_id)
         if not isinstance(found, BackendSession) or found.is_closed():
