@@ -85,27 +85,31 @@ def gateway_config(tmp: Path, idp: str, **signin: Any) -> Path:
 ENV = {**os.environ, "SIGNIN_IDP_SECRET": IDP_SECRET}
 
 
-class Mapped(httpx.AsyncBaseTransport):
-    """https://gateway.test → the gateway's loopback port (Host kept); everything else as it is."""
+def mapped(gateway: str, mod: Any = httpx) -> Any:
+    """A transport of ``mod`` (httpx, or the SDK's httpx2) sending https://gateway.test to the gateway's
+    loopback port (Host kept); everything else as it is."""
+    base = mod.URL(gateway)
 
-    def __init__(self, gateway: str) -> None:
-        self.gateway = httpx.URL(gateway)
-        self.inner = httpx.AsyncHTTPTransport(trust_env=False)
+    class Mapped(mod.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = mod.AsyncHTTPTransport(trust_env=False)
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.host == "gateway.test":  # a copy: the client still sees (and keeps cookies for) gateway.test
-            url = request.url.copy_with(scheme="http", host=self.gateway.host, port=self.gateway.port)
-            request = httpx.Request(
-                request.method, url, headers=request.headers, stream=request.stream, extensions=request.extensions
-            )
-        return await self.inner.handle_async_request(request)
+        async def handle_async_request(self, request: Any) -> Any:
+            if request.url.host == "gateway.test":  # a copy: the client still sees (keeps cookies for) gateway.test
+                url = request.url.copy_with(scheme="http", host=base.host, port=base.port)
+                request = mod.Request(
+                    request.method, url, headers=request.headers, stream=request.stream, extensions=request.extensions
+                )
+            return await self.inner.handle_async_request(request)
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Mapped()
 
 
 def browser(gateway: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=Mapped(gateway), follow_redirects=False, timeout=20, trust_env=False)
+    return httpx.AsyncClient(transport=mapped(gateway), follow_redirects=False, timeout=20, trust_env=False)
 
 
 class Form(HTMLParser):
@@ -145,14 +149,16 @@ def form_of(page: str) -> Form:
 
 
 async def sign_in(
-    http: httpx.AsyncClient, url: str, user: str, stop_at: str, *, decision: str = "approve", pages: list | None = None
+    http: httpx.AsyncClient, url: Any, user: str, stop_at: str, *, decision: str = "approve", pages: list | None = None
 ) -> dict[str, str]:
     """Follow ``url`` as a browser: log in at the identity provider as ``user``, consent there and at hopline;
-    stop at the first redirect to ``stop_at`` (the client's redirect URI) and return its query parameters."""
+    stop at the first redirect to ``stop_at`` (the client's redirect URI) and return its query parameters.
+    With ``pages``, stop at hopline's consent page instead, appended to ``pages``."""
     for _ in range(30):
         r = await http.get(url) if isinstance(url, str) else await url
-        if pages is not None:
+        if pages is not None and r.status_code == 200 and 'name="csrf"' in r.text:
             pages.append(r)
+            return {}
         if r.is_redirect:
             location = urljoin(str(r.url), r.headers["location"])
             if location.startswith(stop_at):

@@ -66,7 +66,11 @@ def _with_signin(auth: Any, authenticator: Any) -> Any:
     from hopline.signin import build, issuer_settings
 
     signin = build(auth)
-    out = authenticator(auth.model_copy(update={"issuers": [*auth.issuers, issuer_settings(signin)]}))
+    update = {
+        "issuers": [*auth.issuers, issuer_settings(signin)],
+        "scopes_supported": auth.scopes_supported or list(auth.signin.scopes),
+    }
+    out = authenticator(auth.model_copy(update=update))
     out.signin = signin
     return out
 

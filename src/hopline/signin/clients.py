@@ -109,8 +109,8 @@ class Client(ClientMixin):
     def get_default_redirect_uri(self) -> str | None:
         return None  # OAuth 2.1: the request always names its redirect URI
 
-    def get_allowed_scope(self, scope: str) -> str:
-        return scope
+    def get_allowed_scope(self, scope: str | None) -> str:
+        return scope or ""  # the server checked each scope against auth.signin.scopes
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
         return any(redirect_matches(r, redirect_uri) for r in self.redirect_uris)
