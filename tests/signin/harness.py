@@ -40,10 +40,10 @@ RULES = [
 ]
 
 
-def start_idp() -> tuple[subprocess.Popen, str]:
+def start_idp(callback: str = CALLBACK) -> tuple[subprocess.Popen, str]:
     node = str(NODE22) if NODE22.exists() else "node"
     proc = subprocess.Popen(
-        [node, str(NODE_DIR / "oidc_idp.mjs"), CALLBACK, IDP_SECRET],
+        [node, str(NODE_DIR / "oidc_idp.mjs"), callback, IDP_SECRET],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -55,12 +55,12 @@ def start_idp() -> tuple[subprocess.Popen, str]:
     return proc, json.loads(line)["issuer"]
 
 
-def gateway_config(tmp: Path, idp: str, **signin: Any) -> Path:
+def gateway_config(tmp: Path, idp: str, resource: str = RESOURCE, **signin: Any) -> Path:
     conf = {
         "backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}},
         "listen": {"allowed_hosts": ["gateway.test"]},
         "auth": {
-            "resource": RESOURCE,
+            "resource": resource,
             "signin": {
                 "secret_key": SECRET_KEY,
                 "upstream": {
