@@ -76,3 +76,22 @@ def test_hopline_check_opens_the_store_and_keeps_its_signing_key(tmp_path, monke
     assert SigningKeys(SqliteStore(str(store), b"s" * 32), b"s" * 32).jwks() == first
     with pytest.raises(ValueError, match="cannot be opened with this secret_key"):
         SigningKeys(SqliteStore(str(store), b"t" * 32), b"t" * 32)
+
+
+def test_an_http_resource_off_loopback_cannot_be_the_issuer():
+    text = conf().replace("https://gw.example.com/mcp", "http://gw.example.com/mcp")
+    found = problems(text)
+    assert found == [("auth.signin", found[0][1])] and "must use https" in found[0][1] and "signin.issuer" in found[0][1]
+
+
+def test_sign_ins_in_flight_are_bounded(tmp_path):
+    from hopline.signin.store import Full, SqliteStore
+
+    store = SqliteStore(str(tmp_path / "s.sqlite3"), b"s" * 32, max_pending=2)
+    store.put_pending("a", {}, 60)
+    store.put_pending("b", {}, 60)
+    store.put_pending("a", {"again": True}, 60)  # the same sign-in again takes no new place
+    with pytest.raises(Full):
+        store.put_pending("c", {}, 60)
+    assert store.take_pending("a") == {"again": True}
+    store.put_pending("c", {}, 60)

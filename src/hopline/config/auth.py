@@ -322,6 +322,11 @@ class AuthConfig(Section):
                 problems.append((("api_keys", i, "key"), f"the same key as api_keys[{keys[key.key]}]"))
             names.setdefault(key.name, i)
             keys.setdefault(key.key, i)
+        if self.signin is not None and self.signin.issuer is None:
+            try:
+                _endpoint(self.signin.issuer_for(self.resource))
+            except ValueError as exc:
+                problems.append((("signin",), f"the issuer taken from `resource` {exc}; set `signin.issuer`"))
         seen: dict[str, int] = {}
         for i, issuer in enumerate(self.issuers):
             if issuer.issuer in seen:

@@ -186,6 +186,9 @@ class SigninConfig(Section):
         14 * 86400, ge=60, le=90 * 86400, description="Seconds a refresh token lives (each use rotates it)."
     )
     login_ttl: int = Field(600, ge=60, le=3600, description="Seconds a sign-in may take, login and consent included.")
+    max_sign_ins_in_flight: int = Field(
+        10_000, ge=1, le=1_000_000, description="Sign-ins begun and not finished kept at most; more get 503."
+    )
     store: str = Field(
         default_factory=_default_store,
         description="SQLite file of clients, grants and refresh tokens (hashed) and the signing key (encrypted); "

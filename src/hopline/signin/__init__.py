@@ -54,7 +54,7 @@ def build(auth: Any) -> SigninApp:
     config = auth.signin
     issuer = config.issuer_for(auth.resource)
     secret = config.key_bytes()
-    store = SqliteStore(config.store, secret)
+    store = SqliteStore(config.store, secret, max_pending=config.max_sign_ins_in_flight)
     try:
         keys = SigningKeys(store, secret)
         clients = Clients(config, store)

@@ -33,6 +33,7 @@ from authlib.oauth2.rfc6749 import OAuth2Error
 
 from hopline.signin.clients import ClientError, Clients
 from hopline.signin.server import AuthServer, Request
+from hopline.signin.store import Full
 from hopline.signin.upstream import Upstream, UpstreamError
 from hopline.transports import http_util as hu
 
@@ -147,7 +148,14 @@ class SigninApp:
             return
         txn = secrets["state"]
         doc = {"pairs": pairs, "client_id": client.client_id, "upstream": secrets}
-        self.server.store.put_pending(txn, doc, self.config.login_ttl)
+        try:
+            self.server.store.put_pending(txn, doc, self.config.login_ttl)
+        except Full:
+            log.warning(
+                "sign-in refused: %d sign-ins in flight (max_sign_ins_in_flight)", self.config.max_sign_ins_in_flight
+            )
+            await self._page(send, 503, "Sign-in unavailable", "Too many sign-ins are in progress; try again shortly.")
+            return
         await hu.send_empty(send, 302, {"location": url, "set-cookie": self._set_cookie(txn), **PAGE_HEADERS})
 
     async def _oauth_redirect_or_page(self, send: hu.Send, error: OAuth2Error) -> None:

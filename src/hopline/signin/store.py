@@ -59,10 +59,17 @@ class SigninStore(Protocol):
     def close(self) -> None: ...
 
 
+class Full(Exception):
+    """The store holds as many sign-ins in flight as it may (``max_pending``)."""
+
+
 class SqliteStore:
     """:class:`SigninStore` in one SQLite file (see the module docstring)."""
 
-    def __init__(self, path: str, secret: bytes, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, path: str, secret: bytes, *, clock: Callable[[], float] = time.time, max_pending: int = 10_000
+    ) -> None:
+        self.max_pending = max_pending
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
@@ -118,10 +125,14 @@ class SqliteStore:
 
     # -- sign-ins in flight --------------------------------------------------------------------
     def put_pending(self, key: str, doc: dict[str, Any], ttl: float) -> None:
+        """Keep a sign-in in flight (replacing its earlier state); :class:`Full` over ``max_pending``."""
         self._sweep()
-        self._run(
-            "INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", self._h(key), orjson.dumps(doc), self._clock() + ttl
-        )
+        h = self._h(key)
+        with self._lock:
+            (count,) = self._db.execute("SELECT count(*) FROM pending WHERE id != ?", (h,)).fetchone()
+        if count >= self.max_pending:
+            raise Full(f"{count} sign-ins are in flight already")
+        self._run("INSERT OR REPLACE INTO pending VALUES (?, ?, ?)", h, orjson.dumps(doc), self._clock() + ttl)
 
     def pending(self, key: str) -> dict[str, Any] | None:
         row = self._one("SELECT doc FROM pending WHERE id = ? AND expires >= ?", self._h(key), self._clock())
