@@ -103,7 +103,7 @@ async def test_metadata_jwks_and_protected_resource_metadata_point_at_hopline(br
     assert prm["authorization_servers"] == [h.PUBLIC] and prm["resource"] == h.RESOURCE
     assert prm["scopes_supported"] == ["mcp"]
     jwks = (await browser.get(meta["jwks_uri"])).json()
-    assert [k["alg"] for k in jwks["keys"]] == ["ES256"] and all("d" not in k for k in jwks["keys"])
+    assert [k["alg"] for k in jwks["keys"]] == ["RS256"] and all("d" not in k for k in jwks["keys"])
 
 
 # -- the whole flow, and what the token carries -------------------------------------------------------------

@@ -37,7 +37,7 @@ class LocalIssuer:
     issuer: str
     keys: list[LocalKey]
     jwks_url: str | None = None
-    algorithms: list[str] = field(default_factory=lambda: ["ES256"])
+    algorithms: list[str] = field(default_factory=lambda: ["RS256"])
     jwks_max_age: float = 300.0
     jwks_min_interval: float = 30.0
 
