@@ -439,3 +439,25 @@ async def test_the_store_keeps_no_refresh_token_and_no_private_key_in_the_clear(
     raw = b"".join(p.read_bytes() for p in gateway.store.parent.glob("signin.sqlite3*"))
     assert body["refresh_token"].encode() not in raw and code.encode() not in raw
     assert b'"d"' not in raw and b"alice@example.com" in raw  # claims are kept; the key's private part is sealed
+
+
+async def test_the_consent_form_is_accepted_from_the_issuer_origin_when_it_is_not_a_listed_host(idp, tmp_path):
+    """A browser posts the consent form with ``Origin: <issuer>``; hopline's Origin rule lets it through even when
+    the issuer's host is in neither listen.allowed_hosts nor allowed_origins (here: issuer on its own name)."""
+    from tests.conftest import PY, start
+
+    path = h.gateway_config(tmp_path, idp, issuer="https://login.gateway.test")
+    proc = start([PY, "-m", "hopline", "serve", "--port", "0", "--lazy", str(path)], h.ENV)
+    try:
+        url = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)").group(1).rsplit("/mcp", 1)[0]
+        async with h.browser(url) as b:
+            r = await b.post(h.PUBLIC + "/oauth/consent", content="decision=approve&csrf=x",
+                             headers={**FORM, "origin": "https://login.gateway.test"})  # fmt: skip
+            assert (
+                r.status_code == 403 and "not sent from this sign-in" in r.text
+            )  # the CSRF check, not the Origin rule
+            other = await b.post(h.PUBLIC + "/oauth/consent", content="decision=approve&csrf=x",
+                                 headers={**FORM, "origin": "https://evil.example"})  # fmt: skip
+            assert other.status_code == 403 and "Invalid Origin" in other.text
+    finally:
+        proc.stop()
