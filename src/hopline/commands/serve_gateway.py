@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from hopline import runtime
 from hopline.binding import LATEST_MODERN, Era
@@ -72,6 +73,11 @@ def _check_admin(config: GatewayConfig) -> None:
         runtime.check_bind(metrics.host, metrics.port, "--admin-port")
 
 
+def _signin_origin(auth: Any) -> frozenset[str]:
+    signin = getattr(auth, "signin", None)
+    return frozenset() if signin is None else frozenset({signin.issuer})
+
+
 def serve_http(config: GatewayConfig, path: str | None = None, *, report_backends: bool = False) -> int:
     try:
         auth = preflight(config, path or "<config>")
@@ -110,7 +116,8 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             sse=SseListener(gateway, sse_sessions, max_body=listen.max_body),
             security=hu.SecurityPolicy(
                 bound_host=listen.host,
-                allowed_origins=frozenset(listen.allowed_origins),
+                # a browser posts hopline's consent form from the sign-in issuer's own origin (auth.signin)
+                allowed_origins=frozenset(listen.allowed_origins) | _signin_origin(auth),
                 allowed_hosts=frozenset(h.lower() for h in listen.allowed_hosts),
                 check_host=listen.check_host,
             ),

@@ -50,12 +50,29 @@ def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]]) -> An
 
     problems += [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
     try:
-        return Authenticator(config.auth)
+        if config.auth.signin is None:
+            return Authenticator(config.auth)
+        return _with_signin(config.auth, Authenticator)
     except KeyProblem as exc:
         problems.append(("", str(exc)))
     except (OSError, ValueError) as exc:  # an unreadable or malformed key file
         problems.append(("auth", f"keys cannot be loaded: {exc}"))
     return None
+
+
+def _with_signin(auth: Any, authenticator: Any) -> Any:
+    """The resource server with hopline's own authorization server (``auth.signin``) in front: its issuer joins
+    ``auth.issuers`` with the published keys, and the HTTP app serves its endpoints."""
+    from hopline.signin import build, issuer_settings
+
+    signin = build(auth)
+    update = {
+        "issuers": [*auth.issuers, issuer_settings(signin)],
+        "scopes_supported": auth.scopes_supported or list(auth.signin.scopes),
+    }
+    out = authenticator(auth.model_copy(update=update))
+    out.signin = signin
+    return out
 
 
 class _NoAudit:

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from hopline.config.section import Loc, Section, raise_problems
+from hopline.config.signin import SigninConfig
 from hopline.layers.policy.resource import DEFAULT_PORTS, canonical_resource
 
 Algorithm = Literal[
@@ -289,6 +290,11 @@ class AuthConfig(Section):
         default_factory=dict,
         description="Token propagation per backend id (absent: the backend's own `headers`, nothing else).",
     )
+    signin: SigninConfig | None = Field(
+        None,
+        description="hopline's own authorization server for MCP clients, in front of an identity provider "
+        "(docs/features/signin.md); its tokens are checked like an issuer's.",
+    )
 
     @field_validator("resource")
     @classmethod
@@ -305,8 +311,8 @@ class AuthConfig(Section):
     @model_validator(mode="after")
     def _whole(self) -> AuthConfig:
         problems: list[tuple[Loc, str]] = []
-        if not self.issuers and not self.api_keys:
-            problems.append(((), "set `issuers` (bearer tokens) or `api_keys`, or both"))
+        if not self.issuers and not self.api_keys and self.signin is None:
+            problems.append(((), "set `issuers` (bearer tokens), `api_keys` or `signin`"))
         names: dict[str, int] = {}
         keys: dict[str, int] = {}
         for i, key in enumerate(self.api_keys):
@@ -316,6 +322,11 @@ class AuthConfig(Section):
                 problems.append((("api_keys", i, "key"), f"the same key as api_keys[{keys[key.key]}]"))
             names.setdefault(key.name, i)
             keys.setdefault(key.key, i)
+        if self.signin is not None and self.signin.issuer is None:
+            try:
+                _endpoint(self.signin.issuer_for(self.resource))
+            except ValueError as exc:
+                problems.append((("signin",), f"the issuer taken from `resource` {exc}; set `signin.issuer`"))
         seen: dict[str, int] = {}
         for i, issuer in enumerate(self.issuers):
             if issuer.issuer in seen:
@@ -326,7 +337,11 @@ class AuthConfig(Section):
 
     @property
     def metadata_servers(self) -> list[str]:
-        return self.authorization_servers or [i.issuer for i in self.issuers]
+        if self.authorization_servers:
+            return self.authorization_servers
+        if self.signin is not None:
+            return [self.signin.issuer_for(self.resource)]
+        return [i.issuer for i in self.issuers]
 
     def backend_problems(self, backends: Mapping[str, Any]) -> list[tuple[Loc, str]]:
         """Problems of ``backends`` (id → BackendConfig) against ``auth.backends``, located

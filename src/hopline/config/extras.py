@@ -30,6 +30,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "auth": (("pyjwt",), ("jwt", "cryptography")),
     "cel": (("common-expression-language",), ("cel",)),
+    "signin": (("authlib", "joserfc", "pyjwt"), ("authlib.oauth2", "joserfc", "jwt", "cryptography")),
 }
 
 
@@ -91,6 +92,8 @@ def needed(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str, st
         out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
     if _map(data.get("auth")).get("issuers"):
         out.append((("auth", "issuers"), "JWT validation needs", "auth"))
+    if config.auth is not None and config.auth.signin is not None:
+        out.append((("auth", "signin"), "the sign-in authorization server needs", "signin"))
     return out
 
 

@@ -14,7 +14,8 @@ With an authenticator (``auth`` configured), every request to an MCP path (``/mc
 403 or 431 before a listener sees it; the listener gets the caller's principal, puts it
 on each message and binds sessions to it. The RFC 9728 protected resource metadata is
 served, unauthenticated, at ``/.well-known/oauth-protected-resource`` and its
-path-suffixed forms (mcp-wire §7).
+path-suffixed forms (mcp-wire §7). With ``auth.signin``, hopline's own authorization server answers its
+paths (``/.well-known/oauth-authorization-server``, ``/oauth/*``; hopline/signin/app.py), unauthenticated.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class HoplineApp:
         self.messages_path = sse.messages_path if sse else None
         self.auth = auth
         self.metadata_paths = auth.metadata_paths(self.mcp_path, sse_path, *self.endpoints) if auth else frozenset()
+        self.signin = getattr(auth, "signin", None)  # hopline's own authorization server (auth.signin), if any
 
     async def __call__(self, scope: hu.Scope, receive: hu.Receive, send: hu.Send) -> None:
         if scope["type"] != "http":
@@ -82,6 +84,8 @@ class HoplineApp:
             await self._guarded(self.sse.post, scope, receive, send, headers)
         elif path in self.metadata_paths and scope["method"] == "GET" and self.auth is not None:
             await hu.send_json(send, 200, orjson.dumps(self.auth.metadata()), {"cache-control": "max-age=3600"})
+        elif self.signin is not None and path in self.signin.paths:
+            await self.signin(scope, receive, send, headers)
         elif path == DECLARATION_PATH and scope["method"] == "GET":
             await hu.send_json(send, 200, orjson.dumps(self.declaration(), option=orjson.OPT_INDENT_2))
         elif path == "/healthz":

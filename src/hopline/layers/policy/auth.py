@@ -103,6 +103,10 @@ def metadata_url(resource: str) -> str:
 class Authenticator:
     """Turns a request's credentials into a Principal (see the module docstring)."""
 
+    # hopline's own authorization server (hopline.signin, ``auth.signin``), when configured: the HTTP app
+    # serves its paths, and its issuer is among ``config.issuers`` (composed in, so nothing here changes).
+    signin: Any = None
+
     def __init__(
         self,
         config: AuthSettings,
@@ -272,6 +276,8 @@ class Authenticator:
     async def aclose(self) -> None:
         if self._fetcher is not None:
             await self._fetcher.aclose()
+        if self.signin is not None:
+            await self.signin.aclose()
 
     def __repr__(self) -> str:
         return (
