@@ -288,6 +288,7 @@ def _literal_secrets(config: GatewayConfig) -> list[str]:
             spots += [(("auth", "backends", bid, "client_secret"), b.client_secret)]
     if config.state is not None:
         spots.append((("state", "session_key"), config.state.session_key))
+    spots += [(("policy", "webhooks", i, "secret"), w.secret) for i, w in enumerate(config.policy.webhooks)]
     out = []
     for loc, value in spots:
         if value and config.as_written(*loc) is None:
@@ -390,6 +391,13 @@ def _chain(config: GatewayConfig) -> list[str]:
         members.append(
             f"interceptor server {s.name} (SEP-2624, {where}; {mode}, {failure}, {timeout}, "
             f"{s.max_concurrency} in flight{extra}{named})"
+        )
+    for w in p.webhooks:
+        signed = "signed" if w.secret else "unsigned"
+        failure = "fail open" if w.fail_open else "fail closed"
+        members.append(
+            f"webhook {w.name} ({w.type}, {_mask(w.url)}, {signed}; {w.mode}, {failure}"
+            f", timeout {w.timeout:g} s, {w.phase} of {', '.join(w.events)})"
         )
     if not members:
         return []

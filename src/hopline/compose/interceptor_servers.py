@@ -178,14 +178,13 @@ class ServerLink:
         return f"<ServerLink {self.name}>"
 
 
-def build(specs: Sequence[InterceptorServerConfig]) -> RemoteChain | None:
-    """The chain member for the configured servers (``None``: none configured)."""
-    if not specs:
-        return None
-    return RemoteChain([ServerLink(s) for s in specs])
+def links(specs: Sequence[InterceptorServerConfig]) -> list[ServerLink]:
+    """A link per configured server (nothing is started until a call needs it)."""
+    return [ServerLink(s) for s in specs]
 
 
 async def aclose(chain: RemoteChain) -> None:
+    """Stop the servers' children and close connections (webhooks' HTTP clients too)."""
     for server in chain.servers:
         close = getattr(server, "aclose", None)
         if close is not None:

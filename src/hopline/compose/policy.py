@@ -122,12 +122,12 @@ def build(
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(SOURCE, [(f"{where}.{'class' if spec.class_ else 'entry_point'}", str(exc))]) from None
-    if p.interceptor_servers:
+    if p.interceptor_servers or p.webhooks:
         from hopline.compose import interceptor_servers
+        from hopline.compose.webhooks import Webhook
 
-        remote = interceptor_servers.build(p.interceptor_servers)
-        if remote is not None:
-            entries.append(Entry(remote))
+        remote = RemoteChain([*interceptor_servers.links(p.interceptor_servers), *map(Webhook, p.webhooks)])
+        entries.append(Entry(remote))
     calls: list[CallLayer] = [InterceptorChain(entries, audit=audit)] if entries or audit is not None else []
     return surface, calls
 

@@ -264,6 +264,35 @@ class InterceptorServerConfig(InterceptorOverride):
         return self
 
 
+class WebhookConfig(Section):
+    """An HTTP policy endpoint that is not an MCP server: validating (allow/deny with a reason)
+    or mutating (a JSON Patch on the payload); docs/features/interceptors.md has the wire format."""
+
+    name: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]*$", description="Named in errors and audit."
+    )
+    url: str = Field(pattern=r"^https?://", description="Where the POST goes.")
+    type: Literal["validating", "mutating"] = Field(description="validating: allow/deny; mutating: a JSON Patch.")
+    phase: Literal["request", "response", "both"] = Field(
+        "request", description="request: the invoke's params; response: its result."
+    )
+    events: list[str] = Field(
+        default_factory=lambda: ["tools/call"], min_length=1, description="Methods it sees (e.g. tools/call)."
+    )
+    secret: str | None = Field(
+        None,
+        min_length=16,
+        description="HMAC-SHA256 key: the body is signed (X-Hopline-Signature). Use ${VAR}, not a literal.",
+    )
+    mode: Literal["enforce", "audit"] = Field("enforce", description="audit: record its verdicts, apply none.")
+    fail_open: bool = Field(
+        False, description="If it fails (timeout, non-2xx, bad answer): continue (true) or refuse the call (false)."
+    )
+    timeout: float = Field(2.0, gt=0, le=300, description="Seconds per request (cut to the call's deadline).")
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1, description="Order among mutators (low first).")
+    max_concurrency: int = Field(16, ge=1, le=1024, description="Requests in flight at once to this webhook.")
+
+
 class PolicyConfig(Section):
     """Authorization and the interceptor chain (Layer 5): CEL rules, rate limits, pinning, DLP, audit."""
 
@@ -287,6 +316,23 @@ class PolicyConfig(Section):
         description="SEP-2624 interceptor servers (out of process), after your own interceptors; see "
         "docs/features/interceptors.md.",
     )
+
+    webhooks: list[WebhookConfig] = Field(
+        default_factory=list,
+        description="HTTP validating/mutating webhooks, run in the same chain as the interceptor servers.",
+    )
+
+    @field_validator("webhooks")
+    @classmethod
+    def _unique_webhooks(cls, hooks: list[WebhookConfig]) -> list[WebhookConfig]:
+        seen: dict[str, int] = {}
+        problems: list[tuple[Loc, str]] = []
+        for i, h in enumerate(hooks):
+            if h.name in seen:
+                problems.append(((i, "name"), f"is also the name of webhooks[{seen[h.name]}]"))
+            seen.setdefault(h.name, i)
+        raise_problems(problems)
+        return hooks
 
     @field_validator("interceptor_servers")
     @classmethod
@@ -337,4 +383,5 @@ class PolicyConfig(Section):
             or self.dlp
             or self.interceptors
             or self.interceptor_servers
+            or self.webhooks
         )

@@ -148,6 +148,10 @@ def test_check_lists_the_chain_in_order(tmp_path):
                 {"name": "remote", "url": "https://user:pw@guard.example/mcp?token=abc", "fail_open": True,
                  "events": ["tools/call"], "interceptors": {"pii/redact": {"priority": -5}}},
             ],
+            "webhooks": [
+                {"name": "opa", "url": "https://opa.internal/v1?key=k", "type": "validating",
+                 "secret": "0123456789abcdef0123"},
+            ],
         },
     }
     path = tmp_path / "gateway.yaml"
@@ -159,7 +163,7 @@ def test_check_lists_the_chain_in_order(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     at = lines.index("  interceptor chain, in order on a request (responses in reverse):")
-    assert lines[at + 1 : at + 5] == [
+    assert lines[at + 1 : at + 6] == [
         "    1. DLP redaction (built in)",
         "    2. interceptor guard-destructive (in process; enforce, fail closed)",
         f"    3. interceptor server guard (SEP-2624, stdio: {PY}; the server's mode (default enforce), the server's "
@@ -167,8 +171,11 @@ def test_check_lists_the_chain_in_order(tmp_path):
         "    4. interceptor server remote (SEP-2624, url: https://user:***@guard.example/mcp?token=***; the server's "
         "mode (default enforce), fail open, timeout 5 s (or the server's), 16 in flight; only tools/call; "
         "overrides for pii/redact)",
+        "    5. webhook opa (validating, https://opa.internal/v1?key=***, signed; enforce, fail closed, timeout 2 s, "
+        "request of tools/call)",
     ]
-    assert "pw" not in out.stdout and "abc" not in out.stdout
+    assert "pw" not in out.stdout and "abc" not in out.stdout and "0123456789abcdef0123" not in out.stdout
+    assert "policy.webhooks[0].secret is written in the file" in out.stdout
 
 
 def test_bad_interceptor_server_entries_are_refused_at_their_key(tmp_path):
