@@ -1,6 +1,8 @@
 """An SEP-2624 interceptor server on the official MCP SDK's low-level server (mcp 2.3.0), stdio.
 
-Usage: ``python interceptor_server.py KIND [--log FILE]`` where KIND picks what it offers:
+Usage: ``python interceptor_server.py KIND [--log FILE] [--port P]`` where KIND picks what it
+offers (with ``--port``: Streamable HTTP at ``http://127.0.0.1:P/mcp``, announced as
+tests/servers/serving.py does; without: stdio):
 
 - ``guard``: validator ``guard/dangerous-args`` (tools/call, request): an argument holding
   ``rm -rf`` or ``DROP TABLE`` is invalid with severity error; one holding ``sudo`` only
@@ -94,6 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=("guard", "redact", "hang", "crash", "garbage", "many"))
     parser.add_argument("--log")
+    parser.add_argument("--port", type=int)
     args = parser.parse_args()
     catalogue = offered(args.kind)
     names = {d["name"]: d for d in catalogue}
@@ -141,6 +144,15 @@ def main() -> None:
 
     server.add_request_handler("interceptors/list", ListParams, list_interceptors)
     server.add_request_handler("interceptor/invoke", InvokeParams, invoke)
+
+    if args.port is not None:
+        import serving
+
+        sock = serving.bind(args.port)
+        port = serving.port_of(sock)
+        app = server.streamable_http_app()
+        serving.serve(app, sock, f"interceptor-{args.kind}: http://127.0.0.1:{port}/mcp")
+        return
 
     async def run() -> None:
         async with stdio_server() as (read, write):

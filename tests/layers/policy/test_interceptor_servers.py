@@ -2,9 +2,10 @@
 
 The interceptor servers are tests/servers/interceptor_server.py (the MCP SDK's low-level
 server with ``interceptors/list`` and ``interceptor/invoke``) run by hopline as real stdio
-children; the backend is tests/servers/sdk_server.py. One gateway has a guard (blocks
-destructive arguments) and a PII redactor (on results); others have a member that hangs,
-crashes or answers garbage, failing open or closed.
+children, or over Streamable HTTP; the backend is tests/servers/sdk_server.py. One gateway has
+a guard (blocks destructive arguments, stdio), a PII redactor (on results, over HTTP) and a
+server of 300 validators; others have a member that hangs, crashes or answers garbage,
+failing open or closed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import yaml
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY, SERVERS, start
-from tests.peers import MODES, bounded, client, text_of
+from tests.peers import MODES, bounded, client, start_script, stop, text_of
 
 INTERCEPTOR = str(SERVERS / "interceptor_server.py")
 
@@ -44,15 +45,30 @@ def _stop(proc) -> None:
     assert not alive, f"hopline left children behind: {alive}"
 
 
+@pytest.fixture(scope="module")
+def redactor_over_http():
+    """The PII redactor served over Streamable HTTP (the SDK's app under uvicorn, port 0)."""
+    proc, port = start_script(INTERCEPTOR, "redact")
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop(proc)
+
+
 def server(kind: str, **kw) -> dict:
     return {"name": kind, "command": PY, "args": [INTERCEPTOR, kind, *kw.pop("extra", [])], **kw}
 
 
 @pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
+def guarded(tmp_path_factory, redactor_over_http):
     tmp = tmp_path_factory.mktemp("guarded")
     log = tmp / "invoked.log"
-    proc = _gateway(tmp, [server("guard", extra=["--log", str(log)]), server("redact")], audit=True)
+    servers = [
+        server("guard", extra=["--log", str(log)]),
+        {"name": "redact", "url": redactor_over_http},
+        server("many", extra=["--log", str(log)], max_concurrency=8),
+    ]
+    proc = _gateway(tmp, servers, audit=True)
     try:
         yield {"url": proc.url, "audit": tmp / "audit.jsonl", "log": log}
     finally:
@@ -93,7 +109,9 @@ async def test_warnings_pass_and_every_verdict_is_audited(guarded):
         "guard/dangerous-args: dangerous argument: destructive command"
     )
     assert "DROP TABLE" not in guarded["audit"].read_text()  # the audit records verdicts, not arguments
-    assert "guard/dangerous-args request" in guarded["log"].read_text()
+    invoked = guarded["log"].read_text()
+    assert "guard/dangerous-args request" in invoked
+    assert "many/v000 request" in invoked and "many/v299 request" in invoked  # 300 validators, 8 at a time
 
 
 async def test_failing_members_that_fail_open_let_calls_through(tmp_path):
