@@ -54,6 +54,9 @@ def behave(name: str, payload: dict[str, Any]) -> dict[str, Any]:
     if name.startswith("append-"):  # appends its letter to arguments.note
         new = {**payload, "arguments": {**payload["arguments"], "note": payload["arguments"]["note"] + name[-1]}}
         return {"interceptor": name, "type": "mutation", "modified": True, "payload": new}
+    if name.endswith("quoting"):  # quotes a secret it refused
+        msg = {"message": "refused key AKIAABCDEFGHIJKLMNOP", "severity": "error"}
+        return {"interceptor": name, "type": "validation", "valid": False, "messages": [msg]}
     if name.endswith("warn"):
         msg = {"message": "looks odd", "severity": "warn"}
         return {"interceptor": name, "type": "validation", "valid": False, "severity": "warn", "messages": [msg]}
@@ -159,6 +162,11 @@ async def test_validation_blocks_with_the_interceptor_and_its_reason():
     assert isinstance(decision.error, PolicyDenied)
     assert decision.error.message == "blocked by interceptor conf/deny-all: denied by policy"
     assert decision.error.data == {"interceptor": "conf/deny-all", "reason": "denied by policy"}
+
+
+async def test_the_clients_error_holds_no_secret_shaped_text():
+    decision, _ = await apply(FakeServer([d("conf/quoting", "validation")]))  # valid: false, no severity
+    assert decision.error.message == "blocked by interceptor conf/quoting: refused key [REDACTED:aws_access_key]"
 
 
 async def test_only_severity_error_blocks():

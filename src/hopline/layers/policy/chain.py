@@ -64,7 +64,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message, MethodNotFound
@@ -99,9 +99,13 @@ class Entry:
     name: str = ""
     mode: Literal["enforce", "audit"] = "enforce"
     fail_open: bool = False
+    # a hook of hopline's own (remote.py) that also gets the call (its deadline) and a note for
+    # the audit record: ``hook(view, call, note)``
+    takes_call: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or getattr(self.interceptor, "name", None) or type(self.interceptor).__name__
+        self.takes_call = getattr(self.interceptor, "takes_call", False) is True
         if not any(callable(getattr(self.interceptor, p, None)) for p in POINTS):
             raise TypeError(f"interceptor {self.name!r} implements none of {', '.join(POINTS)}")
 
@@ -110,12 +114,6 @@ class Entry:
         if not callable(fn):
             return None
         return fn, asyncio.iscoroutinefunction(fn)
-
-    @property
-    def takes_call(self) -> bool:
-        """A hook of hopline's own (remote.py) that also gets the call (its deadline) and a
-        note for the audit record: ``hook(view, call, note)``."""
-        return getattr(self.interceptor, "takes_call", False) is True
 
 
 class _Trail:

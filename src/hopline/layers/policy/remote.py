@@ -238,6 +238,9 @@ class _Blocked(Exception):
 
 
 def _blocked(name: str, why: str, reason: str) -> _Blocked:
+    """The client's error: the interceptor's own words, bounded and without anything secret-shaped
+    (a validator may quote what it refused)."""
+    why = scrub(why)
     shown = why if len(why) <= MAX_REASON else why[: MAX_REASON - 1] + "…"
     error = PolicyDenied(f"blocked by interceptor {name}: {shown}", data={"interceptor": name, "reason": shown})
     return _Blocked(Decision("reject", error=error, reason=reason, details={}))
