@@ -243,6 +243,19 @@ async def test_an_unreachable_server_fails_closed_unless_told_otherwise():
     assert (await apply(Down([], name="down", open_when_down=True)))[0] is None
 
 
+async def test_a_server_that_never_starts_is_bounded_by_the_deadline():
+    class Stuck(FakeServer):
+        async def members(self, timeout):
+            await asyncio.Event().wait()
+
+    loop = asyncio.get_running_loop()
+    ctx = Context(Principal("alice"), "s1", deadline=loop.time() + 0.05)
+    stuck = apply(Stuck([], name="stuck"), call=Call("tools/call", "b", dict(PAYLOAD), context=ctx))
+    decision, notes = await asyncio.wait_for(stuck, 10)  # a guard against a hang, not a timing
+    assert decision.action == "reject" and "server stuck" in decision.error.message
+    assert notes[0]["reason"].startswith("no answer within")
+
+
 def test_list_results_are_checked():
     with pytest.raises(InterceptorFailure):
         parse_list({"interceptors": "lots"}, "s")

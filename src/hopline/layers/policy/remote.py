@@ -298,10 +298,14 @@ class RemoteChain:
     async def _select(self, event: str, phase: Phase, call: Any, note: Callable[[dict[str, Any]], Any]) -> list[Member]:
         chosen: list[Member] = []
         for server in self.servers:
+            left = self._left(call, None)
             try:
-                members = await server.members(self._left(call, None))
+                async with asyncio.timeout(left):  # waiting for another call's connect counts too
+                    members = await server.members(left)
             except Exception as exc:
-                why = _why(exc)
+                why = (
+                    f"no answer within {left:g} s" if isinstance(exc, TimeoutError) and left is not None else _why(exc)
+                )
                 if server.fail_open:
                     note({"server": server.name, "phase": phase, "outcome": "skipped", "reason": scrub(why)})
                     continue
