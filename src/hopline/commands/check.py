@@ -288,6 +288,7 @@ def _literal_secrets(config: GatewayConfig) -> list[str]:
             spots += [(("auth", "backends", bid, "client_secret"), b.client_secret)]
     if config.state is not None:
         spots.append((("state", "session_key"), config.state.session_key))
+    spots += [(("policy", "webhooks", i, "secret"), w.secret) for i, w in enumerate(config.policy.webhooks)]
     out = []
     for loc, value in spots:
         if value and config.as_written(*loc) is None:
@@ -357,10 +358,52 @@ def _policy(config: GatewayConfig) -> list[str]:
         lines.append(f"  pinning: {pin.lockfile or 'first sight, in memory'}; a tool that changes is {changed}")
     if p.audit is not None:
         lines.append(f"  audit: to {p.audit.sink}")
+    lines.extend(_chain(config))
+    return lines
+
+
+def _chain(config: GatewayConfig) -> list[str]:
+    """The interceptor chain's members in the order they run on a request (responses: reverse)."""
+    p = config.policy
+    members: list[str] = []
+    if p.dlp is not None:
+        members.append("DLP redaction (built in)")
+    if p.rules or p.pinning is not None:
+        members.append("visibility guard (built in)")
+    if p.rate_limits is not None:
+        members.append("rate limits (built in)")
     for ic in p.interceptors:
         label = ic.name or ic.class_ or ic.entry_point
-        lines.append(f"  interceptor {label} ({ic.mode}{', fail open' if ic.fail_open else ''})")
-    return lines
+        members.append(f"interceptor {label} (in process; {ic.mode}, fail {'open' if ic.fail_open else 'closed'})")
+    for s in p.interceptor_servers:
+        where = f"stdio: {s.command}" if s.command is not None else f"url: {_mask(s.url or '')}"
+        mode = s.mode or "the server's mode (default enforce)"
+        failure = {True: "fail open", False: "fail closed"}.get(
+            s.fail_open, "the server's failure policy (default closed)"
+        )
+        timeout = (
+            f"timeout {s.timeout:g} s"
+            if s.timeout is not None
+            else f"timeout {s.default_timeout:g} s (or the server's)"
+        )
+        extra = f"; only {', '.join(s.events)}" if s.events else ""
+        named = f"; overrides for {', '.join(s.interceptors)}" if s.interceptors else ""
+        members.append(
+            f"interceptor server {s.name} (SEP-2624, {where}; {mode}, {failure}, {timeout}, "
+            f"{s.max_concurrency} in flight{extra}{named})"
+        )
+    for w in p.webhooks:
+        signed = "signed" if w.secret else "unsigned"
+        failure = "fail open" if w.fail_open else "fail closed"
+        members.append(
+            f"webhook {w.name} ({w.type}, {_mask(w.url)}, {signed}; {w.mode}, {failure}"
+            f", timeout {w.timeout:g} s, {w.phase} of {', '.join(w.events)})"
+        )
+    if not members:
+        return []
+    return ["  interceptor chain, in order on a request (responses in reverse):"] + [
+        f"    {i}. {m}" for i, m in enumerate(members, 1)
+    ]
 
 
 def _cert(t: TransparentConfig) -> str:

@@ -5,7 +5,8 @@ unknown name): the CEL policy (``policy.rules``), then tool pinning
 (``policy.pinning``). ``calls``: at most one :class:`InterceptorChain` holding, in
 this order, DLP, the visibility guard (the same surface layers, re-asked at
 post-route: defence in depth, and the audit record of a refused invoke), rate
-limiting, then the operator's interceptors; it also writes the audit log. An empty
+limiting, then the operator's interceptors, then the SEP-2624 interceptor servers
+(``policy.interceptor_servers``, compose/interceptor_servers.py); it also writes the audit log. An empty
 ``policy`` section gives ``([], [])``: no layer, no cost.
 
 :func:`surface_key` is what the surface decisions depend on for one caller; a gateway
@@ -36,6 +37,7 @@ from hopline.layers.policy.audit import AuditLog
 from hopline.layers.policy.chain import Entry, InterceptorChain, SurfaceGuard, instantiate, load_class
 from hopline.layers.policy.dlp import Redactor, compile_patterns
 from hopline.layers.policy.pinning import ToolPinning
+from hopline.layers.policy.remote import RemoteChain
 from hopline.layers.policy.ratelimit import Limit, MemoryStore, RateLimiter, RedisStore
 from hopline.pipeline import CallLayer, SurfaceLayer
 
@@ -120,6 +122,12 @@ def build(
             )
         except (ValueError, TypeError) as exc:
             raise ConfigError(SOURCE, [(f"{where}.{'class' if spec.class_ else 'entry_point'}", str(exc))]) from None
+    if p.interceptor_servers or p.webhooks:
+        from hopline.compose import interceptor_servers
+        from hopline.compose.webhooks import Webhook
+
+        remote = RemoteChain([*interceptor_servers.links(p.interceptor_servers), *map(Webhook, p.webhooks)])
+        entries.append(Entry(remote))
     calls: list[CallLayer] = [InterceptorChain(entries, audit=audit)] if entries or audit is not None else []
     return surface, calls
 
@@ -179,3 +187,7 @@ async def aclose(calls: Sequence[CallLayer]) -> None:
             store = getattr(entry.interceptor, "store", None)
             if hasattr(store, "aclose"):
                 await store.aclose()
+            if isinstance(entry.interceptor, RemoteChain):  # the interceptor servers' connections (children)
+                from hopline.compose import interceptor_servers
+
+                await interceptor_servers.aclose(entry.interceptor)

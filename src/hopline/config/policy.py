@@ -216,6 +216,83 @@ class InterceptorConfig(Section):
         return self
 
 
+class InterceptorOverride(Section):
+    """What the operator sets for out-of-process interceptors (absent: the server's own value)."""
+
+    mode: Literal["enforce", "audit"] | None = Field(
+        None, description="audit: record its verdicts and would-be changes, apply none, never block."
+    )
+    fail_open: bool | None = Field(
+        None, description="If it fails (timeout, error, crash, garbage): continue (true) or refuse the call (false)."
+    )
+    timeout: float | None = Field(
+        None, gt=0, le=300, description="Seconds per invocation (cut to what is left of the call's deadline)."
+    )
+    priority: int | None = Field(
+        None, ge=-(2**31), le=2**31 - 1, description="Order of mutators (low first), replacing the priorityHint."
+    )
+    events: list[str] | None = Field(
+        None, min_length=1, description="Only these events (e.g. tools/call), narrower than what it hooks."
+    )
+
+
+class InterceptorServerConfig(InterceptorOverride):
+    """An SEP-2624 interceptor server: an MCP server that offers validators and mutators
+    (``interceptors/list``, ``interceptor/invoke``)."""
+
+    name: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Named in errors and audit."
+    )
+    command: str | None = Field(None, min_length=1, description="Start it as a stdio child: the program.")
+    args: list[str] = Field(default_factory=list, description="Its arguments.")
+    env: dict[str, str] = Field(default_factory=dict, description="Its environment (on top of a minimal one).")
+    url: str | None = Field(None, pattern=r"^https?://", description="Or reach it at this Streamable HTTP URL.")
+    default_timeout: float = Field(
+        5.0, gt=0, le=300, description="Seconds per invocation when neither `timeout` nor the server says."
+    )
+    max_concurrency: int = Field(16, ge=1, le=1024, description="Invocations in flight at once to this server.")
+    interceptors: dict[str, InterceptorOverride] = Field(
+        default_factory=dict, description="Overrides for single interceptors, by name (over the ones above)."
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> InterceptorServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise_problems([((), "set exactly one of `command` or `url`")])
+        if self.url is not None and self.args:
+            raise_problems([(("args",), "applies to `command` only")])
+        return self
+
+
+class WebhookConfig(Section):
+    """An HTTP policy endpoint that is not an MCP server: validating (allow/deny with a reason)
+    or mutating (a JSON Patch on the payload); docs/features/interceptors.md has the wire format."""
+
+    name: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]*$", description="Named in errors and audit."
+    )
+    url: str = Field(pattern=r"^https?://", description="Where the POST goes.")
+    type: Literal["validating", "mutating"] = Field(description="validating: allow/deny; mutating: a JSON Patch.")
+    phase: Literal["request", "response", "both"] = Field(
+        "request", description="request: the invoke's params; response: its result."
+    )
+    events: list[str] = Field(
+        default_factory=lambda: ["tools/call"], min_length=1, description="Methods it sees (e.g. tools/call)."
+    )
+    secret: str | None = Field(
+        None,
+        min_length=16,
+        description="HMAC-SHA256 key: the body is signed (X-Hopline-Signature). Use ${VAR}, not a literal.",
+    )
+    mode: Literal["enforce", "audit"] = Field("enforce", description="audit: record its verdicts, apply none.")
+    fail_open: bool = Field(
+        False, description="If it fails (timeout, non-2xx, bad answer): continue (true) or refuse the call (false)."
+    )
+    timeout: float = Field(2.0, gt=0, le=300, description="Seconds per request (cut to the call's deadline).")
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1, description="Order among mutators (low first).")
+    max_concurrency: int = Field(16, ge=1, le=1024, description="Requests in flight at once to this webhook.")
+
+
 class PolicyConfig(Section):
     """Authorization and the interceptor chain (Layer 5): CEL rules, rate limits, pinning, DLP, audit."""
 
@@ -234,6 +311,40 @@ class PolicyConfig(Section):
     interceptors: list[InterceptorConfig] = Field(
         default_factory=list, description="Your own interceptors, after the built-in ones."
     )
+    interceptor_servers: list[InterceptorServerConfig] = Field(
+        default_factory=list,
+        description="SEP-2624 interceptor servers (out of process), after your own interceptors; see "
+        "docs/features/interceptors.md.",
+    )
+
+    webhooks: list[WebhookConfig] = Field(
+        default_factory=list,
+        description="HTTP validating/mutating webhooks, run in the same chain as the interceptor servers.",
+    )
+
+    @field_validator("webhooks")
+    @classmethod
+    def _unique_webhooks(cls, hooks: list[WebhookConfig]) -> list[WebhookConfig]:
+        seen: dict[str, int] = {}
+        problems: list[tuple[Loc, str]] = []
+        for i, h in enumerate(hooks):
+            if h.name in seen:
+                problems.append(((i, "name"), f"is also the name of webhooks[{seen[h.name]}]"))
+            seen.setdefault(h.name, i)
+        raise_problems(problems)
+        return hooks
+
+    @field_validator("interceptor_servers")
+    @classmethod
+    def _unique_servers(cls, servers: list[InterceptorServerConfig]) -> list[InterceptorServerConfig]:
+        seen: dict[str, int] = {}
+        problems: list[tuple[Loc, str]] = []
+        for i, s in enumerate(servers):
+            if s.name in seen:
+                problems.append(((i, "name"), f"is also the name of interceptor_servers[{seen[s.name]}]"))
+            seen.setdefault(s.name, i)
+        raise_problems(problems)
+        return servers
 
     @field_validator("rules")
     @classmethod
@@ -264,4 +375,13 @@ class PolicyConfig(Section):
         return [(f"rules[{i}]", r) if isinstance(r, str) else (r.name, r.expr) for i, r in enumerate(self.rules)]
 
     def is_empty(self) -> bool:
-        return not (self.rules or self.audit or self.rate_limits or self.pinning or self.dlp or self.interceptors)
+        return not (
+            self.rules
+            or self.audit
+            or self.rate_limits
+            or self.pinning
+            or self.dlp
+            or self.interceptors
+            or self.interceptor_servers
+            or self.webhooks
+        )

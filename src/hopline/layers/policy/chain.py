@@ -64,7 +64,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 from hopline.jsonrpc import HoplineError, InternalError, InvalidParams, Message, MethodNotFound
@@ -99,9 +99,13 @@ class Entry:
     name: str = ""
     mode: Literal["enforce", "audit"] = "enforce"
     fail_open: bool = False
+    # a hook of hopline's own (remote.py) that also gets the call (its deadline) and a note for
+    # the audit record: ``hook(view, call, note)``
+    takes_call: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.name = self.name or getattr(self.interceptor, "name", None) or type(self.interceptor).__name__
+        self.takes_call = getattr(self.interceptor, "takes_call", False) is True
         if not any(callable(getattr(self.interceptor, p, None)) for p in POINTS):
             raise TypeError(f"interceptor {self.name!r} implements none of {', '.join(POINTS)}")
 
@@ -115,7 +119,7 @@ class Entry:
 class _Trail:
     """What happened to one call, for its audit record."""
 
-    __slots__ = ("decision", "by", "point", "reason", "details", "mutations", "shadow")
+    __slots__ = ("decision", "by", "point", "reason", "details", "mutations", "shadow", "remote")
 
     def __init__(self) -> None:
         self.decision = "allow"
@@ -125,6 +129,7 @@ class _Trail:
         self.details: dict[str, Any] | None = None
         self.mutations: list[dict[str, Any]] = []
         self.shadow: list[dict[str, Any]] = []
+        self.remote: list[dict[str, Any]] = []  # each out-of-process interceptor's outcome (remote.py)
 
 
 class InterceptorChain:
@@ -171,10 +176,13 @@ class InterceptorChain:
 
     # -- running hooks ----------------------------------------------------------------------------
     async def _run(
-        self, entry: Entry, fn: Any, is_async: bool, point: Point, view: Any, trail: _Trail
+        self, entry: Entry, fn: Any, is_async: bool, point: Point, view: Any, trail: _Trail, call: Call | None = None
     ) -> Decision | None:
         try:
-            decision = (await fn(view)) if is_async else fn(view)
+            if call is not None and entry.takes_call:
+                decision = await fn(view, call, trail.remote.append)
+            else:
+                decision = (await fn(view)) if is_async else fn(view)
             if decision is not None and not isinstance(decision, Decision):
                 raise TypeError(f"returned {type(decision).__name__}, not a Decision")
         except HoplineError as exc:
@@ -211,7 +219,7 @@ class InterceptorChain:
         for entry, fn, is_async in hooks:
             if view is None:
                 view = self._request_view(point, call)
-            decision = await self._run(entry, fn, is_async, point, view, trail)
+            decision = await self._run(entry, fn, is_async, point, view, trail, call)
             if decision is None:
                 continue
             if decision.action == "reject":
@@ -231,7 +239,7 @@ class InterceptorChain:
         for entry, fn, is_async in self._pre_response:
             if view is None:
                 view = _response_view(PreResponse, call, answer)
-            decision = await self._run(entry, fn, is_async, "pre_response", view, trail)
+            decision = await self._run(entry, fn, is_async, "pre_response", view, trail, call)
             if decision is None:
                 continue
             if decision.action == "reject":
@@ -351,6 +359,7 @@ class InterceptorChain:
             details=trail.details,
             mutations=trail.mutations,
             shadow=trail.shadow,
+            interceptors=trail.remote,
             outcome=_outcome(answer, failure),
             duration_ms=round(elapsed * 1000, 3),
         )
