@@ -113,6 +113,7 @@ def build(
     binding: Binding = MCP_HANDSHAKE,
     registry: CollectorRegistry | None = None,
     exporter: Any = None,
+    metric_reader: Any = None,
 ) -> Observability:
     o = config.observability
     hops = None
@@ -136,6 +137,8 @@ def build(
             sample_ratio=o.otel.sample_ratio,
             instance=hops.instance if hops is not None else None,
             exporter=exporter,
+            metric_reader=metric_reader,
+            transports={name: "pipe" if b.command else "tcp" for name, b in config.backends.items()},
         )
     metrics = admin = None
     if o.metrics.port is not None or registry is not None:
