@@ -20,6 +20,7 @@ from opentelemetry.trace import SpanKind
 from hopline import jsonrpc as j
 from hopline.compose.observability import build
 from hopline.config.schema import GatewayConfig
+from hopline.context import Context
 from hopline.pipeline import Call, Pipeline
 from tests.conftest import sdk_server_cmd
 from tests.peers import bounded, client
@@ -41,6 +42,8 @@ METRIC_ATTRIBUTES = {
     "network.protocol.version", "network.transport", "server.address", "server.port",
 }  # fmt: skip
 OPERATION_METRICS = {"mcp.server.operation.duration", "mcp.client.operation.duration"}
+SESSION_METRIC = "mcp.server.session.duration"  # histogram, s; attributes: mcp.protocol.version, error.type, network.*
+SESSION_ATTRIBUTES = {"mcp.protocol.version", "error.type", "network.protocol.name", "network.protocol.version", "network.transport"}
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
 
@@ -134,6 +137,24 @@ async def test_errors_set_error_type_and_the_error_status(method, body, error_ty
     for name in OPERATION_METRICS:
         ((_, point),) = points(reader)[name]
         assert point.attributes["error.type"] == error_type
+    obs.close()
+
+
+async def test_the_server_span_names_the_clients_request_id_and_the_negotiated_version():
+    obs, exporter, reader = observed()
+    ok = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+    c = call("tools/call", "t", "b__t")
+    c.context = Context(request_id=7, protocol_version="2025-06-18")
+    await Pipeline(calls=obs.calls).run(c, answer(ok))
+    client_span, server_span = exporter.get_finished_spans()
+    assert server_span.attributes["jsonrpc.request.id"] == "7" and "jsonrpc.request.id" not in client_span.attributes
+    assert server_span.attributes["mcp.protocol.version"] == client_span.attributes["mcp.protocol.version"] == "2025-06-18"
+    c = call("tools/call", "t", "b__t")
+    c.context = Context(request_id="r-1", protocol_version="1999-01-01")  # not a version: not an attribute
+    await Pipeline(calls=obs.calls).run(c, answer(ok))
+    assert all("mcp.protocol.version" not in s.attributes for s in exporter.get_finished_spans()[2:])
+    for name in OPERATION_METRICS:
+        assert all("jsonrpc.request.id" not in p.attributes for _, p in points(reader)[name])
     obs.close()
 
 
@@ -263,6 +284,9 @@ async def test_a_federation_of_two_real_gateways_exports_one_trace_and_the_opera
         assert {k for k in names if not ours(k)} <= CONVENTION_ATTRIBUTES
         assert {"mcp.method.name", "gen_ai.operation.name", "gen_ai.tool.name"} <= names
         assert "s3cr3t" not in str(span.attributes)
+    for server in (o_server, i_server):
+        attributes = {a.key: a.value.string_value for a in server.attributes}
+        assert attributes["mcp.protocol.version"] and attributes["jsonrpc.request.id"] and attributes["mcp.session.id"]
     assert {a.value.string_value for a in i_client.attributes if a.key == "network.transport"} == {"pipe"}
     assert {a.value.string_value for a in o_client.attributes if a.key == "network.transport"} == {"tcp"}
     metrics = receiver.metrics()
@@ -273,3 +297,9 @@ async def test_a_federation_of_two_real_gateways_exports_one_trace_and_the_opera
             assert mine[name].unit == "s" and mine[name].HasField("histogram")
             for point in mine[name].histogram.data_points:
                 assert {a.key for a in point.attributes if not ours(a.key)} <= METRIC_ATTRIBUTES
+        # the client's session with outer, outer's session with inner: each ended and was measured
+        session = mine[SESSION_METRIC]
+        assert session.unit == "s" and sum(p.count for p in session.histogram.data_points) >= 1
+        for point in session.histogram.data_points:
+            assert {a.key for a in point.attributes} <= SESSION_ATTRIBUTES
+            assert {a.key for a in point.attributes} == {"mcp.protocol.version"}

@@ -96,6 +96,10 @@ class Observability:
         if self.metrics is not None:
             self.metrics.list_fetch(backend, method, result)
 
+    def session_ended(self, seconds: float, version: str | None) -> None:
+        """A client session closed (``mcp.server.session.duration`` when OpenTelemetry is on)."""
+        self.spans.session_ended(seconds, version)
+
     def close(self) -> None:
         """Flush and stop span export (blocking: run it in a thread at shutdown)."""
         self.spans.close()

@@ -20,7 +20,8 @@ client gets (the backend's, or hopline's own such as -31002 for a timeout), else
 the outcome kind (``hopline.outcome``), not the peer's message, which may echo input.
 
 The histograms ``mcp.server.operation.duration`` and ``mcp.client.operation.duration``
-(seconds, the conventions' bucket boundaries) are recorded with the low-cardinality
+(seconds, the conventions' bucket boundaries) and ``mcp.server.session.duration`` (a
+client session, from its creation to its end) are recorded with the low-cardinality
 attributes only (no session id, no URI, no request id), plus ``hopline.backend`` on the
 client side.
 
@@ -40,7 +41,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from hopline import NAME, __version__
-from hopline.binding import META_PROTOCOL_VERSION, MODERN_VERSIONS
+from hopline.binding import HANDSHAKE_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from hopline.jsonrpc import Message
 from hopline.observability.kinds import error_code, kind_of
 from hopline.observability.trace import SpanContext
@@ -48,10 +49,13 @@ from hopline.pipeline import Call
 
 TOOLS_CALL = "tools/call"
 PROMPTS_GET = "prompts/get"
+VERSIONS = frozenset((*HANDSHAKE_VERSIONS, *MODERN_VERSIONS))
 URI_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 OK_KINDS = frozenset({"ok"})  # any other outcome sets error.type
 # The conventions' ExplicitBucketBoundaries for both operation-duration histograms.
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+# The conventions give the session histograms no boundaries: these reach listen.session_ttl's scale.
+SESSION_BUCKETS = (1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
 
 # What hopline emits, by the conventions' names (tests check against these lists).
 SPAN_ATTRIBUTES = (
@@ -59,6 +63,7 @@ SPAN_ATTRIBUTES = (
     "mcp.session.id",
     "mcp.protocol.version",
     "mcp.resource.uri",
+    "jsonrpc.request.id",
     "gen_ai.operation.name",
     "gen_ai.tool.name",
     "gen_ai.prompt.name",
@@ -66,7 +71,7 @@ SPAN_ATTRIBUTES = (
     "rpc.response.status_code",
     "network.transport",
 )
-METRICS = ("mcp.server.operation.duration", "mcp.client.operation.duration")
+METRICS = ("mcp.server.operation.duration", "mcp.client.operation.duration", "mcp.server.session.duration")
 METRIC_ATTRIBUTES = (
     "mcp.method.name",
     "mcp.protocol.version",
@@ -156,7 +161,17 @@ class OtelSpans:
             "was sent until the response or ack is received.",
             explicit_bucket_boundaries_advisory=list(BUCKETS),
         )
+        self.session_duration = meter.create_histogram(
+            "mcp.server.session.duration",
+            unit="s",
+            description="The duration of the MCP session as observed on the MCP server.",
+            explicit_bucket_boundaries_advisory=list(SESSION_BUCKETS),
+        )
         self.transports = dict(transports or {})
+
+    def session_ended(self, seconds: float, version: str | None) -> None:
+        """A client's (stateful) session closed after ``seconds``; ``version``: what it negotiated."""
+        self.session_duration.record(seconds, {"mcp.protocol.version": version} if version in VERSIONS else {})
 
     def start(self, call: Call, parent: SpanContext | None) -> _OtelSpan:
         from opentelemetry import trace as api
@@ -175,13 +190,16 @@ class OtelSpans:
         common: dict[str, Any] = {"mcp.method.name": method}
         if method == TOOLS_CALL:
             common["gen_ai.operation.name"] = "execute_tool"
-        version = call.meta.get(META_PROTOCOL_VERSION)
-        if version in MODERN_VERSIONS:  # only a known value (it is the client's input)
+        ctx = call.context
+        version = ctx.protocol_version if ctx is not None else call.meta.get(META_PROTOCOL_VERSION)
+        if version in VERSIONS:  # only a known value (it is the client's input)
             common["mcp.protocol.version"] = version
         server_attrs, server_name = _target(common, method, call.exposed)
         client_attrs, client_name = _target(common, method, call.target)
         if call.session != "stateless":
             server_attrs["mcp.session.id"] = _session_id(call.session)
+        if ctx is not None and ctx.request_id is not None:  # the client's id (the backend's is chosen below)
+            server_attrs["jsonrpc.request.id"] = str(ctx.request_id)[:128]
         transport = self.transports.get(call.backend)
         if transport is not None:
             client_attrs["network.transport"] = transport
