@@ -142,12 +142,14 @@ async def test_errors_set_error_type_and_the_error_status(method, body, error_ty
 
 async def test_the_server_span_names_the_clients_request_id_and_the_negotiated_version():
     obs, exporter, reader = observed()
+    obs.listening("pipe")  # hopline serve --stdio
     ok = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
     c = call("tools/call", "t", "b__t")
     c.context = Context(request_id=7, protocol_version="2025-06-18")
     await Pipeline(calls=obs.calls).run(c, answer(ok))
     client_span, server_span = exporter.get_finished_spans()
     assert server_span.attributes["jsonrpc.request.id"] == "7" and "jsonrpc.request.id" not in client_span.attributes
+    assert server_span.attributes["network.transport"] == "pipe"
     assert server_span.attributes["mcp.protocol.version"] == client_span.attributes["mcp.protocol.version"] == "2025-06-18"
     c = call("tools/call", "t", "b__t")
     c.context = Context(request_id="r-1", protocol_version="1999-01-01")  # not a version: not an attribute
@@ -287,6 +289,7 @@ async def test_a_federation_of_two_real_gateways_exports_one_trace_and_the_opera
     for server in (o_server, i_server):
         attributes = {a.key: a.value.string_value for a in server.attributes}
         assert attributes["mcp.protocol.version"] and attributes["jsonrpc.request.id"] and attributes["mcp.session.id"]
+        assert attributes["network.transport"] == "tcp"  # clients reach hopline serve over HTTP
     assert {a.value.string_value for a in i_client.attributes if a.key == "network.transport"} == {"pipe"}
     assert {a.value.string_value for a in o_client.attributes if a.key == "network.transport"} == {"tcp"}
     metrics = receiver.metrics()

@@ -96,6 +96,10 @@ class Observability:
         if self.metrics is not None:
             self.metrics.list_fetch(backend, method, result)
 
+    def listening(self, transport: str) -> None:
+        """How clients reach this gateway (``tcp``, ``pipe``): the server spans' ``network.transport``."""
+        self.spans.listening(transport)
+
     def session_ended(self, seconds: float, version: str | None) -> None:
         """A client session closed (``mcp.server.session.duration`` when OpenTelemetry is on)."""
         self.spans.session_ended(seconds, version)

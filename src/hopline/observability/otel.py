@@ -168,6 +168,10 @@ class OtelSpans:
             explicit_bucket_boundaries_advisory=list(SESSION_BUCKETS),
         )
         self.transports = dict(transports or {})
+        self.server_transport: str | None = None  # how clients reach hopline (the command says: listening)
+
+    def listening(self, transport: str) -> None:
+        self.server_transport = transport
 
     def session_ended(self, seconds: float, version: str | None) -> None:
         """A client's (stateful) session closed after ``seconds``; ``version``: what it negotiated."""
@@ -198,6 +202,8 @@ class OtelSpans:
         client_attrs, client_name = _target(common, method, call.target)
         if call.session != "stateless":
             server_attrs["mcp.session.id"] = _session_id(call.session)
+        if self.server_transport is not None:
+            server_attrs["network.transport"] = self.server_transport
         if ctx is not None and ctx.request_id is not None:  # the client's id (the backend's is chosen below)
             server_attrs["jsonrpc.request.id"] = str(ctx.request_id)[:128]
         transport = self.transports.get(call.backend)

@@ -27,6 +27,8 @@ class Spans(Protocol):
 
     def session_ended(self, seconds: float, version: str | None) -> None: ...
 
+    def listening(self, transport: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -47,6 +49,9 @@ class NoSpans:
         return _Plain(parent.child() if parent is not None else new_root())
 
     def session_ended(self, seconds: float, version: str | None) -> None:
+        pass
+
+    def listening(self, transport: str) -> None:
         pass
 
     def close(self) -> None:
