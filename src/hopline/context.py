@@ -81,6 +81,8 @@ class Context:
     been answered, one per exchange (``None``: no deadline). ``hops``: the hop sequence
     (draft §12.2; one ``dict`` per intermediary, see :mod:`hopline.observability.hops`).
     ``trace``: the W3C ``traceparent`` the exchange arrived with, or ``None``.
+    ``request_id``: the client's JSON-RPC id. ``protocol_version``: the MCP version the
+    exchange is in (the negotiated one, or the request's own in the 2026-07-28 era), if known.
     """
 
     principal: Principal = ANONYMOUS
@@ -89,6 +91,8 @@ class Context:
     deadline: float | None = None
     hops: list[dict[str, Any]] = field(default_factory=list)
     trace: str | None = None
+    request_id: Any = None
+    protocol_version: str | None = None
 
     def remaining(self, now: float) -> float | None:
         """Seconds left before the deadline at loop time ``now`` (never negative), or ``None``."""

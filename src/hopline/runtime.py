@@ -102,13 +102,39 @@ async def serve_http(
         server_header=False,
         date_header=False,
     )
-    server = uvicorn.Server(config)
+    server = _server(config)
     watcher = asyncio.create_task(_announce(server, on_ready))
     try:
         await server.serve()
     finally:
         watcher.cancel()
         await on_shutdown()
+    server.raise_deferred()
+
+
+def _server(config: Any) -> Any:
+    """A ``uvicorn.Server`` that holds the SIGINT/SIGTERM it catches until :meth:`raise_deferred`.
+
+    uvicorn re-raises a caught signal as ``serve()`` returns, which ended the process before
+    ``on_shutdown`` ran (sessions, backends, the spans and metrics still batched for OTLP
+    were dropped). Re-raised after ``on_shutdown``, the exit status still names the signal."""
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        deferred: list[int] = []
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self.deferred = [*self.deferred, *self._captured_signals]
+            self._captured_signals.clear()
+
+        def raise_deferred(self) -> None:
+            for sig in reversed(self.deferred):
+                signal.raise_signal(sig)
+
+    return Server(config)
 
 
 async def serve_tcp(

@@ -359,6 +359,7 @@ async def test_spans_for_the_request_and_the_backend_call_with_layer_events():
     assert client.parent.span_id == server.context.span_id
     assert parse(seen[0][HOP_PARENT]).span_id == f"{client.context.span_id:016x}"  # the next hop's parent is the backend span
     assert client.attributes["hopline.outcome"] == "unavailable" and client.attributes["gen_ai.tool.name"] == "t"
+    assert client.attributes["error.type"] == "-31001" and server.attributes["gen_ai.tool.name"] == "b__t"
     assert not client.status.is_ok
     assert [e.name for e in spans[2].events] == ["breaker.rejected"] and spans[2].attributes["hopline.outcome"] == "circuit_open"
     assert all("s3cr3t" not in str(s.attributes) for s in spans)
@@ -371,7 +372,9 @@ async def test_spans_are_exported_over_otlp_http_when_an_endpoint_is_configured(
 
     class Collector(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
-            received.append(self.rfile.read(int(self.headers["content-length"])))
+            body = self.rfile.read(int(self.headers["content-length"]))
+            if self.path == "/v1/traces":  # metrics go to /v1/metrics (tests/observability/test_otel_conventions.py)
+                received.append(body)
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")
             self.end_headers()

@@ -86,7 +86,7 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         return 1
 
     async def main() -> int:
-        gateway = _started(config)
+        gateway = _started(config, "tcp")
         if gateway is None:
             return 1
         await gateway.prime()
@@ -193,7 +193,7 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         return 1
 
     async def main() -> int:
-        gateway = _started(config)
+        gateway = _started(config, "pipe")
         if gateway is None:
             return 1
         await gateway.prime()
@@ -218,13 +218,15 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
     return runtime.run(main())
 
 
-def _started(config: GatewayConfig) -> Gateway | None:
-    """The gateway, started (inside the event loop); None, said why, if the configuration builds none."""
+def _started(config: GatewayConfig, transport: str) -> Gateway | None:
+    """The gateway, started (inside the event loop); None, said why, if the configuration builds none.
+    ``transport``: the clients' ``network.transport`` (``tcp`` over HTTP, ``pipe`` over stdio)."""
     try:
         gateway = Gateway(config)
     except (ConfigError, ValueError) as exc:
         runtime.announce(f"hopline serve: {exc}")
         return None
+    gateway.observability.listening(transport)
     gateway.start()
     return gateway
 

@@ -96,6 +96,14 @@ class Observability:
         if self.metrics is not None:
             self.metrics.list_fetch(backend, method, result)
 
+    def listening(self, transport: str) -> None:
+        """How clients reach this gateway (``tcp``, ``pipe``): the server spans' ``network.transport``."""
+        self.spans.listening(transport)
+
+    def session_ended(self, seconds: float, version: str | None) -> None:
+        """A client session closed (``mcp.server.session.duration`` when OpenTelemetry is on)."""
+        self.spans.session_ended(seconds, version)
+
     def close(self) -> None:
         """Flush and stop span export (blocking: run it in a thread at shutdown)."""
         self.spans.close()
@@ -113,6 +121,7 @@ def build(
     binding: Binding = MCP_HANDSHAKE,
     registry: CollectorRegistry | None = None,
     exporter: Any = None,
+    metric_reader: Any = None,
 ) -> Observability:
     o = config.observability
     hops = None
@@ -136,6 +145,8 @@ def build(
             sample_ratio=o.otel.sample_ratio,
             instance=hops.instance if hops is not None else None,
             exporter=exporter,
+            metric_reader=metric_reader,
+            transports={name: "pipe" if b.command else "tcp" for name, b in config.backends.items()},
         )
     metrics = admin = None
     if o.metrics.port is not None or registry is not None:

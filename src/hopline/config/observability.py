@@ -71,12 +71,13 @@ class LogsConfig(Section):
 
 
 class OtelConfig(Section):
-    """OpenTelemetry spans exported over OTLP/HTTP (needs the `otel` extra)."""
+    """OpenTelemetry spans and metrics exported over OTLP/HTTP, named by the MCP semantic conventions (needs the
+    `otel` extra)."""
 
     endpoint: str | None = Field(
         None,
         description="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces; a base URL (http://127.0.0.1:4318) "
-        "gets /v1/traces appended; absent: no spans exported.",
+        "gets /v1/traces appended; metrics go to its /v1/metrics sibling; absent: nothing exported.",
     )
     headers: dict[str, str] = Field(
         default_factory=dict, description="Headers for the OTLP endpoint (use ${VAR} for tokens)."

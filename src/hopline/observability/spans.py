@@ -25,6 +25,10 @@ class Span(Protocol):
 class Spans(Protocol):
     def start(self, call: Call, parent: SpanContext | None) -> Span: ...
 
+    def session_ended(self, seconds: float, version: str | None) -> None: ...
+
+    def listening(self, transport: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -43,6 +47,12 @@ class NoSpans:
 
     def start(self, call: Call, parent: SpanContext | None) -> Span:
         return _Plain(parent.child() if parent is not None else new_root())
+
+    def session_ended(self, seconds: float, version: str | None) -> None:
+        pass
+
+    def listening(self, transport: str) -> None:
+        pass
 
     def close(self) -> None:
         pass

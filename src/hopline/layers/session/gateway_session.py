@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -86,6 +87,8 @@ class GatewaySession(BackendLinks, ListComposer):
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
         self.acting_for: str | None = None  # a request handed over by another replica: its client session
+        self.protocol_version: str | None = None  # what initialize negotiated (telemetry)
+        self.opened = time.monotonic()  # for mcp.server.session.duration
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -123,10 +126,10 @@ class GatewaySession(BackendLinks, ListComposer):
         timeout = self.hub.settings.listen.request_timeout
         if meta is None:
             meta = message.meta
+        version = meta.get(META_PROTOCOL_VERSION) if meta else None
         if not self.stateful:
             era = Era.MODERN
         else:
-            version = meta.get(META_PROTOCOL_VERSION) if meta else None
             era = Era.HANDSHAKE if version is None else era_of_version(version)
         return Context(
             self.principal,
@@ -135,6 +138,8 @@ class GatewaySession(BackendLinks, ListComposer):
             None if timeout is None else running_loop().time() + timeout,
             hops if hops is not None else [],
             meta.get("traceparent") if meta else None,
+            message.id,
+            version if isinstance(version, str) else self.protocol_version,
         )
 
     async def _pass_on(self, message: Message, ctx: Context) -> Message:
@@ -162,6 +167,7 @@ class GatewaySession(BackendLinks, ListComposer):
             reverse=g.routes.reverse,
             starting=any(still_starting(s) for s in backends.values()),
         )
+        self.protocol_version = value.get("protocolVersion")
         return result(message.id, value)
 
     async def _discover(self, message: Message, ctx: Context) -> Message:
@@ -625,6 +631,8 @@ class GatewaySession(BackendLinks, ListComposer):
         self.hub.sessions.discard(self)
         if self.sharer is not None:
             self.hub.sharing.forget(self)  # the backend sessions of a principal that was this session alone
+        if self.stateful:
+            self.hub.observability.session_ended(time.monotonic() - self.opened, self.protocol_version)
         if not self.stateful and not self._owned and not self._reconnecting:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
         for task in list(self._reconnecting.values()):
