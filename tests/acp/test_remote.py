@@ -11,6 +11,7 @@ stdio test proxy in front of the remote agent (a chain mixing both).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from acp import connect_to_agent, text_block
 from acp.ws import create_websocket_stream
-from acp_harness import PEERS, PY, ROOT, RawClient, conductor_argv, peer, proxy, text_of
+from acp_harness import NODE_DIR, PEERS, PY, ROOT, RawClient, conductor_argv, peer, proxy, require_node, text_of
 from test_python_sdk import RecordingClient
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
@@ -237,3 +238,65 @@ async def test_non_loopback_listen_needs_a_token():
     _, err = await asyncio.wait_for(process.communicate(), WAIT)
     assert process.returncode == 2
     assert b"needs a bearer token" in err
+
+
+def test_a_file_names_a_remote_component_by_its_url_and_check_shows_no_credentials():
+    import yaml
+
+    from hopline.acp import settings
+    from hopline.config.load import parse_config
+
+    config = parse_config(
+        yaml.safe_dump(
+            {
+                "backends": {},
+                "acp": {
+                    "components": [
+                        {"command": "python", "args": ["p.py"]},
+                        {"command": "wss://u:pw@agents.example:8443/acp"},
+                    ]
+                },
+            }
+        )
+    )
+    chain = settings.from_config(config)
+    remote = chain.components[1]
+    assert (remote.url, remote.argv, remote.name) == ("wss://u:pw@agents.example:8443/acp", (), "agents.example:8443")
+    lines = settings.explain(config)
+    assert lines[-1] == "  2. agents.example:8443 (remote over WebSocket, agent): wss://agents.example:8443"
+    assert "pw" not in "\n".join(lines)
+    with pytest.raises(ValueError, match="is remote"):
+        settings.from_config(
+            parse_config(
+                yaml.safe_dump({"backends": {}, "acp": {"components": [{"command": "ws://h/acp", "cwd": "/tmp"}]}})
+            )
+        )
+
+
+async def test_a_remote_components_credentials_stay_out_of_errors(conductor, unused_tcp_port):
+    client: RawClient = await conductor(f"ws://user:pw-secret@127.0.0.1:{unused_tcp_port}/acp")
+    answer, _ = await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert f"cannot reach ws://127.0.0.1:{unused_tcp_port}/acp" in answer["error"]["message"]
+    await client.close()
+    assert "pw-secret" not in str(answer) + "".join(client.stderr)
+
+
+async def test_typescript_sdk_websocket_editor_through_a_stdio_proxy(listening, remote_agent):
+    require_node()
+    conductor = await listening(proxy("d1", "T"), remote_agent)
+    node = await asyncio.create_subprocess_exec(
+        "node",
+        "--experimental-websocket",
+        str(NODE_DIR / "ts_ws_client.mjs"),
+        f"ws://127.0.0.1:{conductor.port}/acp",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=NODE_DIR,
+    )
+    out, err = await asyncio.wait_for(node.communicate(), WAIT * 2)
+    assert node.returncode == 0, err.decode()
+    assert json.loads(out) == {
+        "agent": "sdk-echo-agent",
+        "stop": "end_turn",
+        "texts": ["[T] echo 0: from ts over ws", "[T] echo 1: from ts over ws"],
+    }

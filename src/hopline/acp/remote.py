@@ -118,16 +118,25 @@ async def connect(url: str, name: str, *, max_size: int = MAX_MESSAGE, token: st
     from websockets.exceptions import InvalidStatus, WebSocketException
 
     headers = {"Authorization": f"Bearer {token}"} if token else None
+    shown = shown_url(url)
     try:
         ws = await asyncio.wait_for(
             ws_connect(url, max_size=max_size, additional_headers=headers, open_timeout=None, ping_interval=20),
             CONNECT_TIMEOUT,
         )
     except InvalidStatus as exc:
-        raise ChannelClosed(f"{name}: {url} refused the WebSocket (HTTP {exc.response.status_code})") from None
+        raise ChannelClosed(f"{name}: {shown} refused the WebSocket (HTTP {exc.response.status_code})") from None
     except (OSError, asyncio.TimeoutError, WebSocketException) as exc:
-        raise ChannelClosed(f"{name}: cannot reach {url}: {type(exc).__name__}: {exc}") from None
+        detail = str(exc).replace(url, shown)
+        raise ChannelClosed(f"{name}: cannot reach {shown}: {type(exc).__name__}: {detail}") from None
     return WebSocketChannel(ws, name)
+
+
+def shown_url(url: str) -> str:
+    """The URL without its user information (``user:password@``), for logs and errors."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{authority.rpartition('@')[2]}{slash}{path}"
 
 
 def is_loopback(host: str) -> bool:
