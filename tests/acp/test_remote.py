@@ -259,6 +259,11 @@ def test_a_file_names_a_remote_component_by_its_url_and_check_shows_no_credentia
             }
         )
     )
+    from hopline.config.extras import needed
+
+    assert needed(config) == [
+        (("acp", "components", 1, "command"), "a remote ACP component (over WebSocket) needs", "acp")
+    ]
     chain = settings.from_config(config)
     remote = chain.components[1]
     assert (remote.url, remote.argv, remote.name) == ("wss://u:pw@agents.example:8443/acp", (), "agents.example:8443")

@@ -30,6 +30,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "auth": (("pyjwt",), ("jwt", "cryptography")),
     "cel": (("common-expression-language",), ("cel",)),
+    "acp": (("websockets",), ("websockets.asyncio.client",)),
 }
 
 
@@ -91,6 +92,11 @@ def needed(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str, st
         out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
     if _map(data.get("auth")).get("issuers"):
         out.append((("auth", "issuers"), "JWT validation needs", "auth"))
+    components = _map(data.get("acp")).get("components")
+    for i, component in enumerate(components if isinstance(components, list) else ()):
+        command = _map(component).get("command")
+        if isinstance(command, str) and command.lower().startswith(("ws://", "wss://")):
+            out.append((("acp", "components", i, "command"), "a remote ACP component (over WebSocket) needs", "acp"))
     return out
 
 
