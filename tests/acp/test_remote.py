@@ -107,8 +107,10 @@ async def listening():
 # -- the conductor reaches a remote agent ----------------------------------------------------------
 
 
-async def test_stdio_editor_reaches_a_remote_sdk_agent_behind_a_stdio_proxy(conductor, remote_agent):
-    client: RawClient = await conductor(proxy("d4", "P"), remote_agent)
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_stdio_editor_reaches_a_remote_sdk_agent_behind_a_stdio_proxy(conductor, remote_agent, scheme):
+    # the same agent, over the RFD's WebSocket profile or its Streamable HTTP one (POST + one GET stream)
+    client: RawClient = await conductor(proxy("d4", "P"), remote_agent.replace("ws://", f"{scheme}://"))
     init = await client.initialize()
     assert init["result"]["agentInfo"]["name"] == "sdk-echo-agent"
     sessions = [await client.new_session(), await client.new_session()]

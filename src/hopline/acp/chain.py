@@ -16,8 +16,9 @@ A component is a command (spawned as a process) or a hopline built-in run in
 process (``builtin``: :data:`BUILTINS`, e.g. ``gateway``, :mod:`hopline.acp.gateway`);
 a command may carry its own ``env`` (added to the conductor's) and ``cwd``. A
 component given as a ``ws://`` or ``wss://`` URL (``url``) is a remote agent or
-proxy reached over WebSocket (:mod:`hopline.acp.remote`); a chain may mix them
-with commands.
+proxy reached over WebSocket (:mod:`hopline.acp.remote`), an ``http://`` or
+``https://`` one over Streamable HTTP (:mod:`hopline.acp.remote_http`); a chain
+may mix them with commands.
 
 ``--on-crash``: ``fail`` (default), ``bypass`` (route around a dead proxy; the
 terminal agent cannot be routed around, so for it this means ``fail``) or
@@ -43,7 +44,7 @@ GATEWAY = "gateway"
 # sampling and elicitation requests; the client's notifications); the conductor translates
 # for consumers that speak d5.
 BUILTINS = {GATEWAY: ("hopline-gateway", "d4")}
-REMOTE_SCHEMES = ("ws://", "wss://")
+REMOTE_SCHEMES = ("ws://", "wss://", "http://", "https://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +57,7 @@ class Component:
     cwd: str | None = None
     builtin: str | None = None  # a hopline built-in run in process (argv is empty)
     on_crash: str | None = None  # None: the chain's policy
-    url: str | None = None  # a remote component (ws:// or wss://; argv is empty)
+    url: str | None = None  # a remote component (ws(s):// or http(s)://; argv is empty)
 
 
 @dataclass(frozen=True, slots=True)

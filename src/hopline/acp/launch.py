@@ -99,6 +99,10 @@ class Launcher:
 
     async def __call__(self, component: Component) -> Channel:
         if component.url is not None:
+            if component.url.lower().startswith(("http://", "https://")):
+                from hopline.acp.remote_http import AcpHttpChannel
+
+                return AcpHttpChannel(component.url, component.name)
             from hopline.acp.remote import connect
 
             return await connect(component.url, component.name)
