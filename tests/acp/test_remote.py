@@ -307,3 +307,55 @@ async def test_typescript_sdk_websocket_editor_through_a_stdio_proxy(listening, 
         "stop": "end_turn",
         "texts": ["[T] echo 0: from ts over ws", "[T] echo 1: from ts over ws"],
     }
+
+
+class StdioBridge:
+    """A small WebSocket↔stdio bridge (the same library as hopline's side): every connection runs
+    its own ``sdk_agent.py`` process; when the process exits, its WebSocket is closed."""
+
+    def __init__(self) -> None:
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def handle(self, ws) -> None:
+        agent = await asyncio.create_subprocess_exec(
+            PY, str(PEERS / "sdk_agent.py"), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT
+        )
+        self.processes.append(agent)
+
+        async def inbound() -> None:
+            try:
+                async for frame in ws:
+                    agent.stdin.write(frame.encode() + b"\n")
+                    await agent.stdin.drain()
+            finally:
+                agent.stdin.close()  # the WebSocket is gone: the agent's input ends, it exits
+
+        pump = asyncio.create_task(inbound())
+        try:
+            while line := await agent.stdout.readline():
+                await ws.send(line.decode().rstrip("\n"))
+        finally:
+            pump.cancel()
+            await ws.close(1011, "agent exited")
+            if agent.returncode is None:
+                agent.kill()
+            await agent.wait()
+
+
+async def test_a_remote_agent_that_drops_is_reconnected_and_given_its_sessions_back(conductor):
+    from websockets.asyncio.server import serve
+
+    bridge = StdioBridge()
+    async with serve(bridge.handle, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        options = ("--on-crash", "restart", "--restart-backoff", "0")
+        client: RawClient = await conductor(proxy("d4", "R"), f"ws://127.0.0.1:{port}/acp", options=options)
+        await client.initialize()
+        sid = await client.new_session()
+        answer, _ = await client.prompt(sid, "crash")  # the agent behind the WebSocket exits: the socket closes
+        assert answer["error"]["data"] == {"backend": f"127.0.0.1:{port}", "reason": "exited"}
+        answer, before = await client.prompt(sid, "after")  # a new WebSocket, session/load, then the prompt
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert [text_of(m) for m in before] == ["[R] echo: after"]
+        assert len(bridge.processes) == 2
+        await client.close()
