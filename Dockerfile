@@ -7,7 +7,7 @@
 #   docker run --rm -p 127.0.0.1:8000:8000 hopline:0.1.0            the demo at http://127.0.0.1:8000/mcp
 #
 # EXTRAS: pyproject.toml's optional extras, comma-separated (search, code, redis, otel, auth,
-# cel), `all`, or empty for none. The default, redis,auth, runs the configuration the image
+# cel, signin, acp), `all`, or empty for none. The default, redis,auth, runs the configuration the image
 # ships (examples/container.yaml: alone, no Redis, no variables), replicas sharing state in
 # Redis (examples/replicas.yaml, which deploy/kubernetes/ mounts) and JWT issuers. NODE=true adds
 # Debian's Node.js and npm, for backends started with `npx` (they fetch their package at start,
@@ -54,8 +54,8 @@ RUN if [ "$NODE" = true ]; then \
 # hadolint ignore=DL3013
 RUN IFS=, && set -- $EXTRAS && unset IFS \
     && for extra; do \
-        case "$extra" in search|code|redis|otel|auth|cel|all) ;; \
-        *) echo "EXTRAS: no extra '$extra' (search, code, redis, otel, auth, cel or all)" >&2; exit 2 ;; esac; \
+        case "$extra" in search|code|redis|otel|auth|cel|signin|acp|all) ;; \
+        *) echo "EXTRAS: no extra '$extra' (search, code, redis, otel, auth, cel, signin, acp or all)" >&2; exit 2 ;; esac; \
     done \
     && python -m venv /opt/hopline \
     && set -- /wheels/hopline-*.whl \

@@ -14,7 +14,11 @@ is learned from the agent's ``initialize`` answer and from how servers are decla
 
 A component is a command (spawned as a process) or a hopline built-in run in
 process (``builtin``: :data:`BUILTINS`, e.g. ``gateway``, :mod:`hopline.acp.gateway`);
-a command may carry its own ``env`` (added to the conductor's) and ``cwd``.
+a command may carry its own ``env`` (added to the conductor's) and ``cwd``. A
+component given as a ``ws://`` or ``wss://`` URL (``url``) is a remote agent or
+proxy reached over WebSocket (:mod:`hopline.acp.remote`), an ``http://`` or
+``https://`` one over Streamable HTTP (:mod:`hopline.acp.remote_http`); a chain
+may mix them with commands.
 
 ``--on-crash``: ``fail`` (default), ``bypass`` (route around a dead proxy; the
 terminal agent cannot be routed around, so for it this means ``fail``) or
@@ -40,6 +44,7 @@ GATEWAY = "gateway"
 # sampling and elicitation requests; the client's notifications); the conductor translates
 # for consumers that speak d5.
 BUILTINS = {GATEWAY: ("hopline-gateway", "d4")}
+REMOTE_SCHEMES = ("ws://", "wss://", "http://", "https://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,7 @@ class Component:
     cwd: str | None = None
     builtin: str | None = None  # a hopline built-in run in process (argv is empty)
     on_crash: str | None = None  # None: the chain's policy
+    url: str | None = None  # a remote component (ws(s):// or http(s)://; argv is empty)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +152,14 @@ def build(
             if not argv:
                 raise ValueError(f"component {i} has an empty command")
             spec = Component(name="", argv=argv, proxy=True)
+        if spec.url is None and len(spec.argv) == 1 and spec.argv[0].lower().startswith(REMOTE_SCHEMES):
+            spec = replace(spec, argv=(), url=spec.argv[0])  # a URL alone: a remote component
+        if spec.url is not None and (spec.env or spec.cwd):
+            raise ValueError(f"component {i} ({spec.url}) is remote: `env` and `cwd` apply to commands only")
         if spec.builtin is not None and spec.builtin in BUILTINS:
             base, own_dialect = spec.name or BUILTINS[spec.builtin][0], BUILTINS[spec.builtin][1]
+        elif spec.url is not None:
+            base, own_dialect = spec.name or _url_name(spec.url), None
         else:
             base, own_dialect = spec.name or _display_name(spec.argv), None
         is_proxy = mode == PROXY_MODE or i < len(commands)
@@ -166,6 +178,12 @@ def build(
         restart_attempts=restart_attempts,
         **settings,
     )
+
+
+def _url_name(url: str) -> str:
+    """``wss://agent.example:8443/acp?x`` → ``agent.example:8443`` (no credentials, path or query)."""
+    rest = url.split("://", 1)[1]
+    return rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2] or url
 
 
 def _display_name(argv: tuple[str, ...]) -> str:

@@ -13,7 +13,10 @@ file's ``acp:`` section (the command line wins; :mod:`hopline.acp.settings`);
 first proxy, so every session gets the gateway's tools (:mod:`hopline.acp.gateway`).
 ``--mcp-bridge`` puts hopline's MCP-over-ACP bridge (:mod:`hopline.acp.bridge`)
 right before the agent, for agents that cannot consume ACP-transport MCP
-servers themselves. Top-level imports stay light: ``hopline --help`` imports this.
+servers themselves. ``--listen [HOST:]PORT`` serves editors over WebSocket on
+``ws://HOST:PORT/acp`` instead of stdio (:mod:`hopline.acp.remote`): each
+connection gets its own chain. A component given as a ``ws://``/``wss://`` URL is
+reached over WebSocket. Top-level imports stay light: ``hopline --help`` imports this.
 """
 
 from __future__ import annotations
@@ -82,6 +85,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--trace", metavar="FILE", help="append one JSON line per routed message (from, to, method, id, dialect)"
     )
     parser.add_argument(
+        "--listen",
+        metavar="[HOST:]PORT",
+        help="serve editors over WebSocket on ws://HOST:PORT/acp instead of stdio (HOST 127.0.0.1 unless given; "
+        "port 0 picks one and prints it); each connection gets its own chain",
+    )
+    parser.add_argument(
+        "--origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with --listen: a browser Origin allowed to connect (repeatable); connections carrying any other "
+        "Origin are refused (403), those without one (editors, not browsers) are accepted",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        default=16,
+        metavar="N",
+        help="with --listen: editors connected at once (503 above; default 16)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=_positive_int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="with --listen: the largest WebSocket message accepted (the connection is closed with 1009 above; "
+        "default 4 MiB)",
+    )
+    parser.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help="with --listen: require `Authorization: Bearer <token>`, the token read from environment variable NAME "
+        "(required to listen on a non-loopback address)",
+    )
+    parser.add_argument(
         "components",
         nargs="*",
         metavar="COMMAND",
@@ -117,7 +155,76 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from hopline.runtime import run as run_loop
 
+    if getattr(args, "listen", None):
+        try:
+            listener = _listener(args, chosen)
+        except ValueError as exc:
+            logging.getLogger("hopline.acp").error("%s", exc)
+            return 2
+        return run_loop(_listen(listener))
     return run_loop(_serve(chosen))
+
+
+def _listener(args: argparse.Namespace, chosen: Plan):
+    import os
+
+    from hopline.acp.remote import Listener
+
+    host, sep, port_text = args.listen.rpartition(":")
+    host = host.strip("[]") if sep else "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"--listen {args.listen!r}: expected [HOST:]PORT") from None
+    token = None
+    if args.token_env:
+        token = os.environ.get(args.token_env)
+        if not token:
+            raise ValueError(f"--token-env {args.token_env}: the environment variable is not set or empty")
+
+    async def conduct(channel) -> None:
+        from hopline.acp.conductor import Conductor
+        from hopline.acp.launch import Launcher
+        from hopline.acp.message_trace import TraceWriter
+
+        tracer = TraceWriter(chosen.trace) if chosen.trace else None
+        launcher = Launcher(chosen.chain, chosen.config)
+        try:
+            await Conductor(chosen.chain, channel, spawn=launcher, tracer=tracer).run()
+        finally:
+            await launcher.aclose()
+            if tracer is not None:
+                tracer.close()
+
+    return Listener(
+        conduct,
+        host=host,
+        port=port,
+        origins=tuple(args.origin),
+        max_connections=args.max_connections,
+        max_size=args.max_message_bytes,
+        token=token,
+    )
+
+
+async def _listen(listener) -> int:
+    import asyncio
+    import signal
+
+    port = await listener.start()
+    shown = f"[{listener.host}]" if ":" in listener.host else listener.host
+    print(f"hopline acp: listening on ws://{shown}:{port}/acp", file=sys.stderr, flush=True)
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main.cancel)  # type: ignore[union-attr]
+    try:
+        await listener.serve_forever()
+    except asyncio.CancelledError:
+        return 0
+    finally:
+        await listener.aclose()
+    return 0
 
 
 async def _serve(chosen: Plan) -> int:

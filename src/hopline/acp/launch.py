@@ -98,6 +98,14 @@ class Launcher:
         self._gateway: Any = None
 
     async def __call__(self, component: Component) -> Channel:
+        if component.url is not None:
+            if component.url.lower().startswith(("http://", "https://")):
+                from hopline.acp.remote_http import AcpHttpChannel
+
+                return AcpHttpChannel(component.url, component.name)
+            from hopline.acp.remote import connect
+
+            return await connect(component.url, component.name)
         if component.builtin is None:
             return await spawn_stdio(component, self.chain.env)
         if component.builtin == GATEWAY:

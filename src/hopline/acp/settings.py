@@ -164,6 +164,10 @@ def describe(chain: Chain, written: dict[str, str] | None = None) -> list[str]:
             role += f", on_crash {c.on_crash}"
         if c.builtin is not None:
             lines.append(f"  {n}. {c.name} (built-in {c.builtin}, {role})")
+        elif c.url is not None:
+            scheme = c.url.split("://", 1)[0]
+            over = "Streamable HTTP" if scheme.lower().startswith("http") else "WebSocket"
+            lines.append(f"  {n}. {c.name} (remote over {over}, {role}): {scheme}://{c.name}")
         else:
             shown = redact_args(c.argv)  # literal credentials hidden; values from ${VAR} shown as written
             argv = [(written or {}).get(a, shown[i]) for i, a in enumerate(c.argv)]

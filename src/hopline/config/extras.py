@@ -31,6 +31,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "auth": (("pyjwt",), ("jwt", "cryptography")),
     "cel": (("common-expression-language",), ("cel",)),
     "signin": (("authlib", "joserfc", "pyjwt"), ("authlib.oauth2", "joserfc", "jwt", "cryptography")),
+    "acp": (("websockets",), ("websockets.asyncio.client",)),
 }
 
 
@@ -92,8 +93,13 @@ def needed(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str, st
         out.append((("observability", "otel", "endpoint"), "exporting spans needs", "otel"))
     if _map(data.get("auth")).get("issuers"):
         out.append((("auth", "issuers"), "JWT validation needs", "auth"))
-    if config.auth is not None and config.auth.signin is not None:
+    if _map(data.get("auth")).get("signin") is not None:
         out.append((("auth", "signin"), "the sign-in authorization server needs", "signin"))
+    components = _map(data.get("acp")).get("components")
+    for i, component in enumerate(components if isinstance(components, list) else ()):
+        command = _map(component).get("command")
+        if isinstance(command, str) and command.lower().startswith(("ws://", "wss://")):
+            out.append((("acp", "components", i, "command"), "a remote ACP component (over WebSocket) needs", "acp"))
     return out
 
 
