@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from hopline.config.section import PROBLEMS, Loc, Section, raise_problems  # noqa: F401 (re-exported)
+from hopline.config.section import PROBLEMS, Loc, Section, http_parts, raise_problems  # noqa: F401 (re-exported)
 from hopline.config.acp import AcpConfig
 from hopline.config.auth import AuthConfig
 from hopline.config.observability import ObservabilityConfig
@@ -168,13 +168,7 @@ class BackendConfig(_Section):
     @classmethod
     def _http_url(cls, url: str | None) -> str | None:
         if url is not None:
-            try:
-                parts = urlsplit(url)
-                parts.port  # noqa: B018 - raises ValueError when out of range
-            except ValueError:
-                parts = None
-            if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError("must be an http:// or https:// URL with a host (and a valid port, if any)")
+            http_parts(url)
         return url
 
     @field_validator("inherit_env", mode="before")

@@ -8,6 +8,8 @@ imported by the schema without a cycle.
 
 from __future__ import annotations
 
+from urllib.parse import SplitResult, urlsplit
+
 from pydantic import BaseModel, ConfigDict
 from pydantic_core import PydanticCustomError
 
@@ -26,3 +28,16 @@ def raise_problems(problems: list[tuple[Loc, str]]) -> None:
     if problems:
         summary = "; ".join(f"{'.'.join(map(str, loc)) or '(here)'}: {msg}" for loc, msg in problems)
         raise PydanticCustomError(PROBLEMS, "{summary}", {"summary": summary, "problems": problems})
+
+
+def http_parts(url: str) -> SplitResult:
+    """``url`` split, if it is an http:// or https:// URL with a host and a valid port (if
+    any); ValueError saying so otherwise (a field validator's message)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError when out of range
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host (and a valid port, if any)")
+    return parts

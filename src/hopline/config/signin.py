@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from hopline.config.section import Loc, Section, raise_problems
+from hopline.config.section import Loc, Section, http_parts, raise_problems
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
@@ -47,13 +47,7 @@ def _is_loopback(host: str) -> bool:
 
 def _endpoint(url: str) -> str:
     """An http(s) URL hopline calls: https, or http on loopback only."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError when out of range
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
+    parts = http_parts(url)
     if parts.scheme == "http" and not _is_loopback(parts.hostname):
         raise ValueError("must use https (plain http is allowed for loopback addresses only)")
     return url
