@@ -46,8 +46,9 @@ def test_the_documented_target_forms_parse(argv, target, headers):
     assert args.target == target and args.header == headers and args.port == 1
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sdk_http():
+    """The official SDK's HTTP server, one for the module: the relays in front of it only talk to it."""
     proc, url = start_sdk_http()
     yield url
     stop(proc)
