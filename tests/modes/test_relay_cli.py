@@ -46,9 +46,8 @@ def test_the_documented_target_forms_parse(argv, target, headers):
     assert args.target == target and args.header == headers and args.port == 1
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def sdk_http():
-    """The official SDK's HTTP server, one for the module: the relays in front of it only talk to it."""
     proc, url = start_sdk_http()
     yield url
     stop(proc)
