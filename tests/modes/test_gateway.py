@@ -16,7 +16,7 @@ import pytest
 import yaml
 from mcp import MCPError, StdioServerParameters
 
-from tests.conftest import PY, SERVERS
+from tests.conftest import PY, SERVERS, _launcher, _stop_all
 from tests.peers import MODES, bounded, client, exercise, text_of
 
 DEMO = [PY, "-m", "hopline.demo"]
@@ -30,9 +30,14 @@ def write_config(tmp_path, backends: dict, **top) -> str:
     return str(path)
 
 
-@pytest.fixture
-def two_backends(tmp_path, hopline_serve):
-    return hopline_serve(write_config(tmp_path, {"sdk": (SDK, {}), "demo": (DEMO, {})}))
+@pytest.fixture(scope="module")
+def two_backends(tmp_path_factory):
+    # One gateway for the module's read-only tests: each talks through sessions of its own (and the
+    # concurrency test checks that they never cross), so one process serves them all; the
+    # no-children-left check runs once, at the end.
+    launch, started = _launcher("serve", "--lazy")
+    yield launch(write_config(tmp_path_factory.mktemp("two_backends"), {"sdk": (SDK, {}), "demo": (DEMO, {})}))
+    _stop_all(started)
 
 
 @pytest.mark.req("DUAL-HANDSHAKE")

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from mcp import MCPError
 
-from tests.conftest import PY, SERVERS
+from tests.conftest import PY, SERVERS, _launcher, _stop_all
 from tests.peers import MODES, bounded, client, eventually
 
 NODE = shutil.which("node")
@@ -44,11 +44,22 @@ def records(tmp_path) -> dict[str, Path]:
     return {b: tmp_path / f"{b}.log" for b in ("a", "b")}
 
 
-@pytest.fixture
-def gateway(tmp_path, hopline_serve, records):
-    path = tmp_path / "gateway.yaml"
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One Forward gateway over the A and B backends for the module, and its backends' records: the
+    tests only read through it, and only the subscription test writes (and reads) the records."""
+    tmp = tmp_path_factory.mktemp("apps")
+    records = {b: tmp / f"{b}.log" for b in ("a", "b")}
+    path = tmp / "gateway.yaml"
     path.write_text(yaml.safe_dump({"backends": {"a": apps_backend("A", records["a"]), "b": apps_backend("B", records["b"])}}))
-    return hopline_serve(str(path))
+    launch, started = _launcher("serve", "--lazy")
+    yield launch(str(path)), records
+    _stop_all(started)
+
+
+@pytest.fixture(scope="module")
+def gateway(shared):
+    return shared[0]
 
 
 def html(label: str, page: str | None = None) -> str:
@@ -125,7 +136,8 @@ async def test_a_ui_uri_the_gateway_did_not_hand_out_is_refused_like_an_unknown_
 
 
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")  # handshake-era methods, on purpose
-async def test_a_subscription_to_an_app_reaches_its_own_backend_under_the_backends_uri(gateway, records):
+async def test_a_subscription_to_an_app_reaches_its_own_backend_under_the_backends_uri(shared):
+    gateway, records = shared
     async with client(gateway.url, "legacy") as c:
         await bounded(c.subscribe_resource("ui://b__view/app.html"))
         await bounded(c.unsubscribe_resource("ui://b__view/app.html"))

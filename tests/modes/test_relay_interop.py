@@ -17,22 +17,44 @@ from mcp import StdioServerParameters
 from mcp.client.session import ClientSession
 from mcp.client.sse import sse_client
 
-from tests.conftest import PY, SERVERS, sdk_server_cmd
+from tests.conftest import PY, SERVERS, _launcher, _stop_all, sdk_server_cmd
 from tests.peers import MODES, bounded, client, exercise, start_sdk_http, stop, text_of
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def sdk_http_server():
+    """The official SDK's Streamable HTTP server, one per set of flags for the module: each test
+    talks to it through sessions of its own (or none, ``--stateless``)."""
     procs: list[subprocess.Popen] = []
+    urls: dict[tuple[str, ...], str] = {}
 
     def launch(*flags: str) -> str:
-        proc, url = start_sdk_http(*flags)
-        procs.append(proc)
-        return url
+        if flags not in urls:
+            proc, urls[flags] = start_sdk_http(*flags)
+            procs.append(proc)
+        return urls[flags]
 
     yield launch
     for proc in procs:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def sdk_relay():
+    """``hopline relay -- sdk_server.py stdio``, one for the module: each client session gets a
+    backend child of its own, so the tests that only talk through it share the process."""
+    launch, started = _launcher("relay")
+    yield launch("--", *sdk_server_cmd())
+    _stop_all(started)
+
+
+@pytest.fixture(scope="module")
+def http_relay(sdk_http_server):
+    """``hopline relay URL`` in front of the module's SDK HTTP server: (relay, backend URL)."""
+    launch, started = _launcher("relay")
+    url = sdk_http_server()
+    yield launch(url), url
+    _stop_all(started)
 
 
 async def direct_baseline(mode: str) -> dict:
@@ -43,8 +65,8 @@ async def direct_baseline(mode: str) -> dict:
 @pytest.mark.req("L1-MUST")
 @pytest.mark.req("RELAY-NO-INSPECT")
 @pytest.mark.parametrize("mode", MODES)
-async def test_stdio_server_to_http_client_equals_direct(hopline_relay, mode):
-    relay = hopline_relay("--", *sdk_server_cmd())
+async def test_stdio_server_to_http_client_equals_direct(sdk_relay, mode):
+    relay = sdk_relay
     async with client(relay.url, mode) as c:
         through = await bounded(exercise(c))
         assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
@@ -52,8 +74,8 @@ async def test_stdio_server_to_http_client_equals_direct(hopline_relay, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_sampling_elicitation_roots_progress_pass_through(hopline_relay, mode):
-    relay = hopline_relay("--", *sdk_server_cmd())
+async def test_sampling_elicitation_roots_progress_pass_through(sdk_relay, mode):
+    relay = sdk_relay
     seen: list[float] = []
 
     async def on_progress(progress, total, message):
@@ -67,16 +89,16 @@ async def test_sampling_elicitation_roots_progress_pass_through(hopline_relay, m
     assert seen == [1, 2, 3]
 
 
-async def test_legacy_direct_server_requests_pass_through(hopline_relay):
+async def test_legacy_direct_server_requests_pass_through(sdk_relay):
     """sample_direct/elicit_direct send real server→client requests (handshake era)."""
-    relay = hopline_relay("--", *sdk_server_cmd())
+    relay = sdk_relay
     async with client(relay.url, "legacy") as c:
         assert "sampled:" in text_of(await bounded(c.call_tool("sample_direct", {"prompt": "hi"})))
         assert "yes" in text_of(await bounded(c.call_tool("elicit_direct", {"message": "sure?"})))
 
 
-async def test_legacy_sse_client(hopline_relay):
-    relay = hopline_relay("--", *sdk_server_cmd())
+async def test_legacy_sse_client(sdk_relay):
+    relay = sdk_relay
     async with sse_client(relay.base + "/sse") as (read, write):
         async with ClientSession(read, write) as session:
             await bounded(session.initialize())
@@ -97,9 +119,8 @@ async def test_stdio_client_to_remote_http_server(sdk_http_server, mode, flags):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_http_to_http_relay(sdk_http_server, hopline_relay, mode):
-    url = sdk_http_server()
-    relay = hopline_relay(url)
+async def test_http_to_http_relay(http_relay, mode):
+    relay, _ = http_relay
     async with client(relay.url, mode) as c:
         result = await bounded(exercise(c))
         assert text_of(await bounded(c.call_tool("sample", {"prompt": "x"}))).endswith("sampled:x")
@@ -107,13 +128,13 @@ async def test_http_to_http_relay(sdk_http_server, hopline_relay, mode):
 
 
 @pytest.mark.req("RELAY-NO-DUAL-HANDSHAKE")
-def test_initialize_flows_through_unchanged(hopline_relay):
+def test_initialize_flows_through_unchanged(sdk_relay):
     """The client's initialize reaches the backend and the backend's own result comes back
     byte-for-byte in content: the relay neither answers nor composes the handshake."""
     init = {"jsonrpc": "2.0", "id": "init-1", "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {"sampling": {}}, "clientInfo": {"name": "probe", "version": "9"}}}
     direct = subprocess.run(sdk_server_cmd(), input=orjson.dumps(init) + b"\n", capture_output=True, timeout=20)
     direct_result = orjson.loads(direct.stdout.splitlines()[0])
-    relay = hopline_relay("--", *sdk_server_cmd())
+    relay = sdk_relay
     r = httpx.post(relay.url, content=orjson.dumps(init), headers={"content-type": "application/json", "accept": "application/json, text/event-stream"}, timeout=20)
     body = r.json() if r.headers["content-type"].startswith("application/json") else orjson.loads(r.text.split("data: ", 1)[1].split("\n", 1)[0])
     assert body == direct_result
@@ -121,9 +142,8 @@ def test_initialize_flows_through_unchanged(hopline_relay):
 
 
 @pytest.mark.req("SESSION-NO-BACKEND-IDS")
-def test_backend_session_id_never_reaches_the_client(sdk_http_server, hopline_relay):
-    url = sdk_http_server()
-    relay = hopline_relay(url)
+def test_backend_session_id_never_reaches_the_client(http_relay):
+    relay, url = http_relay
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     r = httpx.post(relay.url, content=orjson.dumps(init), headers=headers, timeout=20)
@@ -136,9 +156,9 @@ def test_backend_session_id_never_reaches_the_client(sdk_http_server, hopline_re
 
 @pytest.mark.req("STATELESS-META-FORWARD")
 @pytest.mark.req("TRACE-VERBATIM")
-def test_modern_meta_and_trace_context_reach_the_backend_verbatim(hopline_relay):
+def test_modern_meta_and_trace_context_reach_the_backend_verbatim(sdk_relay):
     """whoami on sdk_server.py reports the _meta it received; the relay forwards it untouched."""
-    relay = hopline_relay("--", *sdk_server_cmd())
+    relay = sdk_relay
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -206,8 +226,8 @@ def test_a_stdio_clients_malformed_request_is_answered_not_left_waiting(sdk_http
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_log_messages_reach_the_client(hopline_relay, mode):
-    relay = hopline_relay("--", *sdk_server_cmd())
+async def test_log_messages_reach_the_client(sdk_relay, mode):
+    relay = sdk_relay
     seen: list = []
 
     async def on_log(params):
@@ -225,9 +245,9 @@ async def test_shared_relay_routes_sampling_to_the_caller(hopline_relay):
         assert text_of(await bounded(b.call_tool("sample_direct", {"prompt": "from-b"}))).endswith("sampled:from-b")
 
 
-async def test_relay_stdio_to_a_legacy_sse_server(hopline_relay):
+async def test_relay_stdio_to_a_legacy_sse_server(sdk_relay):
     """hopline's own /sse endpoint as the remote: SSE listener and SSE upstream end to end."""
-    inner = hopline_relay("--", *sdk_server_cmd())
+    inner = sdk_relay
     params = StdioServerParameters(command=PY, args=["-m", "hopline", "relay", "--stdio", inner.base + "/sse"])
     async with client(params, "legacy") as c:
         result = await bounded(exercise(c))

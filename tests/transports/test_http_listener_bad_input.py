@@ -10,6 +10,8 @@ import httpx
 import orjson
 import pytest
 
+from tests.conftest import _launcher, _stop_all
+
 
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -20,9 +22,13 @@ def no_traceback(resp: httpx.Response) -> None:
     assert "Traceback" not in resp.text and 'File "' not in resp.text
 
 
-@pytest.fixture
-def relay(hopline_relay):
-    return hopline_relay("--max-body", "2000")  # the built-in demo server
+@pytest.fixture(scope="module")
+def relay():
+    # One relay for the whole module: every case is a request of its own (sessions it opens are its
+    # own), so none sees another's state; starting a relay and a demo child per case was most of the time.
+    launch, started = _launcher("relay")
+    yield launch("--max-body", "2000")  # the built-in demo server
+    _stop_all(started)
 
 
 def post(relay, body, headers=None, **kw) -> httpx.Response:
