@@ -34,7 +34,8 @@ THOUGHT = {"thought": "t", "thoughtNumber": 1, "totalThoughts": 3, "nextThoughtN
 
 def ts(url: str, sdk: str, era: str, calls: list, headers: dict[str, str] | None = None) -> dict:
     spec = {"sdk": sdk, "era": era, "url": url, "transport": "http", "calls": calls, "headers": headers or {}}
-    done = subprocess.run([NODE, str(TS_CLIENT), json.dumps(spec)], cwd=NODE_DIR, capture_output=True, text=True, timeout=90)
+    argv = [NODE, str(TS_CLIENT), json.dumps(spec)]
+    done = subprocess.run(argv, cwd=NODE_DIR, capture_output=True, text=True, timeout=90)
     line = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert line, f"ts_client printed nothing (exit {done.returncode}); stderr:\n{done.stderr[-2000:]}"
     summary = json.loads(line)
@@ -64,7 +65,7 @@ def test_two_principals_through_the_ts_clients_see_their_own_state(tmp_path, hop
 
 
 @pytest.mark.parametrize(("sdk", "era"), CLIENTS)
-def test_an_unknown_tool_through_reverse_mode_is_the_servers_own_answer_to_the_ts_clients(tmp_path, hopline_serve, sdk, era):
+def test_an_unknown_tool_through_reverse_mode_is_the_servers_own_answer_to_ts(tmp_path, hopline_serve, sdk, era):
     conf = {"mode": "reverse", "backends": {"everything": {"command": NODE, "args": [str(EVERYTHING), "stdio"]}}}
     path = tmp_path / "gw.yaml"
     path.write_text(yaml.safe_dump(conf))
