@@ -2,7 +2,8 @@
 // A real TypeScript-SDK MCP client for the interop tests (tests/interop/test_ts_and_inspector.py).
 //
 //   node ts_client.mjs '{"sdk": "v1"|"v2", "url": URL, "transport": "http"|"sse",
-//                        "era": "legacy"|"modern", "calls": [[tool, args], ...]}'
+//                        "era": "legacy"|"modern", "calls": [[tool, args], ...],
+//                        "headers": {name: value}}'   (headers: optional, sent with every request)
 //
 // sdk "v1" is @modelcontextprotocol/sdk (1.x, handshake era only); sdk "v2" is
 // @modelcontextprotocol/client (2.x), which speaks 2026-07-28 when era is "modern"
@@ -37,7 +38,8 @@ async function all(list, key) {
 async function main() {
   const { Client, StreamableHTTPClientTransport, SSEClientTransport } = await sdk(spec.sdk);
   const url = new URL(spec.url);
-  const transport = spec.transport === "sse" ? new SSEClientTransport(url) : new StreamableHTTPClientTransport(url);
+  const opts = spec.headers ? { requestInit: { headers: spec.headers } } : undefined; // e.g. an API key
+  const transport = spec.transport === "sse" ? new SSEClientTransport(url, opts) : new StreamableHTTPClientTransport(url, opts);
   const options = { capabilities: {} };
   if (spec.era === "modern") {
     if (spec.sdk !== "v2") throw new Error("the 2026-07-28 era needs sdk v2");
