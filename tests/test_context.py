@@ -26,7 +26,7 @@ def test_remaining_counts_down_to_the_one_deadline_and_never_below_zero():
 
 def test_a_context_is_a_plain_slotted_dataclass_with_its_own_hops():
     ctx = Context(principal=Principal("alice"), session="s1", era=Era.MODERN, trace="00-" + "a" * 32 + "-" + "b" * 16 + "-01")
-    assert [f.name for f in dataclasses.fields(Context)] == ["principal", "session", "era", "deadline", "hops", "trace"]
+    assert [f.name for f in dataclasses.fields(Context)] == ["principal", "session", "era", "deadline", "hops", "trace", "request_id", "protocol_version"]
     assert not hasattr(ctx, "__dict__")
     with pytest.raises(AttributeError):
         ctx.elsewhere = 1  # type: ignore[attr-defined]

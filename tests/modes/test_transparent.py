@@ -11,7 +11,6 @@ import orjson
 import pytest
 import yaml
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
@@ -150,17 +149,17 @@ async def test_level_2_runs_the_whole_pipeline_per_destination_with_the_clients_
                 assert c.server_info.name == "sdk-test-server"  # hopline's handshake, the destination's identity
             names = {t.name for t in (await bounded(c.list_tools())).tools}
             assert "echo" in names and "add" not in names  # filtered by policy: bodies are read at level 2
-            with pytest.raises(MCPError) as info:
-                await bounded(c.call_tool("add", {"a": 1, "b": 2}))
-            assert (info.value.error.code, info.value.error.message) == (-32602, "Unknown tool: 'add'")
+            hidden = await bounded(c.call_tool("add", {"a": 1, "b": 2}))  # the destination's own answer to a name
+            assert hidden.is_error and "add" in text_of(hidden)  # it does not know (Reverse mode's rule: no oracle)
             assert text_of(await bounded(c.call_tool("echo", {"text": "aware"}))) == "aware"
     finally:
         await http.aclose()
     seen = recorder_server.recorded(record)
     assert seen and all(dict(r["headers"]).get("authorization") == "Bearer caller-one" for r in seen if r["method"] != "GET" or r["path"] == "/mcp")
-    call = next(orjson.loads(r["body"]) for r in seen if r["body"] and orjson.loads(r["body"]).get("method") == "tools/call")
-    assert call["params"]["name"] == "echo"  # the refused call never reached the destination
-    assert [(h["name"], h["mode"]) for h in call["params"]["_meta"]["io.modelcontextprotocol/proxy-hops"]] == [("net-gw", "transparent")]
+    calls = [orjson.loads(r["body"]) for r in seen if r["body"] and orjson.loads(r["body"]).get("method") == "tools/call"]
+    names = [call["params"]["name"] for call in calls]
+    assert "add" not in names and names[-1] == "echo"  # the refused call never reached the destination
+    assert [(h["name"], h["mode"]) for h in calls[-1]["params"]["_meta"]["io.modelcontextprotocol/proxy-hops"]] == [("net-gw", "transparent")]
     async with httpx.AsyncClient(timeout=20) as raw:
         declared = (await raw.get(gw.url + "/.well-known/agent-tool-proxy")).json()
         await raw.get(gw.url + "/.well-known/oauth-protected-resource/mcp", headers={"host": real})
