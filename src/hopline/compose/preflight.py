@@ -90,7 +90,8 @@ def _pipeline(config: GatewayConfig) -> list[tuple[str, str]]:
     from hopline.compose import policy, toolmodes
 
     try:
-        _, calls = policy.build(config, audit=_NoAudit() if config.policy.audit is not None else None)  # type: ignore[arg-type]
+        audit = _NoAudit() if config.policy.audit is not None else None
+        _, calls = policy.build(config, audit=audit)  # type: ignore[arg-type]
     except ConfigError as exc:
         return exc.problems
     except (ValueError, TypeError, ImportError, OSError) as exc:

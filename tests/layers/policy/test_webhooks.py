@@ -141,8 +141,9 @@ async def receiver():
     r = Receiver()
     server = uvicorn.Server(uvicorn.Config(r.app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(10):  # uvicorn has no started event: its flag, polled, bounded
+        while not server.started:
+            await asyncio.sleep(0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     r.base = f"http://127.0.0.1:{port}"
     try:

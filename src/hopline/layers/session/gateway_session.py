@@ -314,7 +314,8 @@ class GatewaySession(BackendLinks, ListComposer):
         target = self.hub.routes.uris.resolve(uri) if isinstance(uri, str) else None
         if target is None or target[0] not in self.hub.registry.connectors:
             raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
-        self._check_visible("resource", target[0], target[1], {"uri": target[1]}, uri, message.id)  # type: ignore[arg-type]
+        backend, original = target  # type: ignore[misc]
+        self._check_visible("resource", backend, original, {"uri": original}, uri, message.id)
         if message.method in ("resources/subscribe", "resources/unsubscribe"):
             caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
