@@ -23,6 +23,19 @@ def binds_loopback(host: str | None) -> bool:
     return bool(infos) and all(_loopback(info[4][0]) for info in infos)
 
 
+def loopback_name(host: str) -> bool:
+    """True if ``host`` as written names loopback: ``localhost`` (or a name under it, RFC 6761) or a
+    loopback address literal (127.0.0.0/8, ``::1``, bracketed or not). Nothing is resolved: this is
+    the rule for URLs hopline is given (plain http allowed only to loopback, RFC 8252 redirects)."""
+    host = host.lower().strip("[]")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _loopback(address: str) -> bool:
     ip = ipaddress.ip_address(address.partition("%")[0])  # a scope id (fe80::1%eth0) is no part of it
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

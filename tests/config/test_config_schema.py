@@ -184,3 +184,25 @@ def test_a_header_value_loses_its_surrounding_whitespace():
     # openapi backend's every call failed ("the API could not be reached (LocalProtocolError)").
     cfg = parse_config("backends:\n  a: {url: 'http://h/', headers: {Authorization: 'Bearer ${T:-}', X: ' v\t'}}\n", env={})
     assert cfg.backends["a"].headers == {"Authorization": "Bearer", "X": "v"}
+
+
+@pytest.mark.parametrize("path", ["/oauth", "/oauth/token", "/.well-known/x", "/healthz"])
+def test_an_endpoint_cannot_take_a_path_the_gateway_serves_itself(path):
+    """``/oauth/…`` is the sign-in server's (auth.signin): an endpoint there would be shadowed by it."""
+    from hopline.config.tools import path_problem
+
+    assert "keeps" in (path_problem(path) or "")
+
+
+@pytest.mark.parametrize(
+    "host, loopback",
+    [("localhost", True), ("LOCALHOST", True), ("app.localhost", True), ("127.0.0.1", True), ("127.9.9.9", True),
+     ("[::1]", True), ("::1", True), ("127.evil.example", False), ("localhost.evil.example", False),
+     ("10.0.0.1", False), ("", False)],  # fmt: skip
+)
+def test_one_rule_says_which_url_hosts_are_loopback(host, loopback):
+    """config (http allowed only to loopback), sign-in (RFC 8252 redirects) and the admin page's Host
+    check share one rule (bound.loopback_name): a name that merely starts with 127. is not loopback."""
+    from hopline.bound import loopback_name
+
+    assert loopback_name(host) is loopback

@@ -51,6 +51,8 @@ def test_signin_alone_is_enough_and_the_metadata_names_hopline():
          "loopback addresses only"),  # fmt: skip
         ({"clients": [{"client_id": "https://x.example/c.json", "redirect_uris": ["https://x/cb"]}]},
          "clients[0].client_id", "metadata document's"),  # fmt: skip
+        ({"clients": [{"client_id": "b", "redirect_uris": ["http://127.evil.example/cb"]}]},
+         "clients[0].redirect_uris", "loopback addresses only"),  # fmt: skip  (a name, not 127.0.0.0/8)
         ({"access_token_ttl": 86400}, "access_token_ttl", "less than or equal to 3600"),
         ({"store_backend": "redis"}, "store_backend", "sqlite"),
     ],
@@ -61,21 +63,44 @@ def test_a_bad_signin_section_is_refused_at_its_key(change, where, why):
     assert any(why in msg for _, msg in found), found
 
 
-def test_hopline_check_opens_the_store_and_keeps_its_signing_key(tmp_path, monkeypatch, capsys):
+def test_hopline_check_writes_nothing_and_opens_an_existing_store_read_only(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("IDP_SECRET", "x" * 20)
     path = tmp_path / "gw.yaml"
     store = tmp_path / "state" / "signin.sqlite3"
     path.write_text(conf(store=str(store)))
     assert main(["check", str(path)]) == 0
-    assert store.exists() and oct(store.stat().st_mode & 0o777) == "0o600"
+    assert not store.parent.exists()  # check creates neither the store nor its directory (serve does)
     from hopline.signin.keys import SigningKeys
     from hopline.signin.store import SqliteStore
 
-    first = SigningKeys(SqliteStore(str(store), b"s" * 32), b"s" * 32).jwks()
-    assert main(["check", str(path)]) == 0  # the same key: it was stored, not made again
+    made = SqliteStore(str(store), b"s" * 32)
+    first = SigningKeys(made, b"s" * 32).jwks()  # as serve makes it
+    made.close()
+    before = {f.name: f.read_bytes() for f in store.parent.iterdir()}
+    assert main(["check", str(path)]) == 0
+    assert {f.name: f.read_bytes() for f in store.parent.iterdir()} == before
     assert SigningKeys(SqliteStore(str(store), b"s" * 32), b"s" * 32).jwks() == first
-    with pytest.raises(ValueError, match="cannot be opened with this secret_key"):
-        SigningKeys(SqliteStore(str(store), b"t" * 32), b"t" * 32)
+    capsys.readouterr()
+    path.write_text(conf(store=str(store), secret_key=base64.urlsafe_b64encode(b"t" * 32).decode()))
+    assert main(["check", str(path)]) == 1  # the stored signing key does not open with another secret
+    assert "cannot be opened with this secret_key" in capsys.readouterr().err
+
+
+def test_hopline_check_names_a_store_that_cannot_be_created_or_read(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("IDP_SECRET", "x" * 20)
+    path = tmp_path / "gw.yaml"
+    occupied = tmp_path / "occupied"
+    occupied.write_text("a file where the store's directory would be")
+    path.write_text(conf(store=str(occupied / "sub" / "signin.sqlite3")))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "auth.signin.store" in err and "cannot be created" in err
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not a database at all" * 10)
+    path.write_text(conf(store=str(junk)))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "auth.signin.store" in err and "not a readable sign-in store" in err
 
 
 def test_an_http_resource_off_loopback_cannot_be_the_issuer():

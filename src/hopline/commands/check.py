@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         if config.mode != "transparent":  # what `serve` builds at start, built the way it does
             from hopline.compose.preflight import preflight
 
-            authenticator = preflight(config, args.config, specs=False)
+            authenticator = preflight(config, args.config, specs=False, writes=False)
             if authenticator is not None:
                 _close(authenticator)
             from hopline.compose.sandboxing import unenforceable

@@ -21,10 +21,11 @@ from hopline.config.errors import ConfigError, format_path
 from hopline.config.schema import GatewayConfig
 
 
-def preflight(config: GatewayConfig, source: str, *, specs: bool = True) -> Any:
+def preflight(config: GatewayConfig, source: str, *, specs: bool = True, writes: bool = True) -> Any:
     """Raise :class:`ConfigError` for what the gateway could not be built from; return
     the front's authenticator (``None`` without ``auth``). ``specs=False``: the OpenAPI
-    specs were checked already."""
+    specs were checked already. ``writes=False`` (``hopline check``): nothing is created on disk (the
+    sign-in store is opened read-only, or its directory checked)."""
     problems: list[tuple[str, str]] = []
     if specs and any(b.enabled and b.openapi is not None for b in config.backends.values()):
         from hopline.conversion.preflight import check_specs
@@ -33,7 +34,7 @@ def preflight(config: GatewayConfig, source: str, *, specs: bool = True) -> Any:
             check_specs(config, source)
         except ConfigError as exc:
             problems += exc.problems
-    authenticator = _authenticator(config, problems)
+    authenticator = _authenticator(config, problems, writes)
     problems += _pipeline(config)
     problems += _otel(config)
     problems += _audit_sink(config)
@@ -42,17 +43,20 @@ def preflight(config: GatewayConfig, source: str, *, specs: bool = True) -> Any:
     return authenticator
 
 
-def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]]) -> Any:
+def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]], writes: bool) -> Any:
     if config.auth is None:
         return None
     from hopline.layers.policy.auth import Authenticator
     from hopline.layers.policy.jwks import KeyProblem
+    from hopline.signin import StoreProblem
 
     problems += [(format_path(loc), msg) for loc, msg in config.auth.backend_problems(config.backends)]
     try:
         if config.auth.signin is None:
             return Authenticator(config.auth)
-        return _with_signin(config.auth, Authenticator)
+        return _with_signin(config.auth, Authenticator, writes)
+    except StoreProblem as exc:
+        problems.append(("auth.signin.store", str(exc)))
     except KeyProblem as exc:
         problems.append(("", str(exc)))
     except (OSError, ValueError) as exc:  # an unreadable or malformed key file
@@ -60,12 +64,12 @@ def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]]) -> An
     return None
 
 
-def _with_signin(auth: Any, authenticator: Any) -> Any:
+def _with_signin(auth: Any, authenticator: Any, writes: bool = True) -> Any:
     """The resource server with hopline's own authorization server (``auth.signin``) in front: its issuer joins
     ``auth.issuers`` with the published keys, and the HTTP app serves its endpoints."""
     from hopline.signin import build, issuer_settings
 
-    signin = build(auth)
+    signin = build(auth, check=not writes)
     update = {
         "issuers": [*auth.issuers, issuer_settings(signin)],
         "scopes_supported": auth.scopes_supported or list(auth.signin.scopes),

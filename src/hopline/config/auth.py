@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from hopline.bound import loopback_name
 from hopline.config.section import Loc, Section, raise_problems
 from hopline.config.signin import SigninConfig
 from hopline.layers.policy.resource import DEFAULT_PORTS, canonical_resource
@@ -49,7 +50,6 @@ Algorithm = Literal[
 ]
 ASYMMETRIC: tuple[str, ...] = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}  # RFC 7518 §3.2: at least the hash size
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2
 # Headers hopline owns toward a backend or that are hop-by-hop (header_codec.NOT_FORWARDED).
 _RESERVED_HEADERS = frozenset(
@@ -67,7 +67,7 @@ def _endpoint(url: str) -> str:
         parts = None
     if parts is None or parts.scheme not in DEFAULT_PORTS or not parts.hostname:
         raise ValueError("must be an http:// or https:// URL with a host")
-    if parts.scheme == "http" and parts.hostname.lower() not in LOOPBACK and not parts.hostname.startswith("127."):
+    if parts.scheme == "http" and not loopback_name(parts.hostname):
         raise ValueError("must use https (plain http is allowed for loopback addresses only)")
     return url
 

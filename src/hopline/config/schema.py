@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
+from hopline.bound import loopback_name
 from hopline.config.section import PROBLEMS, Loc, Section, http_parts, raise_problems  # noqa: F401 (re-exported)
 from hopline.config.acp import AcpConfig
 from hopline.config.auth import AuthConfig
@@ -457,7 +458,7 @@ class ListenConfig(_Section):
 
     def loopback(self) -> bool:
         """Whether only this host can reach the listener (a loopback address or localhost)."""
-        return _loopback_host(self.host)
+        return loopback_name(self.host)
 
 
 def _backend_id(backend_id: str, info: ValidationInfo) -> str:
@@ -631,19 +632,7 @@ def _local(backend: BackendConfig) -> bool:
     url = backend.url if backend.openapi is None else backend.base_url
     if url is None:
         return False
-    return _loopback_host(urlsplit(url).hostname or "")
-
-
-def _loopback_host(host: str) -> bool:
-    import ipaddress
-
-    host = host.lower().strip("[]")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return loopback_name(urlsplit(url).hostname or "")
 
 
 def model_for(loc: Loc) -> Any:

@@ -36,19 +36,14 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from hopline.bound import loopback_name
 from hopline.config.section import Loc, Section, http_parts, raise_problems
-
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-def _is_loopback(host: str) -> bool:
-    return host.lower() in LOOPBACK or host.startswith("127.")
 
 
 def _endpoint(url: str) -> str:
     """An http(s) URL hopline calls: https, or http on loopback only."""
     parts = http_parts(url)
-    if parts.scheme == "http" and not _is_loopback(parts.hostname):
+    if parts.scheme == "http" and not loopback_name(parts.hostname):
         raise ValueError("must use https (plain http is allowed for loopback addresses only)")
     return url
 
@@ -121,7 +116,7 @@ class StaticClient(Section):
             if "#" in uri:
                 raise ValueError(f"{uri!r}: a redirect URI has no fragment")
             parts = urlsplit(uri)
-            if parts.scheme == "http" and not _is_loopback(parts.hostname or ""):
+            if parts.scheme == "http" and not loopback_name(parts.hostname or ""):
                 raise ValueError(f"{uri!r}: http redirect URIs are for loopback addresses only")
             if not parts.scheme:
                 raise ValueError(f"{uri!r}: not an absolute URI")

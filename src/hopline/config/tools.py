@@ -28,7 +28,7 @@ MiB = 1024 * KiB
 Mode = Literal["standard", "search", "code"]
 MODES: tuple[Mode, ...] = ("standard", "search", "code")
 # Paths of the listener that an endpoint may not take (declaration, health, legacy SSE, RFC 9728).
-RESERVED_PATHS = ("/sse", "/messages", "/healthz", "/.well-known")
+RESERVED_PATHS = ("/sse", "/messages", "/healthz", "/.well-known", "/oauth")  # /oauth: auth.signin
 
 
 class SearchConfig(Section):

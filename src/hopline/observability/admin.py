@@ -29,7 +29,6 @@ style and its one nonce'd script, which may fetch only this origin.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import secrets
 from typing import Any, Awaitable, Callable
@@ -40,10 +39,9 @@ import orjson
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
-from hopline.bound import binds_loopback
+from hopline.bound import binds_loopback, loopback_name
 
 log = logging.getLogger("hopline.admin")
-LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MAX_INPUT = 16_384  # bytes of a /status/surface body
 MAX_QUERY = 6_144  # bytes of its query string (the listener refuses targets over 8 KiB itself: 414)
 SURFACE = "/status/surface"
@@ -83,7 +81,7 @@ class AdminApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off; websockets are not served
-        if self.check_host and not _loopback(_host(scope)):
+        if self.check_host and not loopback_name(_host(scope)):
             return await _answer(send, 403, b"forbidden host\n")
         if not _origin_ok(scope):
             return await _answer(send, 403, b"forbidden origin\n")
@@ -215,18 +213,7 @@ http_util.SecurityPolicy)."""
     scheme, sep, hostport = origins[0].decode("latin-1").partition("://")
     if not sep or scheme not in ("http", "https") or "/" in hostport:
         return False
-    return _loopback(hostport[: hostport.find("]") + 1] if hostport.startswith("[") else hostport.partition(":")[0])
-
-
-def _loopback(host: str) -> bool:
-    """``localhost``, ``[::1]`` or an address in 127.0.0.0/8 (not a name that merely starts with ``127.``)."""
-    host = host.lower()
-    if host in LOOPBACK:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return loopback_name(hostport[: hostport.find("]") + 1] if hostport.startswith("[") else hostport.partition(":")[0])
 
 
 def _host(scope: Scope) -> str:

@@ -42,8 +42,10 @@ class LocalIssuer:
     jwks_min_interval: float = 30.0
 
 
-def build(auth: Any) -> SigninApp:
-    """The authorization server of ``auth.signin`` (opens, or creates, its store)."""
+def build(auth: Any, *, check: bool = False) -> SigninApp:
+    """The authorization server of ``auth.signin`` (opens, or creates, its store). ``check``: built as
+    ``hopline check`` builds it, writing nothing: an existing store is opened read-only and its signing keys
+    must open with ``secret_key``; a missing one must be creatable; the rest is built on a store in memory."""
     from hopline.signin.app import CALLBACK, SigninApp
     from hopline.signin.clients import Clients
     from hopline.signin.keys import SigningKeys
@@ -54,7 +56,9 @@ def build(auth: Any) -> SigninApp:
     config = auth.signin
     issuer = config.issuer_for(auth.resource)
     secret = config.key_bytes()
-    store = SqliteStore(config.store, secret, max_pending=config.max_sign_ins_in_flight)
+    if check:
+        _check_store(config.store, secret)
+    store = SqliteStore(":memory:" if check else config.store, secret, max_pending=config.max_sign_ins_in_flight)
     try:
         keys = SigningKeys(store, secret)
         clients = Clients(config, store)
@@ -64,6 +68,52 @@ def build(auth: Any) -> SigninApp:
     server = AuthServer(config, issuer, [auth.resource], store, clients, keys)
     upstream = Upstream(config.upstream, config.claims, issuer + CALLBACK)
     return SigninApp(config, issuer, server, clients, upstream, secret)
+
+
+class StoreProblem(ValueError):
+    """``auth.signin.store`` cannot be used (what ``hopline check`` reports at that key)."""
+
+
+class _ReadOnly:
+    """The signing keys of an existing store, read without writing (for :class:`SigningKeys` to open)."""
+
+    def __init__(self, rows: list[tuple[str, bytes]]) -> None:
+        self.rows = rows
+
+    def keys(self) -> list[tuple[str, bytes]]:
+        return self.rows
+
+
+def _check_store(path: str, secret: bytes) -> None:
+    """What ``build`` would meet in the store, found without writing: an existing store opens read-only
+    and its keys open with ``secret``; a missing one could be created (its nearest existing directory
+    is writable)."""
+    import os
+    import sqlite3
+    from pathlib import Path
+
+    from hopline.signin.keys import SigningKeys
+
+    if path == ":memory:":
+        return
+    where = Path(path)
+    if not where.exists():
+        parent = where.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreProblem(f"{path} cannot be created: {parent} is not a writable directory")
+        return
+    try:
+        db = sqlite3.connect(f"{where.resolve().as_uri()}?mode=ro&immutable=1", uri=True)  # no -wal, -shm made
+        try:
+            rows = [(k, bytes(s)) for k, s in db.execute("SELECT kid, sealed FROM keys")]
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise StoreProblem(f"{path} is not a readable sign-in store ({exc})") from None
+    if rows:
+        SigningKeys(_ReadOnly(rows), secret)  # type: ignore[arg-type]  # ValueError if the key changed
 
 
 def issuer_settings(app: SigninApp) -> LocalIssuer:
