@@ -5,7 +5,7 @@ library). Every tool answers with a text ``OK: ...`` when the attempt succeeded 
 ``DENIED: <error>`` when the system refused it, so a test reads the outcome, never a traceback.
 
 Tools: read(path), write(path), connect(host, port), fork_bomb(limit), allocate(mib),
-kill(pid), environ(pid), whoami().
+kill(pid), environ(pid), whoami(), tunnel(host, port, message) (through the HTTPS_PROXY it was given).
 """
 
 from __future__ import annotations
@@ -32,6 +32,29 @@ def write(path: str) -> str:
 def connect(host: str, port: int) -> str:
     with socket.create_connection((host, int(port)), timeout=3):
         return f"OK: connected to {host}:{port}"
+
+
+def tunnel(host: str, port: int, message: str) -> str:
+    """An HTTP CONNECT through the proxy in HTTPS_PROXY (the sandbox's egress), then ``message`` and
+    the destination's first answer back: OK with it, or DENIED with the proxy's status line and reason."""
+    proxy = os.environ.get("HTTPS_PROXY")
+    if not proxy:
+        return "DENIED: no HTTPS_PROXY"
+    where, _, port_text = proxy.rpartition("/")[2].rpartition(":")
+    with socket.create_connection((where, int(port_text)), timeout=5) as s:
+        s.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+        status, _, rest = head.partition(b"\r\n\r\n")
+        first = status.split(b"\r\n", 1)[0].decode()
+        if " 200 " not in first + " ":
+            return f"DENIED: {first} {rest.decode(errors='replace').strip()}"
+        s.sendall(message.encode())
+        return "OK: " + s.recv(4096).decode()
 
 
 def fork_bomb(limit: int) -> str:
@@ -74,7 +97,7 @@ def whoami() -> str:
     return f"OK: uid {os.getuid()} pid {os.getpid()} ppid {os.getppid()}"
 
 
-TOOLS = {f.__name__: f for f in (read, write, connect, fork_bomb, allocate, kill, environ, whoami)}
+TOOLS = {f.__name__: f for f in (read, write, connect, fork_bomb, allocate, kill, environ, whoami, tunnel)}
 
 
 def answer(msg_id, result=None, error=None) -> None:

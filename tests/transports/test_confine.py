@@ -97,7 +97,10 @@ def test_paths_are_resolved_against_the_config_directory():
 @pytest.mark.parametrize(
     "sandbox, message",
     [
-        ({"allow": ["api.example.com"]}, "allow-list of hosts (an egress proxy for the sandbox) is not built yet"),
+        ({"profile": "read-only", "allow": ["api.example.com"]}, "an allow-list filters nothing on hopline's network"),
+        ({"allow": ["api.example.com", "http://x.example"]}, "write host, host:port, *.domain[:port] or an IP"),
+        ({"allow": ["x.example:0"]}, "the port must be a number from 1 to 65535"),
+        ({"allow": ["*.com"]}, "a wildcard names a domain with a dot"),
         ({"launcher": "docker"}, "docker launcher is not built yet"),
         ({"profile": "read-only", "read_write": ["/x"]}, "writes nowhere but its private home"),
         ({"profile": "network-off", "network": "host"}, "has no network"),
@@ -115,3 +118,19 @@ def test_sandbox_applies_to_command_backends_only():
     with pytest.raises(ValidationError) as info:
         GatewayConfig.model_validate({"backends": {"b": {"url": "http://h/mcp", "sandbox": "network-off"}}})
     assert "applies to `command` backends only" in str(info.value)
+
+
+def test_an_allow_list_runs_the_command_under_the_egress_shim_with_the_proxy_socket_bound_read_only():
+    from hopline.transports.egress import PROXY_PORT, SHIM, SOCKET_DIR
+
+    profile = profile_for(config({"allow": ["api.example.com", "10.0.0.5:8080"]}).backends["b"].sandbox, None)
+    assert profile.allow == ("api.example.com", "10.0.0.5:8080") and profile.network == "none"
+    host = Host(**{**HOST.__dict__, "egress": "/tmp/hopline-egress-x", "python": "/usr/bin/python3.11"})
+    line = command_line(profile, ["node", "server.js"], host)
+    assert "--unshare-net" in line and ("/tmp/hopline-egress-x", SOCKET_DIR) in pairs(line, "--ro-bind")
+    assert ("HTTPS_PROXY", f"http://127.0.0.1:{PROXY_PORT}") in pairs(line, "--setenv")
+    tail = line[line.index("--bounding-set=-all") + 2 :]  # after setpriv's "--": the shim, then the command
+    assert tail[:5] == ["/usr/bin/python3.11", "-I", "-S", "-c", SHIM] and tail[-3:] == ["--", "node", "server.js"]
+    assert "egress proxy to 2 allowed" in profile.summary() and profile.describe()["allow"] == list(profile.allow)
+    with pytest.raises(ValueError, match="egress proxy's socket directory"):
+        command_line(profile, ["node"], HOST)  # never the command without its only way out being there

@@ -168,6 +168,8 @@ class StdioBackends:
     async def aclose(self) -> None:
         await self._pool.aclose()
         await self.children.aclose()
+        if self.launcher is not None:
+            await self.launcher.aclose()  # its egress proxy, after the last child
 
 
 def _closer(lease: Lease) -> Callable[[], Awaitable[bool]]:

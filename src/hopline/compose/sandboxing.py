@@ -26,6 +26,7 @@ def profile_for(sandbox: SandboxConfig | None, base_dir: str | None) -> Profile 
     return Profile(
         name=sandbox.profile,
         network=sandbox.network_in_effect(),
+        allow=tuple(sandbox.allow),
         read_only=tuple(where(p) for p in sandbox.read_only),
         read_write=tuple(where(p) for p in sandbox.read_write),
         memory=None if sandbox.memory is None else sandbox.memory * MiB,
@@ -70,6 +71,9 @@ def unenforceable(config: GatewayConfig) -> list[tuple[str, str]]:
     tool or kernel feature missing, found as ``serve`` would find it (the launcher's probe)."""
     import asyncio
 
+    from dataclasses import replace
+
+    from hopline.transports.egress import system_python
     from hopline.transports.launcher import SandboxUnavailable, probe, survey
 
     out = []
@@ -79,7 +83,9 @@ def unenforceable(config: GatewayConfig) -> list[tuple[str, str]]:
             continue
         try:
             host = survey([spec.command or "", *spec.args], path=os.environ.get("PATH"), cwd=spec.cwd)
-            asyncio.run(probe(profile, host))
+            if profile.allow and system_python() is None:
+                raise SandboxUnavailable("an allow-list needs the system's python3 (/usr/bin/python3)")
+            asyncio.run(probe(replace(profile, allow=()), host))  # the namespaces; the proxy starts with serve
         except SandboxUnavailable as exc:
             out.append((bid, str(exc)))
     return out

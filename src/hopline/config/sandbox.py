@@ -17,6 +17,17 @@ MiB = 1024 * 1024
 PRESETS = ("none", "network-off", "read-only")
 
 
+def allow_problem(entry: str) -> str | None:
+    """Why an ``allow`` entry is malformed (the rule itself: ``allowlist.py``), or None."""
+    from hopline.allowlist import Rule
+
+    try:
+        Rule.parse(entry)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 class SandboxConfig(Section):
     """A permission profile for a `command` backend's children, enforced with bubblewrap (Linux)."""
 
@@ -33,8 +44,12 @@ class SandboxConfig(Section):
     )
     allow: list[str] = Field(
         default_factory=list,
-        description="Hosts the child may reach through an egress proxy: not built yet, refused (use `network: none` "
-        "or `host`).",
+        description="What the child may reach, with `network: none` (the default of `network-off`): `host` (ports 443 "
+        "and 80), `host:port`, `*.domain[:port]` or an IP address (`[v6]` in brackets). The child's only way out is "
+        "an HTTP CONNECT proxy hopline runs for it (HTTPS_PROXY is set inside): each tunnel's host and port must be "
+        "listed, a name must resolve to public addresses only (loopback, private, link-local and cloud-metadata "
+        "addresses are reachable only when listed as an address), and plain-http requests through the proxy are "
+        "refused. Refusals are logged and counted in /status.",
     )
     read_only: list[str] = Field(
         default_factory=list,
@@ -89,14 +104,12 @@ class SandboxConfig(Section):
     @model_validator(mode="after")
     def _coherent(self) -> SandboxConfig:
         problems: list[tuple[Loc, str]] = []
-        if self.allow:
-            problems.append(
-                (
-                    ("allow",),
-                    "an allow-list of hosts (an egress proxy for the sandbox) is not built yet; use `network: none`, "
-                    "or `network: host` for hopline's network",
-                )
-            )
+        for i, entry in enumerate(self.allow):
+            why = allow_problem(entry)
+            if why:
+                problems.append((("allow", i), why))
+        if self.allow and self.network_in_effect() == "host":
+            problems.append((("allow",), "an allow-list filters nothing on hopline's network: use `network: none`"))
         if self.launcher in ("docker", "podman"):
             problems.append(
                 (("launcher",), f"the {self.launcher} launcher is not built yet; use `auto` (bubblewrap on Linux)")

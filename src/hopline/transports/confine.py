@@ -29,6 +29,8 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from hopline.transports.egress import SOCKET_DIR, proxy_env, shim_line
+
 MiB = 1024 * 1024
 HOME = "/tmp"  # the private temporary home: a tmpfs, also TMPDIR
 
@@ -70,6 +72,7 @@ class Profile:
 
     name: str = "network-off"  # the preset it started from
     network: str = "none"  # "none" | "host"
+    allow: tuple[str, ...] = ()  # with network "none": what its egress proxy lets through (allowlist.py)
     read_only: tuple[str, ...] = ()  # absolute paths
     read_write: tuple[str, ...] = ()
     memory: int | None = 2048 * MiB  # bytes of address space (RLIMIT_AS)
@@ -86,6 +89,7 @@ class Profile:
             "profile": self.name,
             "launcher": self.launcher,
             "network": self.network,
+            "allow": list(self.allow),
             "read_only": list(self.read_only),
             "read_write": list(self.read_write),
             "memory_mib": None if self.memory is None else self.memory // MiB,
@@ -107,7 +111,9 @@ class Profile:
         if self.cpu_seconds:
             limits.append(f"{self.cpu_seconds} CPU s")
         fs = f"read-only system + runtime, {len(self.read_only)} read-only path(s), {len(self.read_write)} writable"
-        net = "no network" if self.network == "none" else "host network"
+        net = "host network" if self.network == "host" else "no network"
+        if self.allow:
+            net = f"no network but an egress proxy to {len(self.allow)} allowed destination(s)"
         return f"{self.name} via {self.launcher} (uid {self.uid}; {net}; {fs}; {', '.join(limits)})"
 
 
@@ -123,6 +129,8 @@ class Host:
     links: dict[str, str] = field(default_factory=dict)  # entries of SYSTEM that are symlinks -> their target
     runtime: tuple[str, ...] = ()  # what the command needs besides the system (see :func:`runtime_roots`)
     hidden: tuple[str, ...] = ()  # hopline's configuration and key files
+    egress: str | None = None  # the directory of the backend's egress proxy socket (``transports/egress.py``)
+    python: str | None = None  # the system interpreter that runs the egress shim inside
 
 
 def runtime_roots(paths: Sequence[str]) -> list[str]:
@@ -153,6 +161,10 @@ def command_line(profile: Profile, argv: Sequence[str], host: Host, *, cwd: str 
     if host.root:
         out += [host.setpriv, f"--reuid={profile.uid}", f"--regid={profile.uid}", "--clear-groups"]
         out += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+    if profile.allow and profile.network == "none":
+        if host.egress is None or host.python is None:
+            raise ValueError("an allow-list needs the egress proxy's socket directory and a system python")
+        return out + shim_line(host.python, argv)
     return out + list(argv)
 
 
@@ -213,6 +225,10 @@ def bwrap_options(profile: Profile, host: Host, *, cwd: str | None = None) -> li
     for secret in host.hidden:
         if any(secret == p or secret.startswith(p.rstrip("/") + "/") for p in shown):
             opts += ["--ro-bind", "/dev/null", secret]
+    if profile.allow and profile.network == "none" and host.egress is not None:
+        opts += ["--perms", "0755", "--dir", posixpath.dirname(SOCKET_DIR), "--ro-bind", host.egress, SOCKET_DIR]
+        for name, value in proxy_env().items():
+            opts += ["--setenv", name, value]
     opts += ["--setenv", "HOME", HOME, "--setenv", "TMPDIR", HOME]
     for name in UNSET:
         opts += ["--unsetenv", name]

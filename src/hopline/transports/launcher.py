@@ -15,10 +15,14 @@ import asyncio
 import os
 import shutil
 import sys
+from dataclasses import replace
 from typing import Any, Sequence
+
+from hopline.allowlist import parse
 
 from hopline.layers.transport.channel import ChannelClosed
 from hopline.transports.confine import ETC, SYSTEM, Host, Profile, command_line, probe_line, runtime_roots
+from hopline.transports.egress import EgressProxy, system_python
 
 PROBE_TIMEOUT = 10.0
 
@@ -127,12 +131,21 @@ class Launcher:
         self._line: list[str] | None = None
         self._lock = asyncio.Lock()
         self.problem: str | None = None  # why the profile cannot be enforced, once known
+        self.egress: EgressProxy | None = None  # the allow-list's proxy (started with the first child)
+        if profile.allow and profile.network == "none":
+            self.egress = EgressProxy(parse(profile.allow), name=name or self.argv[0])
 
     def describe(self) -> dict[str, Any]:
         out = self.profile.describe()
+        if self.egress is not None:
+            out["egress"] = self.egress.describe()
         if self.problem:
             out["problem"] = self.problem
         return out
+
+    async def aclose(self) -> None:
+        if self.egress is not None:
+            await self.egress.aclose()
 
     async def command_line(self) -> list[str]:
         if self._line is not None:
@@ -146,6 +159,11 @@ class Launcher:
                         cwd=self.cwd,
                         hidden=self.hidden,
                     )
+                    if self.egress is not None:
+                        python = system_python()
+                        if python is None:
+                            raise SandboxUnavailable("an allow-list needs the system's python3 (/usr/bin/python3)")
+                        host = replace(host, egress=await self.egress.start(), python=python)
                     await probe(self.profile, host)
                 except SandboxUnavailable as exc:
                     self.problem = str(exc)
