@@ -134,3 +134,20 @@ def test_an_allow_list_runs_the_command_under_the_egress_shim_with_the_proxy_soc
     assert "egress proxy to 2 allowed" in profile.summary() and profile.describe()["allow"] == list(profile.allow)
     with pytest.raises(ValueError, match="egress proxy's socket directory"):
         command_line(profile, ["node"], HOST)  # never the command without its only way out being there
+
+
+def test_a_top_level_sandbox_is_the_default_of_command_backends_that_name_none():
+    c = GatewayConfig.model_validate(
+        {
+            "sandbox": "network-off",
+            "backends": {
+                "plain": {"command": "x"},
+                "opted_out": {"command": "x", "sandbox": "none"},
+                "own": {"command": "x", "sandbox": {"profile": "read-only"}},
+                "remote": {"url": "http://127.0.0.1:1/mcp"},
+            },
+        }
+    )
+    profiles = {b: (s.sandbox.profile if s.sandbox else None) for b, s in c.backends.items()}
+    assert profiles == {"plain": "network-off", "opted_out": "none", "own": "read-only", "remote": None}
+    assert profile_for(c.backends["opted_out"].sandbox, None) is None

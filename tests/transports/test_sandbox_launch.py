@@ -103,3 +103,16 @@ def test_declare_states_each_stdio_backends_isolation(tmp_path):
         65534,
     )
     assert boxed["limits"] == {"memory_mib": 2048, "processes": 32, "cpu_seconds": None}
+
+
+def test_check_shows_the_default_profile_on_backends_that_name_none(tmp_path):
+    path = tmp_path / "gateway.yaml"
+    backends = {"boxed": {"command": PY, "args": HOSTILE}, "open": {"command": PY, "args": HOSTILE, "sandbox": "none"}}
+    path.write_text(yaml.safe_dump({"sandbox": {"profile": "network-off", "memory": 256}, "backends": backends}))
+    out = check(str(path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    boxed = lines[lines.index(next(x for x in lines if x.startswith("  boxed "))) :]
+    assert any(x.startswith("    sandbox: network-off via bubblewrap (uid 65534; no network;") for x in boxed[:6])
+    assert any("memory 256 MiB" in x for x in boxed[:6])
+    assert "    sandbox: none (unconfined: hopline's user, filesystem and network)" in lines

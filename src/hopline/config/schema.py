@@ -517,6 +517,12 @@ class GatewayConfig(_Section):
         description="Session state shared by replicas behind a load balancer (absent: a handshake-era session lives "
         "in the process that made it).",
     )
+    sandbox: SandboxConfig | None = Field(
+        None,
+        description="The default permission profile of every `command` backend that sets no `sandbox:` of its own "
+        f"(a preset name alone: {', '.join(PRESETS)}); a backend opts out with `sandbox: none`. Absent: backends "
+        "without `sandbox:` run unconfined. See docs/features/sandbox.md.",
+    )
 
     _import_notes: list[str] = PrivateAttr(default_factory=list)
     _templates: dict[Loc, str] = PrivateAttr(default_factory=dict)
@@ -539,9 +545,18 @@ class GatewayConfig(_Section):
         held no reference. Lets ``hopline check`` show values without echoing secrets."""
         return self._templates.get(tuple(loc))
 
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _default_preset_name(cls, value: Any) -> Any:
+        return {"profile": value} if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _whole(self) -> GatewayConfig:
         problems: list[tuple[Loc, str]] = []
+        if self.sandbox is not None:  # the default profile: each command backend that names none gets it
+            for spec in self.backends.values():
+                if spec.command is not None and "sandbox" not in spec.model_fields_set:
+                    spec.sandbox = self.sandbox
         if self.mode == "transparent" or self.transparent is not None:
             if self.mode != "transparent":
                 problems.append((("transparent",), "applies to mode `transparent` only"))
