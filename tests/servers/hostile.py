@@ -5,7 +5,8 @@ library). Every tool answers with a text ``OK: ...`` when the attempt succeeded 
 ``DENIED: <error>`` when the system refused it, so a test reads the outcome, never a traceback.
 
 Tools: read(path), write(path), connect(host, port), fork_bomb(limit), allocate(mib),
-kill(pid), environ(pid), whoami(), tunnel(host, port, message) (through the HTTPS_PROXY it was given).
+kill(pid), environ(pid), whoami(), tunnel(host, port, message) (through the HTTPS_PROXY it was given),
+spin(seconds) (CPU), die_allocating(mib) (dies of MemoryError).
 """
 
 from __future__ import annotations
@@ -57,6 +58,25 @@ def tunnel(host: str, port: int, message: str) -> str:
         return "OK: " + s.recv(4096).decode()
 
 
+def spin(seconds: float) -> str:
+    """Burn CPU for ``seconds`` (a profile's cpu_seconds kills it first)."""
+    end = time.process_time() + float(seconds)
+    while time.process_time() < end:
+        pass
+    return f"OK: spun {seconds}s"
+
+
+def die_allocating(mib: int) -> str:
+    """Allocate ``mib`` MiB; on failure die as an uncaught MemoryError does (its name on stderr, status 1)."""
+    try:
+        block = bytearray(int(mib) * 1024 * 1024)
+    except MemoryError:
+        sys.stderr.write("Traceback (most recent call last):\nMemoryError\n")
+        sys.stderr.flush()
+        os._exit(1)
+    return f"OK: allocated {len(block) >> 20} MiB"
+
+
 def fork_bomb(limit: int) -> str:
     """Forks children that sleep until ``limit`` or the first refusal; then reaps them all."""
     pids: list[int] = []
@@ -97,7 +117,10 @@ def whoami() -> str:
     return f"OK: uid {os.getuid()} pid {os.getpid()} ppid {os.getppid()}"
 
 
-TOOLS = {f.__name__: f for f in (read, write, connect, fork_bomb, allocate, kill, environ, whoami, tunnel)}
+TOOLS = {
+    f.__name__: f
+    for f in (read, write, connect, fork_bomb, allocate, kill, environ, whoami, tunnel, spin, die_allocating)
+}
 
 
 def answer(msg_id, result=None, error=None) -> None:

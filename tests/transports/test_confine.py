@@ -60,7 +60,7 @@ def test_the_filesystem_is_the_system_the_runtime_and_the_named_paths_only():
 
 def test_limits_left_unset_are_not_passed():
     line = command_line(Profile(memory=None, processes=None, open_files=None, cpu_seconds=7), ["x"], HOST)
-    assert line[:3] == ["/usr/bin/prlimit", "--cpu=7", "--"]
+    assert line[:3] == ["/usr/bin/prlimit", "--cpu=7:8", "--"]
 
 
 def test_runtime_roots_take_node_modules_trees_and_bin_prefixes():

@@ -179,7 +179,8 @@ def _rlimits(profile: Profile) -> list[str]:
     for flag, value in (
         ("--as", profile.memory),
         ("--nproc", profile.processes),
-        ("--cpu", profile.cpu_seconds),
+        # CPU: SIGXCPU at the limit (a denial /status can name), SIGKILL a second later if it is ignored
+        ("--cpu", None if profile.cpu_seconds is None else f"{profile.cpu_seconds}:{profile.cpu_seconds + 1}"),
         ("--nofile", profile.open_files),
     ):
         if value is not None:

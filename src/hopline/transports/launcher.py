@@ -12,9 +12,14 @@ the child fails with :class:`ChannelClosed` naming what is missing: never an unc
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import logging
 import os
 import shutil
+import signal
 import sys
+import time
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -25,6 +30,9 @@ from hopline.transports.confine import ETC, SYSTEM, Host, Profile, command_line,
 from hopline.transports.egress import EgressProxy, system_python
 
 PROBE_TIMEOUT = 10.0
+MAX_DENIALS = 10  # the latest kept per backend for /status
+
+log = logging.getLogger("hopline.sandbox")
 
 
 class SandboxUnavailable(Exception):
@@ -132,6 +140,9 @@ class Launcher:
         self._lock = asyncio.Lock()
         self.problem: str | None = None  # why the profile cannot be enforced, once known
         self.egress: EgressProxy | None = None  # the allow-list's proxy (started with the first child)
+        self.denials: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_DENIALS)  # the latest
+        self.denied = 0  # children that ended on a limit or a refusal of the profile, since start
+        self._watching: set[asyncio.Task[None]] = set()  # one per live child: its exit, read for a denial
         if profile.allow and profile.network == "none":
             self.egress = EgressProxy(parse(profile.allow), name=name or self.argv[0])
 
@@ -139,11 +150,16 @@ class Launcher:
         out = self.profile.describe()
         if self.egress is not None:
             out["egress"] = self.egress.describe()
+        out["denied"], out["denials"] = self.denied, list(self.denials)
         if self.problem:
             out["problem"] = self.problem
         return out
 
     async def aclose(self) -> None:
+        for task in list(self._watching):
+            task.cancel()
+        if self._watching:
+            await asyncio.gather(*self._watching, return_exceptions=True)
         if self.egress is not None:
             await self.egress.aclose()
 
@@ -179,7 +195,61 @@ class Launcher:
         from hopline.transports.stdio import StdioChild
 
         line = await self.command_line()
-        return await StdioChild.spawn(line, env=self.env, cwd=None, name=self.name, **kw)
+        child = await StdioChild.spawn(line, env=self.env, cwd=None, name=self.name, **kw)
+        task = asyncio.create_task(self._watch(child), name=f"sandbox-exit-{child.process.pid}")
+        self._watching.add(task)
+        task.add_done_callback(self._watching.discard)
+        return child
+
+    async def _watch(self, child: Any) -> None:
+        """Read a child's exit for a denial: a limit it hit, or what the profile refused it (its stderr's tail)."""
+        code = await child.process.wait()
+        if child._stderr_task is not None:  # the rest of what it said
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(child._stderr_task), 1.0)
+        said = list(child.stderr_tail)
+        what = denial(code, said)
+        if what is None:
+            return
+        self.denied += 1
+        entry = {"at": round(time.time(), 3), "pid": child.process.pid, "status": code, "denial": what}
+        if said:
+            entry["said"] = said[-1]  # quoted and redacted as the child's stderr always is
+        self.denials.append(entry)
+        log.warning("backend %s: child %s ended: %s (status %s)", self.name, child.process.pid, what, code)
+
+
+def denial(code: int | None, said: Sequence[str]) -> str | None:
+    """What a sandboxed child's exit says it was denied, or None: a signal a limit sends (CPU time, file
+    size), or, for a failed exit, what its last stderr lines name (memory, processes, files, network)."""
+    if code is None:
+        return None
+    sig = -code if code < 0 else code - 128 if code > 128 else None
+    if sig == signal.SIGXCPU:
+        return "CPU time limit reached (cpu_seconds)"
+    if sig == signal.SIGXFSZ:
+        return "file size limit reached"
+    if code == 0:
+        return None
+    text = " ".join(said).lower()
+    for what, marks in _DENIALS:
+        if any(mark in text for mark in marks):
+            return what
+    return None
+
+
+_DENIALS = (
+    ("memory limit reached (memory)", ("memoryerror", "cannot allocate memory", "out of memory", "enomem")),
+    (
+        "process limit reached (processes)",
+        ("resource temporarily unavailable", "eagain", "can't start new thread", "uv_thread_create", "cannot fork"),
+    ),
+    ("a file the profile does not allow", ("read-only file system", "erofs", "permission denied", "eacces")),
+    (
+        "network the profile does not allow",
+        ("network is unreachable", "enetunreach", "temporary failure in name resolution", "eai_again"),
+    ),
+)
 
 
 async def probe(profile: Profile, host: Host) -> None:
