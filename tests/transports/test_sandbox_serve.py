@@ -1,9 +1,10 @@
 """Stdio backends under a permission profile, through ``hopline serve`` with the official SDK client (issue 35).
 
-One gateway serves four backends: ``hostile`` (tests/servers/hostile.py, confined: network-off,
+One gateway serves five backends: ``hostile`` (tests/servers/hostile.py, confined: network-off,
 one writable directory, 64 processes, 1 GiB), ``open`` (the same server unconfined: the control
 that shows each attempt succeeds without the sandbox), and the real npm servers
-server-everything and server-filesystem (tests/node), each in a profile. Every attempt of the
+server-everything, server-filesystem and server-memory (its file in the private home) (tests/node), each in a
+profile. Every attempt of the
 hostile server is refused inside the sandbox, succeeds outside it where that is safe to let
 happen (not the kill, not the 4 GiB), and the gateway and the other backends keep serving.
 """
@@ -23,6 +24,8 @@ from tests.peers import bounded, client, text_of
 MODULES = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = MODULES / "server-everything" / "dist" / "index.js"
 FILESYSTEM = MODULES / "server-filesystem" / "dist" / "index.js"
+MEMORY = MODULES / "server-memory" / "dist" / "index.js"
+MEMORY_FILE = "/tmp/hopline-sandbox-test-memory.jsonl"  # in the sandbox's private home, never on the host
 SECRET = "planted-secret-7c1f"
 
 
@@ -54,6 +57,12 @@ def world(tmp_path_factory):
                 "args": [str(FILESYSTEM), str(shared)],
                 "sandbox": {"profile": "network-off", "read_write": [str(shared)]},
             },
+            "memory": {
+                "command": "node",
+                "args": [str(MEMORY)],
+                "env": {"MEMORY_FILE_PATH": MEMORY_FILE},
+                "sandbox": "network-off",
+            },
         }
     }
     path = cfg_dir / "gateway.yaml"
@@ -63,7 +72,7 @@ def world(tmp_path_factory):
     try:
         proc.url = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)", timeout=60).group(1)
         admin = proc.wait_line(r"admin endpoint at http://[^:]+:(\d+)/")
-        reports = dict(proc.wait_line(r"backend (\w+): (.*)", timeout=60).groups() for _ in range(4))
+        reports = dict(proc.wait_line(r"backend (\w+): (.*)", timeout=60).groups() for _ in range(5))
         assert all(r.startswith("up") for r in reports.values()), reports
         yield {
             "proc": proc,
@@ -182,6 +191,16 @@ async def test_server_filesystem_works_on_its_allowed_directory_and_nowhere_else
         denied = await bounded(c.call_tool("files__read_text_file", {"path": str(world["config"])}))
         assert denied.is_error
     assert (shared / "new.txt").read_text() == "made inside"
+
+
+async def test_server_memory_keeps_its_file_in_the_private_home(world):
+    assert not os.path.exists(MEMORY_FILE)
+    entity = {"name": "sandbox-test", "entityType": "test", "observations": ["kept inside"]}
+    async with client(world["url"], "legacy") as c:
+        await bounded(c.call_tool("memory__create_entities", {"entities": [entity]}))
+        graph = text_of(await bounded(c.call_tool("memory__read_graph", {})))
+    assert "sandbox-test" in graph and "kept inside" in graph
+    assert not os.path.exists(MEMORY_FILE)  # written to the sandbox's own /tmp, not the host's
 
 
 async def test_server_everything_works_in_its_profile(world):
