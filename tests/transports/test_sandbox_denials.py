@@ -54,6 +54,9 @@ async def test_a_child_past_its_cpu_time_is_reported_and_the_backend_serves_agai
     assert found["status"] in (-24, 152)  # SIGXCPU, as the process or as bwrap reports it
     gateway["proc"].wait_line(r"backend limited: child \d+ ended: CPU time limit reached")
     assert text_of(await attempt(gateway, "whoami")).startswith("OK")  # a new child serves
+    async with httpx.AsyncClient(timeout=20) as http:
+        page = (await http.get(f"http://127.0.0.1:{gateway['admin']}/")).text
+    assert "sandbox network-off · 1 denied (CPU time limit reached (cpu_seconds))" in page
 
 
 async def test_a_child_that_dies_of_its_memory_limit_is_reported(gateway):

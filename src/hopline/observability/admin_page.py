@@ -89,8 +89,13 @@ def _backend_rows(status: dict[str, Any]) -> str:
             if ch
             else ""
         )
-        if b.get("sandbox"):  # a stdio backend: the profile its children run under
-            children += f" · sandbox {b['sandbox']['profile']}"
+        if b.get("sandbox"):  # a stdio backend: the profile its children run under, what they were denied
+            box = b["sandbox"]
+            children += f" · sandbox {box['profile']}"
+            if box.get("denied"):
+                children += f" · {box['denied']} denied ({box['denials'][-1]['denial']})"
+            if box.get("egress", {}).get("refused"):
+                children += f" · egress refused {box['egress']['refused']}"
         s = b["sessions"]
         calls = b.get("calls")
         err = b.get("last_error")

@@ -55,7 +55,9 @@ function draw(s){
   r.appendChild(td(b.kind+' '+b.target));
   r.appendChild(td((b.children?(b.children.leased+' leased, '+b.children.spare+' spare / '+b.children.max+\
 (b.children.pids.length?' (pids '+b.children.pids.join(', ')+')':'')):'')+\
-(b.sandbox?' \u00b7 sandbox '+b.sandbox.profile:'')));
+(b.sandbox?' \u00b7 sandbox '+b.sandbox.profile+(b.sandbox.denied?' \u00b7 '+b.sandbox.denied+' denied ('+\
+b.sandbox.denials[b.sandbox.denials.length-1].denial+')':'')+(b.sandbox.egress&&b.sandbox.egress.refused?\
+' \u00b7 egress refused '+b.sandbox.egress.refused:''):'')));
   r.appendChild(td(b.sessions.open+(b.sessions.eras.length?' ('+b.sessions.eras.join(', ')+')':'')));
   r.appendChild(td(b.tool_count));
   r.appendChild(td(b.calls?b.calls.calls+' / '+b.calls.errors:''));
