@@ -54,7 +54,8 @@ def test_signin_alone_is_enough_and_the_metadata_names_hopline():
         ({"clients": [{"client_id": "b", "redirect_uris": ["http://127.evil.example/cb"]}]},
          "clients[0].redirect_uris", "loopback addresses only"),  # fmt: skip  (a name, not 127.0.0.0/8)
         ({"access_token_ttl": 86400}, "access_token_ttl", "less than or equal to 3600"),
-        ({"store_backend": "redis"}, "store_backend", "sqlite"),
+        ({"store_backend": "redis"}, "store_backend", "keeps the state in `state.redis_url`"),
+        ({"store_backend": "memcached"}, "store_backend", "'sqlite' or 'redis'"),
     ],
 )
 def test_a_bad_signin_section_is_refused_at_its_key(change, where, why):

@@ -54,7 +54,7 @@ def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]], write
     try:
         if config.auth.signin is None:
             return Authenticator(config.auth)
-        return _with_signin(config.auth, Authenticator, writes)
+        return _with_signin(config.auth, Authenticator, writes, config.state)
     except StoreProblem as exc:
         problems.append(("auth.signin.store", str(exc)))
     except KeyProblem as exc:
@@ -64,12 +64,12 @@ def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]], write
     return None
 
 
-def _with_signin(auth: Any, authenticator: Any, writes: bool = True) -> Any:
+def _with_signin(auth: Any, authenticator: Any, writes: bool = True, state: Any = None) -> Any:
     """The resource server with hopline's own authorization server (``auth.signin``) in front: its issuer joins
     ``auth.issuers`` with the published keys, and the HTTP app serves its endpoints."""
     from hopline.signin import build, issuer_settings
 
-    signin = build(auth, check=not writes)
+    signin = build(auth, check=not writes, state=state)
     update = {
         "issuers": [*auth.issuers, issuer_settings(signin)],
         "scopes_supported": auth.scopes_supported or list(auth.signin.scopes),

@@ -614,6 +614,12 @@ class GatewayConfig(_Section):
             ]
         if self.auth is not None:
             problems += self.auth.backend_problems(self.backends)
+            signin = self.auth.signin
+            shared = self.state is not None and self.state.redis_url
+            if signin is not None and signin.store_backend == "redis" and not shared:
+                problems.append(
+                    (("auth", "signin", "store_backend"), "`redis` keeps the state in `state.redis_url`: set it")
+                )
         problems += self.resilience.backend_problems(self.backends)
         problems += self.tools.backend_problems(self.backends, self.listen.path)
         namespace = self.routing.namespace()

@@ -183,7 +183,11 @@ class SigninConfig(Section):
         description="SQLite file of clients, grants and refresh tokens (hashed) and the signing key (encrypted); "
         "default: $XDG_STATE_HOME/hopline/signin.sqlite3.",
     )
-    store_backend: Literal["sqlite"] = Field("sqlite", description="Where the state lives (sqlite only for now).")
+    store_backend: Literal["sqlite", "redis"] = Field(
+        "sqlite",
+        description="Where the state lives: `sqlite` (the `store` file, one process) or `redis` (the `state:` "
+        "section's Redis, shared by replicas: a sign-in one began another finishes).",
+    )
 
     @field_validator("issuer")
     @classmethod

@@ -42,10 +42,11 @@ class LocalIssuer:
     jwks_min_interval: float = 30.0
 
 
-def build(auth: Any, *, check: bool = False) -> SigninApp:
+def build(auth: Any, *, check: bool = False, state: Any = None) -> SigninApp:
     """The authorization server of ``auth.signin`` (opens, or creates, its store). ``check``: built as
     ``hopline check`` builds it, writing nothing: an existing store is opened read-only and its signing keys
-    must open with ``secret_key``; a missing one must be creatable; the rest is built on a store in memory."""
+    must open with ``secret_key``; a missing one must be creatable; the rest is built on a store in memory.
+    ``state``: the configuration's ``state:`` section, whose Redis holds the state with ``store_backend: redis``."""
     from hopline.signin.app import CALLBACK, SigninApp
     from hopline.signin.clients import Clients
     from hopline.signin.keys import SigningKeys
@@ -56,14 +57,24 @@ def build(auth: Any, *, check: bool = False) -> SigninApp:
     config = auth.signin
     issuer = config.issuer_for(auth.resource)
     secret = config.key_bytes()
-    if check:
+    redis = config.store_backend == "redis" and not check  # (check connects to nothing)
+    if check and config.store_backend == "sqlite":
         _check_store(config.store, secret)
-    store = SqliteStore(":memory:" if check else config.store, secret, max_pending=config.max_sign_ins_in_flight)
+    store: Any
+    if redis:
+        from hopline.signin.redis_store import RedisStore
+
+        bound, url = config.max_sign_ins_in_flight, state.redis_url
+        store = RedisStore.from_url(url, secret, timeout=state.timeout, prefix=state.prefix, max_pending=bound)
+    else:
+        store = SqliteStore(":memory:" if check else config.store, secret, max_pending=config.max_sign_ins_in_flight)
     try:
         keys = SigningKeys(store, secret)
         clients = Clients(config, store)
-    except Exception:
+    except Exception as exc:
         store.close()
+        if redis and type(exc).__module__.startswith("redis"):
+            raise StoreProblem(f"the state's Redis did not answer ({type(exc).__name__}): {exc}") from None
         raise
     server = AuthServer(config, issuer, [auth.resource], store, clients, keys)
     upstream = Upstream(config.upstream, config.claims, issuer + CALLBACK)

@@ -19,6 +19,8 @@ its redirect URI are known is shown here, never sent to an unchecked URI. No tok
 
 from __future__ import annotations
 
+import asyncio
+
 import hashlib
 import hmac
 import html
@@ -136,7 +138,7 @@ class SigninApp:
             return
         request = Request("GET", self.issuer + AUTHORIZE, pairs, headers)
         try:
-            self.server.get_consent_grant(request)
+            await asyncio.to_thread(self.server.get_consent_grant, request)
             request.payload.data["redirect_uri"]  # noqa: B018 - checked present by the grant
         except OAuth2Error as error:
             await self._oauth_redirect_or_page(send, error)
@@ -149,7 +151,7 @@ class SigninApp:
         txn = secrets["state"]
         doc = {"pairs": pairs, "client_id": client.client_id, "upstream": secrets}
         try:
-            self.server.store.put_pending(txn, doc, self.config.login_ttl)
+            await asyncio.to_thread(self.server.store.put_pending, txn, doc, self.config.login_ttl)
         except Full:
             log.warning(
                 "sign-in refused: %d sign-ins in flight (max_sign_ins_in_flight)", self.config.max_sign_ins_in_flight
@@ -176,12 +178,12 @@ class SigninApp:
         if not state or cookie is None or not hmac.compare_digest(state.encode(), cookie.encode()):
             await self._page(send, 400, "Sign-in refused", "This sign-in was not started in this browser.")
             return
-        pending = self.server.store.pending(state)
+        pending = await asyncio.to_thread(self.server.store.pending, state)
         if pending is None:
             await self._page(send, 400, "Sign-in expired", "This sign-in has expired or was finished; start again.")
             return
         if "code" not in params:  # the identity provider refused (the user cancelled, ...)
-            self.server.store.take_pending(state)
+            await asyncio.to_thread(self.server.store.take_pending, state)
             await self._finish(send, pending, None)
             return
         try:
@@ -190,14 +192,15 @@ class SigninApp:
             await self._page(send, 502, "Sign-in failed", str(exc))
             return
         pending["claims"] = claims
-        self.server.store.put_pending(state, pending, self.config.login_ttl)
-        client = self.clients.get(pending["client_id"]) or await self.clients.load(pending["client_id"])
+        await asyncio.to_thread(self.server.store.put_pending, state, pending, self.config.login_ttl)
+        client = await self.clients.load(pending["client_id"])
         scopes = dict(pending["pairs"]).get("scope") or ""
         await self._consent_page(send, state, client, scopes, claims)
 
     async def _consent_page(self, send: hu.Send, txn: str, client: Any, scopes: str, claims: dict[str, Any]) -> None:
         e = html.escape
-        redirect = urlsplit(dict(self.server.store.pending(txn)["pairs"])["redirect_uri"])  # type: ignore[index]
+        pending = await asyncio.to_thread(self.server.store.pending, txn)
+        redirect = urlsplit(dict(pending["pairs"])["redirect_uri"])  # type: ignore[index]
         origin = f"{redirect.scheme}://{redirect.netloc}" if redirect.netloc else redirect.scheme + ":"
         shown_scopes = "".join(f"<li>{e(s)}</li>" for s in scopes.split()) or "<li>(none)</li>"
         source = {"metadata": "identified by its metadata document", "registered": "registered dynamically"}.get(
@@ -225,7 +228,7 @@ gateway as you, with the scopes:</p><ul>{shown_scopes}</ul>
         if txn is None or not hmac.compare_digest(csrf.encode(), self._csrf(txn).encode()):
             await self._page(send, 403, "Request refused", "The consent form was not sent from this sign-in's page.")
             return
-        pending = self.server.store.take_pending(txn)
+        pending = await asyncio.to_thread(self.server.store.take_pending, txn)
         if pending is None or "claims" not in pending:
             await self._page(send, 400, "Sign-in expired", "This sign-in has expired or was finished; start again.")
             return
@@ -242,12 +245,15 @@ gateway as you, with the scopes:</p><ul>{shown_scopes}</ul>
         pairs = [tuple(p) for p in pending["pairs"]]
         request = Request("GET", self.issuer + AUTHORIZE, pairs, {})  # type: ignore[arg-type]
         try:
-            grant = self.server.get_consent_grant(request)
+            grant = await asyncio.to_thread(self.server.get_consent_grant, request)
         except OAuth2Error as error:
             await self._oauth_redirect_or_page(send, error)
             return
-        status, _, hs = self.server.create_authorization_response(
-            request, grant_user=User(claims) if claims is not None else None, grant=grant
+        status, _, hs = await asyncio.to_thread(
+            self.server.create_authorization_response,
+            request,
+            grant_user=User(claims) if claims is not None else None,
+            grant=grant,
         )
         location = add_params_to_uri(dict(hs)["Location"], [("iss", self.issuer)])
         log.info("sign-in %s for client %s", "granted" if claims else "denied", pending["client_id"][:200])
@@ -269,12 +275,12 @@ gateway as you, with the scopes:</p><ul>{shown_scopes}</ul>
 
     async def _token(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
         request = await self._form_request(TOKEN, receive, headers)
-        status, body, hs = self.server.create_token_response(request)
+        status, body, hs = await asyncio.to_thread(self.server.create_token_response, request)
         await _respond(send, status, body, hs)
 
     async def _revoke(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
         request = await self._form_request(REVOKE, receive, headers)
-        status, body, hs = self.server.create_endpoint_response("revocation", request)
+        status, body, hs = await asyncio.to_thread(self.server.create_endpoint_response, "revocation", request)
         await _respond(send, status, body, hs)
 
     async def _register(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers) -> None:
@@ -285,7 +291,7 @@ gateway as you, with the scopes:</p><ul>{shown_scopes}</ul>
             await _oauth_error(send, 400, "invalid_client_metadata", "the registration request is not JSON")
             return
         try:
-            out = self.clients.register(body)
+            out = await asyncio.to_thread(self.clients.register, body)
         except ClientError as exc:
             status = {"rate_limited": 429, "temporarily_unavailable": 503}.get(exc.error, 400)
             error = "invalid_client_metadata" if status == 429 else exc.error

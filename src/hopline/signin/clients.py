@@ -187,8 +187,11 @@ class Clients:
         )
 
     async def load(self, client_id: str) -> Client:
-        """The client, fetching its metadata document if ``client_id`` is a URL not cached."""
-        client = self.get(client_id)
+        """The client, fetching its metadata document if ``client_id`` is a URL not cached. A registered
+        client is read from the store in a worker thread (never on the event loop)."""
+        client = self._static.get(client_id)
+        if client is None:
+            client = await asyncio.to_thread(self.get, client_id)
         if client is not None:
             return client
         if not is_url(client_id):

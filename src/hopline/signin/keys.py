@@ -32,8 +32,12 @@ class SigningKeys:
         self._store = store
         self._aead = AESGCM(hmac.new(secret, b"hopline-signin-seal", hashlib.sha256).digest())
         self._keys: list[RSAKey] = [self._unseal(kid, sealed) for kid, sealed in store.keys()]
-        if not self._keys:
-            self.rotate()
+        if not self._keys:  # the first key: replicas starting at once on a shared store agree on one
+            key, kid, sealed = self._make()
+            if store.add_key(kid, sealed, first=True):
+                self._keys.append(key)
+            else:
+                self._keys = [self._unseal(kid, sealed) for kid, sealed in store.keys()]
 
     def _unseal(self, kid: str, sealed: bytes) -> RSAKey:
         try:
@@ -46,13 +50,17 @@ class SigningKeys:
 
     def rotate(self) -> str:
         """Make a new signing key (it signs from now on; older ones stay published)."""
+        key, kid, sealed = self._make()
+        self._store.add_key(kid, sealed)
+        self._keys.append(key)
+        return kid
+
+    def _make(self) -> tuple[RSAKey, str, bytes]:
         key = RSAKey.generate_key(2048, parameters={"alg": ALG, "use": "sig"}, private=True)
         kid = key.thumbprint()
         nonce = os.urandom(12)
         sealed = nonce + self._aead.encrypt(nonce, orjson.dumps(key.as_dict(private=True)), kid.encode())
-        self._store.add_key(kid, sealed)
-        self._keys.append(RSAKey.import_key(key.as_dict(private=True), {"kid": kid, "alg": ALG, "use": "sig"}))
-        return kid
+        return RSAKey.import_key(key.as_dict(private=True), {"kid": kid, "alg": ALG, "use": "sig"}), kid, sealed
 
     @property
     def current(self) -> RSAKey:

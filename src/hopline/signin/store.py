@@ -1,8 +1,8 @@
 """The authorization server's state: signing keys, registered clients, sign-ins in flight, codes, grants and
 refresh tokens.
 
-:class:`SigninStore` is the interface (a Redis implementation can follow: every operation is one key's read,
-write or compare-and-set); :class:`SqliteStore` keeps it in one SQLite file (stdlib ``sqlite3``, WAL, one
+:class:`SigninStore` is the interface (``redis_store.RedisStore`` is the replicas' one: every operation is one
+key's read, write or compare-and-set); :class:`SqliteStore` keeps it in one SQLite file (stdlib ``sqlite3``, WAL, one
 connection per process, every call a short local transaction). Codes and refresh tokens are stored only as
 keyed hashes (HMAC-SHA256 under the configured secret key): the file alone does not let anyone use one. The
 private signing key is stored encrypted (AES-256-GCM under a key derived from the same secret). Every row has
@@ -41,7 +41,10 @@ class SigninStore(Protocol):
     """What the authorization server keeps (values are JSON-able dicts; secrets arrive hashed or sealed)."""
 
     def keys(self) -> list[tuple[str, bytes]]: ...
-    def add_key(self, kid: str, sealed: bytes) -> None: ...
+    def add_key(self, kid: str, sealed: bytes, *, first: bool = False) -> bool:
+        """Keep a signing key; ``first``: only if the store has none yet (False: another was first)."""
+        ...
+
     def client(self, client_id: str) -> dict[str, Any] | None: ...
     def add_client(self, client_id: str, doc: dict[str, Any], limit: int) -> bool: ...
     def put_pending(self, key: str, doc: dict[str, Any], ttl: float) -> None: ...
@@ -103,8 +106,16 @@ class SqliteStore:
         with self._lock:
             return [(k, bytes(s)) for k, s in self._db.execute("SELECT kid, sealed FROM keys ORDER BY created")]
 
-    def add_key(self, kid: str, sealed: bytes) -> None:
-        self._run("INSERT INTO keys VALUES (?, ?, ?)", kid, sealed, self._clock())
+    def add_key(self, kid: str, sealed: bytes, *, first: bool = False) -> bool:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                if first and self._db.execute("SELECT count(*) FROM keys").fetchone()[0]:
+                    return False
+                self._db.execute("INSERT INTO keys VALUES (?, ?, ?)", (kid, sealed, self._clock()))
+                return True
+            finally:
+                self._db.execute("COMMIT")
 
     # -- clients (registered ones; CIMD documents are cached in memory) ----------------------
     def client(self, client_id: str) -> dict[str, Any] | None:
