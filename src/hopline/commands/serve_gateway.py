@@ -23,6 +23,7 @@ from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
 from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.transports.pump import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
@@ -222,7 +223,7 @@ def _started(config: GatewayConfig, transport: str) -> Gateway | None:
     """The gateway, started (inside the event loop); None, said why, if the configuration builds none.
     ``transport``: the clients' ``network.transport`` (``tcp`` over HTTP, ``pipe`` over stdio)."""
     try:
-        gateway = Gateway(config)
+        gateway = build(config)
     except (ConfigError, ValueError) as exc:
         runtime.announce(f"hopline serve: {exc}")
         return None

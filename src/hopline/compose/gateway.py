@@ -14,9 +14,11 @@ each its own settings:
   gateway's own listen streams and held calls.
 
 The gateway is what a listener talks to (it implements ``Backends``) and is the
-sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is the routes'
-business: Reverse and Sidecar front one backend whose names pass unchanged, Sidecar
-also passes on the methods it does not mediate. A hot reload re-composes what changed.
+sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is its
+:class:`~hopline.composition.Composition`'s business (``hopline/modes/*.py``): the factory of
+Layer 3 it calls (namespaced, or one backend whose names pass unchanged), what a method it
+does not mediate gets (refused, or passed on: Sidecar), which optional layers it admits
+(4, 5) and the session store of Layer 6. A hot reload re-composes what changed.
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ from typing import Any
 from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
 from hopline.compose.pipeline import build_pipeline, prime, release
-from hopline.compose.resilience import build as build_resilience
+from hopline.compose.resilience import bounded
 from hopline.compose.status import config_view, readiness, status
 from hopline.compose.surface import Surfaces
+from hopline.composition import Composition
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.context import Principal, principal_of
@@ -40,14 +43,13 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.discovery.registry import Registry
 from hopline.layers.policy.propagation import Propagator
 from hopline.layers.routing.cursors import CursorCodec
-from hopline.layers.routing.tables import Routes
 from hopline.layers.session.backend_listens import BackendListens
 from hopline.layers.session.task_push import TaskPush
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.gateway_session import GatewaySession
 from hopline.layers.session.links import CHANGE_SIGNALS
 from hopline.layers.session.held import HeldCalls
-from hopline.layers.session.sharing import Sharing, describe
+from hopline.layers.session.sharing import describe
 from hopline.layers.session.task_store import MemoryTaskStore, RedisTaskStore, TaskStore
 from hopline.compose.connectors import RemoteBackends, StdioBackends
 from hopline.transports.replica_link import ReplicaLink
@@ -57,14 +59,26 @@ log = logging.getLogger("hopline.gateway")
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, *, propagation: Any = None, tasks: TaskStore | None = None) -> None:
-        """``propagation``: credentials toward the backends, if not the configuration's
+    def __init__(
+        self,
+        config: GatewayConfig,
+        composition: Composition,
+        *,
+        propagation: Any = None,
+        tasks: TaskStore | None = None,
+    ) -> None:
+        """``composition``: the mode, whose layer factories build it (``hopline.modes``).
+        ``propagation``: credentials toward the backends, if not the configuration's
         (``auth.backends``); transparent mode passes the client's own on. ``tasks``: the
         task store (who owns which task), if not this process's own (a shared one: Redis)."""
+        if composition.factory(3) is None or composition.factory(6) is None:
+            raise ValueError(f"mode {composition.mode} builds no gateway (no routing or session factory)")
+        self.composition = composition
+        _admitted(composition, config)
         # One key for the gateway's life (cursors outlive a reload); replicas derive theirs from
         # the session key, so a cursor one of them issued pages on any other.
         self.cursors = CursorCodec(config.state.cursor_secret() if config.state is not None else None)
-        self.sharing = Sharing(self)
+        self.sharing = composition.factory(6)(self)  # type: ignore[misc]
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}
         self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
@@ -95,7 +109,7 @@ class Gateway:
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
         self.propagation = propagation if propagation is not None else Propagator.from_config(config)
         # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
-        self.resilience = build_resilience(config)
+        self.resilience = (composition.factory(4) or bounded)(config)
         self.observability = build_observability(config, gates=self.resilience.gates)
         self.observability.track_sessions(lambda: len(self.sessions))
         self.observability.readiness(lambda: readiness(self)[0])  # the one rule: compose/status.py
@@ -123,20 +137,8 @@ class Gateway:
 
     def _configure(self, config: GatewayConfig) -> None:
         self.config = self.settings = config
-        r = config.routing
-        single = (
-            next(b for b, spec in config.backends.items() if spec.enabled)
-            if config.mode in ("reverse", "sidecar")
-            else None
-        )
-        self.routes = Routes.build(
-            delimiter=r.delimiter,
-            max_name_length=r.max_name_length,
-            uri_scheme=r.uri_scheme,
-            single=single,
-            pass_on=config.mode == "sidecar",
-            cursors=self.cursors,
-        )
+        routing = self.composition.factory(3)
+        self.routes = routing(config, self.cursors, pass_on=self.composition.unknown == "pass on")  # type: ignore[misc]
         self._timeouts.clear()
         self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
         self.catalogs.clear()
@@ -144,7 +146,12 @@ class Gateway:
         self.visible_cache.clear()
         old, self.pipeline = (
             getattr(self, "pipeline", None),
-            build_pipeline(config, resilience=self.resilience, observability=self.observability),
+            build_pipeline(
+                config,
+                resilience=self.resilience,
+                observability=self.observability,
+                policy=self.composition.factory(5),
+            ),
         )
         if old is not None and (old.calls or old.surface or old.tools.modes or old.endpoints):
             self._release = asyncio.ensure_future(release(old))
@@ -242,6 +249,7 @@ class Gateway:
         }
 
     async def _reload(self, new: GatewayConfig) -> Any:
+        _admitted(self.composition, new)
         diff = diff_backends(self.config, new)
         if new.listen != self.config.listen:
             log.warning("reload: listen settings changed; they take effect after a restart")
@@ -377,6 +385,13 @@ class Gateway:
         """Send CHANGE-SIGNALs to every open 2026-07-28 listen stream that asked for them."""
         for listener in list(self.listeners):
             listener.changed(methods)
+
+
+def _admitted(composition: Composition, config: GatewayConfig) -> None:
+    """Refuse a configuration that asks for a layer the mode does not admit (ValueError)."""
+    reason = composition.refused(config)
+    if reason is not None:
+        raise ValueError(reason)
 
 
 class Endpoint:

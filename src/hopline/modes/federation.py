@@ -21,10 +21,13 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from hopline.composition import GATEWAY_OPTIONAL, Composition, gateway_layers
-from hopline.modes.forward import build
+from hopline.compose import parts
+from hopline.composition import Composition
+from hopline.modes import forward
+from hopline.modes.forward import GATEWAY_OPTIONAL, gateway_layers
 
 if TYPE_CHECKING:
+    from hopline.compose.gateway import Gateway
     from hopline.config.schema import GatewayConfig
 
 COMPOSITION = Composition(
@@ -34,9 +37,17 @@ COMPOSITION = Composition(
         "dual-handshake (composed capabilities of member intermediaries; the hop sequence travels with handshakes, "
         "list fetches and calls)"
     ),
-    layers=gateway_layers("layers.routing.namespace", discovery=("modes.federation", "transports.declarations")),
+    layers=gateway_layers(
+        parts.namespaced, "layers.routing.namespace", discovery=("modes.federation", "transports.declarations")
+    ),
     optional=GATEWAY_OPTIONAL,
 )
+
+
+def build(config: GatewayConfig, **kw: Any) -> Gateway:
+    return forward.build(config, COMPOSITION, **kw)
+
+
 __all__ = ["COMPOSITION", "build", "members", "summary", "watch_members"]
 
 log = logging.getLogger("hopline.federation")

@@ -69,10 +69,10 @@ def serve(config: Any, *, declaration: Callable[[], Any], endpoints: dict[str, s
     async def main() -> int:
         aware = None
         if t.level == 2:
-            from hopline.compose.gateway import Gateway
             from hopline.compose.listen import session_table
+            from hopline.modes import reverse
 
-            aware = compose.endpoints(config, Gateway, session_table)
+            aware = compose.endpoints(config, reverse.build, session_table)  # a Reverse-mode gateway per destination
         app = TransparentProxy(
             compose.settings(t),
             compose.Rules(t),

@@ -190,7 +190,7 @@ async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
 
 async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
     from hopline.config.schema import GatewayConfig
-    from hopline.compose.gateway import Gateway
+    from hopline.modes import build
     from hopline.layers.session.gateway_session import GatewaySession
     from tests.layers.capability.toolhosts import GatewayClient
 
@@ -198,7 +198,7 @@ async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
         tools = {"mode": "code", "code": {"max_workers": max_workers, "idle_timeout": 60}}
         return GatewayConfig.model_validate({"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "tools": tools})
 
-    gateway = Gateway(conf(2))
+    gateway = build(conf(2))
     session = GatewaySession(gateway, stateful=True)
     gateway.sessions.add(session)
     client = GatewayClient(session)
