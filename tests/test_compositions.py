@@ -37,9 +37,14 @@ def test_the_declaration_reports_the_compositions():
 
 
 def test_modes_hold_compositions_only():
-    sizes = {p.name: len(p.read_text().splitlines()) for p in MODES.glob("*.py")}
+    """No process in modes/: the serve functions of relay and transparent mode are commands/serve_*.py,
+    federation's member watcher compose/federation.py (issue 30 item 3)."""
+    texts = {p.name: p.read_text() for p in MODES.glob("*.py")}
+    sizes = {name: len(text.splitlines()) for name, text in texts.items()}
     assert all(n <= 150 for n in sizes.values()), sizes
-    assert sum(sizes.values()) <= 900, sizes
+    assert sum(sizes.values()) <= 400, sizes
+    for name, text in texts.items():
+        assert "async def" not in text and "import asyncio" not in text and "runtime" not in text, name
 
 
 async def test_a_built_gateway_holds_each_layer_of_its_composition():

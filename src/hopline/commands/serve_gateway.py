@@ -107,7 +107,7 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
         federation = None
         if config.mode == "federation":  # the members' declarations, kept current in ours
-            from hopline.modes.federation import watch_members
+            from hopline.compose.federation import watch_members
 
             deployment.members = {}
             federation = asyncio.create_task(watch_members(config, deployment.members))
