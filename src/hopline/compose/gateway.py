@@ -19,6 +19,11 @@ sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is its
 Layer 3 it calls (namespaced, or one backend whose names pass unchanged), what a method it
 does not mediate gets (refused, or passed on: Sidecar), which optional layers it admits
 (4, 5) and the session store of Layer 6. A hot reload re-composes what changed.
+
+Building a gateway starts nothing: every long-lived task it has (breaker trials, health
+probes, the replica link's start, a replaced pipeline's release) belongs to its
+:class:`~hopline.compose.gateway_runtime.GatewayRuntime`, one ``asyncio.TaskGroup`` that
+:meth:`Gateway.start` starts and :meth:`Gateway.aclose` cancels and awaits.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 
 from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
+from hopline.compose.gateway_runtime import GatewayRuntime
 from hopline.compose.pipeline import build_pipeline, prime, release
 from hopline.compose.resilience import bounded
 from hopline.compose.status import config_view, readiness, status
@@ -129,8 +135,7 @@ class Gateway:
             lambda: config_view(self),
             Surfaces(self),  # /status/surface: tools/list as a chosen identity would get it
         )
-        self._supervisor: asyncio.Task | None = None
-        self._health: asyncio.Task | None = None
+        self.runtime = GatewayRuntime(self)  # its long-lived tasks, in one TaskGroup (started by `start`)
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
@@ -154,7 +159,7 @@ class Gateway:
             ),
         )
         if old is not None and (old.calls or old.surface or old.tools.modes or old.endpoints):
-            self._release = asyncio.ensure_future(release(old))
+            self.runtime.spawn(release(old), "release-pipeline")
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
 
@@ -281,25 +286,8 @@ class Gateway:
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     def start(self) -> None:
-        """Start the background work the gateway owns (breaker trials, health probes, the
-        link other replicas hand held calls over). Idempotent."""
-        if self.replicas is not None:
-            self.replicas.start()
-        if self._supervisor is None:
-            self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
-        if self._health is None and self.config.routing.health_interval > 0:
-            self._health = asyncio.create_task(self._health_loop(), name="health-probes")
-
-    async def _health_loop(self) -> None:
-        """Discovery health probes (draft §6.2) of every open shared backend session, every
-        ``health_interval``. A failure counts against the backend's breaker; changed
-        capabilities re-compose the surface with a CHANGE-SIGNAL. Probes never start a
-        backend; sessions that are not open are the reconnect loop's business."""
-        while True:
-            await asyncio.sleep(self.config.routing.health_interval)
-            for session in list(self.sharing.shared.values()):
-                if not session.is_closed():
-                    await self.health_probe(session)
+        """Start the background work the gateway owns (its runtime's: compose/gateway_runtime.py)."""
+        self.runtime.start()
 
     async def health_probe(self, session: BackendSession) -> None:
         try:
@@ -358,9 +346,7 @@ class Gateway:
         return Endpoint(self, path)
 
     async def aclose(self) -> None:
-        for task in (self._supervisor, self._health):
-            if task is not None:
-                task.cancel()
+        await self.runtime.aclose()  # its tasks, cancelled and awaited
         for session in list(self.sessions):
             await session.end.aclose()
         await release(self.pipeline, grace=0)  # runs still in flight are stopped
