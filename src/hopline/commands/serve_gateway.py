@@ -93,7 +93,8 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         await gateway.prime()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
-        watch = asyncio.create_task(_watch(path, gateway))
+        tasks = runtime.TaskOwner("serve")  # the process's own long-lived tasks, cancelled and awaited at shutdown
+        tasks.spawn(_watch(path, gateway), "config-watch")
         listen = config.listen
         sessions = session_table(listen, config.state)
         sse_sessions = sessions.sibling()  # siblings share the admission slots and counters
@@ -105,12 +106,11 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         )
         deployment = for_config(config)
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
-        federation = None
         if config.mode == "federation":  # the members' declarations, kept current in ours
             from hopline.compose.federation import watch_members
 
             deployment.members = {}
-            federation = asyncio.create_task(watch_members(config, deployment.members))
+            tasks.spawn(watch_members(config, deployment.members), "federation-members")
         app = HoplineApp(
             StreamableHttpListener(gateway, sessions, options),
             endpoints={p: StreamableHttpListener(gateway.endpoint(p), table, options) for p, table in tables.items()},
@@ -139,16 +139,10 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
             if report_backends:  # each backend's state, once known
-                states.append(asyncio.create_task(report(gateway, _say), name="backend-states"))
-
-        states: list[asyncio.Task] = []
+                tasks.spawn(report(gateway, _say), "backend-states")
 
         async def shutdown() -> None:
-            watch.cancel()
-            for task in states:
-                task.cancel()
-            if federation is not None:
-                federation.cancel()
+            await tasks.aclose()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -201,15 +195,15 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
-        states = asyncio.create_task(
-            report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states"
-        )
+        tasks = runtime.TaskOwner("serve")
+        if report_backends:
+            tasks.spawn(report(gateway, _say), "backend-states")
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
-            states.cancel()
+            await tasks.aclose()
             admin_stop.set()
             if admin is not None:
                 await admin
