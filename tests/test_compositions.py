@@ -97,3 +97,10 @@ def test_transparent_and_relay_are_not_gateway_compositions():
     with pytest.raises(ValueError, match="mode transparent is not a gateway mode"):
         build(GatewayConfig.model_validate({"mode": "transparent", "transparent": {"level": 2, "destinations": {"a": "http://10.0.0.1"}}}))
     assert COMPOSITIONS["relay"].factory(3) is None and COMPOSITIONS["sidecar"].unknown == "pass on"
+
+
+def test_only_federation_keeps_watching_in_layer_2():
+    from hopline.compose.federation import watch_members
+
+    assert COMPOSITIONS["federation"].factory(2) is watch_members
+    assert all(COMPOSITIONS[m].factory(2) is None for m in ("forward", "reverse", "sidecar"))

@@ -6,6 +6,8 @@ draft layer it runs, the module(s) that implement it there and, where modes diff
 objects are what ``hopline declare`` reports (tier and layers, :mod:`hopline.declaration`)
 and what the composition root builds from (``hopline/compose/gateway.py``):
 
+- Layer 2 (Federation only): what it keeps watching while the gateway serves,
+  ``watch(config, into)``: the members' declarations ``hopline serve`` lists in its own.
 - Layer 3: the routing factory, ``(config, cursors, pass_on=) -> Routes``: namespaced
   (Forward, Federation) or a single backend (Reverse, Sidecar); :attr:`Composition.unknown`
   says what a method the gateway does not know gets: ``"refuse"`` or ``"pass on"`` (Sidecar).

@@ -106,11 +106,10 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         )
         deployment = for_config(config)
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
-        if config.mode == "federation":  # the members' declarations, kept current in ours
-            from hopline.compose.federation import watch_members
-
+        watch = gateway.composition.factory(2)
+        if watch is not None:  # Layer 2 keeps watching (Federation: the members' declarations, kept current in ours)
             deployment.members = {}
-            tasks.spawn(watch_members(config, deployment.members), "federation-members")
+            tasks.spawn(watch(config, deployment.members), "discovery-watch")
         app = HoplineApp(
             StreamableHttpListener(gateway, sessions, options),
             endpoints={p: StreamableHttpListener(gateway.endpoint(p), table, options) for p, table in tables.items()},

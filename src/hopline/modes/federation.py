@@ -14,7 +14,8 @@ Composition, routing and policy are Forward mode's; what federation adds:
   arrives is checked, so a member that (directly or further down) leads back here is
   refused on its first handshake and left out of the surface instead of recursing.
 
-Reading the members' declarations is compose/federation.py's; ``hopline serve`` keeps them current.
+Reading the members' declarations is compose/federation.py's; ``hopline serve`` keeps them
+current with Layer 2's factory (``watch_members``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hopline.compose import parts
+from hopline.compose.federation import watch_members
 from hopline.composition import Composition
 from hopline.modes import forward
 from hopline.modes.forward import GATEWAY_OPTIONAL, gateway_layers
@@ -38,7 +40,10 @@ COMPOSITION = Composition(
         "list fetches and calls)"
     ),
     layers=gateway_layers(
-        parts.namespaced, "layers.routing.namespace", discovery=("compose.federation", "transports.declarations")
+        parts.namespaced,
+        "layers.routing.namespace",
+        discovery=("compose.federation", "transports.declarations"),
+        watch=watch_members,
     ),
     optional=GATEWAY_OPTIONAL,
 )

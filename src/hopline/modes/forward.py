@@ -27,12 +27,19 @@ GATEWAY_OPTIONAL = (
 )
 
 
-def gateway_layers(routing: Callable[..., Any], *modules: str, discovery: tuple[str, ...] = ()) -> tuple[Layer, ...]:
+def gateway_layers(
+    routing: Callable[..., Any],
+    *modules: str,
+    discovery: tuple[str, ...] = (),
+    watch: Callable[..., Any] | None = None,
+) -> tuple[Layer, ...]:
+    """Forward's stack with ``routing`` as Layer 3's factory; ``discovery``: more Layer 2 modules,
+    ``watch``: what Layer 2 keeps watching while serving (``watch(config, into)``, Federation)."""
     return (
         layer(
             1, "compose.connectors", "transports.streamable_http_server", "transports.sse_server", "transports.stdio"
         ),
-        layer(2, "layers.discovery.registry", "layers.discovery.backend", *discovery),
+        layer(2, "layers.discovery.registry", "layers.discovery.backend", *discovery, build=watch),
         layer(3, "layers.routing.tables", *modules, build=routing),
         layer(
             6,
