@@ -159,7 +159,7 @@ class Gateway:
             ),
         )
         if old is not None and (old.calls or old.surface or old.tools.modes or old.endpoints):
-            self.runtime.spawn(release(old), "release-pipeline")
+            self.runtime.release(old)
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
 

@@ -4,7 +4,8 @@ owned by one ``asyncio.TaskGroup`` (:class:`hopline.runtime.TaskOwner`):
 - the breaker trials (Layer 4's HALF-OPEN probes, ``Resilience.run``);
 - the discovery health probes (draft §6.2), every ``routing.health_interval``;
 - the start of the link other replicas hand held calls over (its reader is the link's own);
-- a replaced pipeline's release after a hot reload.
+- a replaced pipeline's release after a hot reload (one still under way at close is
+  cancelled, then released again with no grace, as the running pipeline is at shutdown).
 
 The gateway is built without starting anything (the composition root is pure construction);
 :meth:`GatewayRuntime.start` is what the listeners' entry calls (idempotent, one test when
@@ -17,11 +18,13 @@ import asyncio
 import logging
 from typing import Any, Coroutine, Protocol
 
+from hopline.compose.pipeline import release
 from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
 from hopline.jsonrpc import Message
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session.sharing import Sharing
+from hopline.pipeline import Pipeline
 from hopline.runtime import TaskOwner
 from hopline.transports.replica_link import ReplicaLink
 
@@ -47,6 +50,7 @@ class GatewayRuntime:
         self.tasks = TaskOwner("gateway")
         self._trials = False  # breaker trials started (and the replica link)
         self._probes = False  # health probes started
+        self._releasing: dict[int, Pipeline] = {}  # replaced pipelines whose release has not finished
 
     def start(self) -> None:
         """Start the background work the gateway owns (breaker trials, health probes, the
@@ -64,8 +68,17 @@ class GatewayRuntime:
             self.tasks.spawn(self._health_loop(), "health-probes")
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
-        """One more task of the gateway's (a replaced pipeline's release)."""
+        """One more task of the gateway's."""
         self.tasks.spawn(coro, name)
+
+    def release(self, pipeline: Pipeline) -> None:
+        """Let go of a pipeline a reload replaced (its runs in flight get their own time)."""
+        self._releasing[id(pipeline)] = pipeline
+        self.tasks.spawn(self._release(pipeline), "release-pipeline")
+
+    async def _release(self, pipeline: Pipeline) -> None:
+        await release(pipeline)
+        self._releasing.pop(id(pipeline), None)
 
     async def _health_loop(self) -> None:
         """Discovery health probes (draft §6.2) of every open shared backend session, every
@@ -81,3 +94,9 @@ class GatewayRuntime:
 
     async def aclose(self) -> None:
         await self.tasks.aclose()
+        for pipeline in list(self._releasing.values()):  # cut short by the close: released now, runs stopped
+            try:
+                await release(pipeline, grace=0)
+            except Exception:  # noqa: BLE001 (the rest is still let go)
+                log.exception("releasing a replaced pipeline failed")
+        self._releasing.clear()
