@@ -176,15 +176,9 @@ def capabilities() -> dict[str, Any]:
 
 def layers_for(config: GatewayConfig) -> set[int]:
     """The draft layers a gateway built from ``config`` runs (its pipeline carries them)."""
-    layers = set(
-        COMPOSITIONS["reverse" if config.mode == "transparent" else config.mode].numbers
-    )  # level 2: a Reverse stack
-    if config.auth is not None or not config.policy.is_empty():
-        layers.add(5)
-    r = config.resilience
-    if r.breaker.enabled or r.retry.enabled or r.timeouts.methods or r.timeouts.tools:
-        layers.add(4)
-    return layers
+    # Its mode's composition: the layers it requires, and the optional ones it admits that the
+    # configuration uses (transparent level 2 runs a Reverse stack per destination).
+    return COMPOSITIONS["reverse" if config.mode == "transparent" else config.mode].layers_for(config)
 
 
 def for_config(config: object) -> Deployment:

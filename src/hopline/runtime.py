@@ -1,4 +1,6 @@
-"""The asyncio shell: run a coroutine on the best loop, serve an ASGI app, shut down cleanly.
+"""The asyncio shell: run a coroutine on the best loop, serve an ASGI app, shut down cleanly,
+and own long-lived tasks (:class:`TaskOwner`: one ``asyncio.TaskGroup``, cancelled and awaited
+on close).
 
 ``serve_http`` runs uvicorn (httptools parser, no access log) until SIGINT/SIGTERM,
 announces the bound address on stderr once listening (so ``--port 0`` is usable
@@ -25,6 +27,59 @@ from hopline.transports.door_limits import DoorCounters, DoorLimits
 
 log = logging.getLogger("hopline.runtime")
 FD_RESERVE = 256  # descriptors kept for backends, children, logs and the admin listener
+
+
+class TaskOwner:
+    """The structured owner of a component's long-lived tasks: each one runs in one
+    ``asyncio.TaskGroup`` (held by one owner task), a task that fails is logged without
+    taking its siblings down, and :meth:`aclose` cancels every one and awaits them all.
+    :meth:`spawn` needs a running loop; nothing runs before the first one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._owner: asyncio.Task | None = None
+        self._group: asyncio.TaskGroup | None = None
+        self._pending: list[tuple[Coroutine[Any, Any, Any], str]] = []
+        self._closed = False
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        if self._closed:  # closing: what would start now is not started
+            coro.close()
+            return
+        if self._group is not None:
+            self._group.create_task(_logged(coro, name), name=name)
+            return
+        self._pending.append((coro, name))
+        if self._owner is None:
+            self._owner = asyncio.get_running_loop().create_task(self._run(), name=f"{self.name}-tasks")
+
+    async def _run(self) -> None:
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                while self._pending:
+                    coro, name = self._pending.pop(0)
+                    group.create_task(_logged(coro, name), name=name)
+                await asyncio.get_running_loop().create_future()  # until aclose cancels the group
+        finally:
+            self._group = None
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for coro, _ in self._pending:
+            coro.close()
+        self._pending.clear()
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            owner.cancel()
+            await asyncio.wait({owner})  # the group cancels its tasks and awaits them
+
+
+async def _logged(coro: Coroutine[Any, Any, Any], name: str) -> None:
+    try:
+        await coro
+    except Exception:  # noqa: BLE001 (one task's failure is logged; its siblings keep running)
+        log.exception("task %s failed", name)
 
 
 def run(main: Coroutine[Any, Any, int]) -> int:
@@ -108,6 +163,7 @@ async def serve_http(
         await server.serve()
     finally:
         watcher.cancel()
+        await asyncio.wait({watcher})
         await on_shutdown()
     server.raise_deferred()
 
@@ -204,6 +260,7 @@ async def serve_admin(
     finally:
         server.should_exit = True
         watcher.cancel()
+        await asyncio.wait({watcher})
         with contextlib.suppress(Exception):
             await serving
 

@@ -14,7 +14,7 @@ from acp_harness import PY, ROOT
 from hopline.acp.gateway import serve
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
-from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.transports.memory import memory_pair
 
 KEY = "io.hopline/acp-session-id"
@@ -43,7 +43,7 @@ class Conductor:
 async def gateway():
     config = parse_config(yaml.safe_dump({"name": "tools", "backends": {"sdk": {"command": PY, "args": [str(SDK_SERVER), "stdio"]}}}))
     ours, theirs = memory_pair("gateway")
-    gw = Gateway(config)
+    gw = build(config)
     task = asyncio.create_task(serve(theirs, theirs, gw, name="tools"))
     try:
         yield Conductor(ours)

@@ -17,6 +17,7 @@ from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
 from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from tests.conftest import PY
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
@@ -29,7 +30,7 @@ def gateway(**backend) -> Gateway:
         "routing": {"health_interval": 0.05},
         "resilience": {"breaker": {"failures": 1, "cool_down": 60}},
     }
-    return Gateway(parse_config(yaml.safe_dump(conf)))
+    return build(parse_config(yaml.safe_dump(conf)))
 
 
 async def signals(end, count: int = 1) -> list[str]:

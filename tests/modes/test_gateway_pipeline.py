@@ -23,6 +23,7 @@ from hopline.config.load import parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, Message, result
 from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
 
@@ -128,7 +129,7 @@ class Gate:
 
 @pytest.fixture
 async def gateway():
-    g = Gateway(config())
+    g = build(config())
     try:
         yield g
     finally:

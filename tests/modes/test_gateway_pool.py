@@ -18,6 +18,7 @@ from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.jsonrpc import Message
 from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from tests.conftest import PY, SERVERS
 from tests.peers import below, bounded, client, eventually, live, running, text_of
 
@@ -117,7 +118,7 @@ async def test_a_reconnecting_backends_tools_answer_31001_not_unknown_tool(tmp_p
 
 def in_process(tmp_path, backend: dict, **top) -> Gateway:
     with open(write(tmp_path, backend, **top)) as f:
-        return Gateway(parse_config(f.read()))
+        return build(parse_config(f.read()))
 
 
 async def test_a_client_gone_mid_start_leaves_no_child(tmp_path):

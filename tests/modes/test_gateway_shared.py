@@ -238,10 +238,10 @@ async def test_capability_sets_past_the_bound_get_the_largest_declared_subset():
     from hopline.binding import Era
     from hopline.config.load import parse_config
     from hopline.jsonrpc import Message
-    from hopline.compose.gateway import Gateway
+    from hopline.modes import build
 
     conf = {"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "routing": {"shared_capability_sets": 1}}
-    g = Gateway(parse_config(yaml.safe_dump(conf)))
+    g = build(parse_config(yaml.safe_dump(conf)))
     try:
         async def session_with(caps: dict):
             end = await g.open_session(Era.HANDSHAKE)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from mcp import MCPError
 
-from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.compose.status import config_view, status
 from hopline.config.schema import GatewayConfig
 from hopline.observability.admin_page import render
@@ -240,7 +240,7 @@ def test_recent_calls_are_bounded_and_give_a_median():
 
 async def test_status_reports_the_last_reload_and_config_follows_it():
     base = {"name": "gw", "backends": {"a": {"command": "true"}}, "observability": {"metrics": {"port": 0}}}
-    gateway = Gateway(GatewayConfig.model_validate(base))
+    gateway = build(GatewayConfig.model_validate(base))
     try:
         assert status(gateway)["reload"] == {"count": 0}
         await gateway.reload(GatewayConfig.model_validate({**base, "backends": {"a": {"command": "true"}, "b": {"command": "true", "env": {"K": "reloaded-secret-value"}}}}))
@@ -259,7 +259,7 @@ async def test_a_backend_whose_breaker_opened_shows_breaker_open_and_unready_onl
 
     conf = {"name": "gw", "backends": {"a": {"command": "true", "required": required}, "b": {"command": "true"}},
             "resilience": {"breaker": {"failures": 2}}, "observability": {"metrics": {"port": 0}}}
-    gateway = Gateway(GatewayConfig.model_validate(conf))
+    gateway = build(GatewayConfig.model_validate(conf))
     try:
         breaker = gateway.resilience.breakers.breaker("a")
         for _ in range(2):

@@ -1,7 +1,7 @@
 """Reading another intermediary's declaration (transports/declarations.py) from a raw
 HTTP/1.1 server on loopback: the request goes to the well-known path at the origin with
 no credentials, and every way it can fail has its own reason, which never holds the URL.
-The federation mode's summary of what was read (modes/federation.py) is checked last."""
+The federation mode's summary of what was read (compose/federation.py) is checked last."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from hopline.config.schema import GatewayConfig
-from hopline.modes import federation
+from hopline.compose import federation
 from hopline.transports.declarations import MAX_DECLARATION, Unread, declaration_url, fetch_declarations
 from tests.peers import free_port
 

@@ -118,10 +118,10 @@ class Launcher:
                 "the gateway component needs a configuration file with `backends` (hopline acp --config FILE)"
             )
         from hopline.acp.gateway import serve
-        from hopline.compose.gateway import Gateway
+        from hopline.modes import build
 
         if self._gateway is None:
-            self._gateway = Gateway(self.config)
+            self._gateway = build(self.config)
         gateway = self._gateway
         acp = self.config.acp
         name = (acp.gateway.server_name if acp is not None else None) or self.config.name

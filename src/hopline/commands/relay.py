@@ -1,4 +1,4 @@
-"""``hopline relay``: arguments → the relay composition (modes/relay.py) → serve until a signal.
+"""``hopline relay``: arguments → the relay composition (modes/relay.py) → serve until a signal (serve_relay.py).
 
 The target is a URL (options may come before or after it), or a command after ``--``
 (everything after ``--`` is the command's, options included), or nothing (the demo
@@ -434,7 +434,7 @@ def _replica_state() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hopline.modes.relay import serve_http, serve_stdio
+    from hopline.commands.serve_relay import serve_http, serve_stdio
     from hopline.transports.http_util import SecurityPolicy, public_url
 
     target = list(args.target)

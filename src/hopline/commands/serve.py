@@ -1,7 +1,7 @@
 """``hopline serve CONFIG``: the Forward/Reverse gateway, over HTTP or stdio.
 
 The arguments and the dispatch only, so that ``hopline --help`` stays light: the gateway
-modes' process is :mod:`.serve_gateway`, transparent mode's ``modes.transparent.serve``.
+modes' process is :mod:`.serve_gateway`, transparent mode's :mod:`.serve_transparent`.
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
         from hopline.declaration import declare, for_config
-        from hopline.modes import transparent
+        from hopline.commands import serve_transparent
 
         deployment = for_config(config)
-        return transparent.serve(config, declaration=lambda: declare(deployment), endpoints=deployment.endpoints)
+        return serve_transparent.serve(config, declaration=lambda: declare(deployment), endpoints=deployment.endpoints)
     from hopline.commands import serve_gateway
 
     serve = serve_gateway.serve_stdio if args.stdio else serve_gateway.serve_http

@@ -23,6 +23,7 @@ from hopline.declaration import declare, for_config
 from hopline.jsonrpc import Message
 from hopline.layers.transport.channel import Channel
 from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.transports.pump import serve_own_stdio
 from hopline.transports import http_util as hu
 from hopline.transports.app import DECLARATION_PATH, HoplineApp
@@ -92,7 +93,8 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         await gateway.prime()
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
-        watch = asyncio.create_task(_watch(path, gateway))
+        tasks = runtime.TaskOwner("serve")  # the process's own long-lived tasks, cancelled and awaited at shutdown
+        tasks.spawn(_watch(path, gateway), "config-watch")
         listen = config.listen
         sessions = session_table(listen, config.state)
         sse_sessions = sessions.sibling()  # siblings share the admission slots and counters
@@ -104,12 +106,10 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
         )
         deployment = for_config(config)
         gateway.observability.declared(lambda: declare(deployment))  # the admin page's declaration
-        federation = None
-        if config.mode == "federation":  # the members' declarations, kept current in ours
-            from hopline.modes.federation import watch_members
-
+        watch = gateway.composition.factory(2)
+        if watch is not None:  # Layer 2 keeps watching (Federation: the members' declarations, kept current in ours)
             deployment.members = {}
-            federation = asyncio.create_task(watch_members(config, deployment.members))
+            tasks.spawn(watch(config, deployment.members), "discovery-watch")
         app = HoplineApp(
             StreamableHttpListener(gateway, sessions, options),
             endpoints={p: StreamableHttpListener(gateway.endpoint(p), table, options) for p, table in tables.items()},
@@ -138,16 +138,10 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             for p, endpoint in config.tools.endpoints.items():
                 runtime.announce(f"hopline serve: tool mode {endpoint.mode} at {base}{p} (Streamable HTTP)")
             if report_backends:  # each backend's state, once known
-                states.append(asyncio.create_task(report(gateway, _say), name="backend-states"))
-
-        states: list[asyncio.Task] = []
+                tasks.spawn(report(gateway, _say), "backend-states")
 
         async def shutdown() -> None:
-            watch.cancel()
-            for task in states:
-                task.cancel()
-            if federation is not None:
-                federation.cancel()
+            await tasks.aclose()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -200,15 +194,15 @@ def serve_stdio(config: GatewayConfig, path: str | None = None, *, report_backen
         gateway.observability.declared(lambda: declare(for_config(gateway.config)))  # the admin page's declaration
         admin_stop = asyncio.Event()
         admin = _serve_admin(gateway, admin_stop)
-        states = asyncio.create_task(
-            report(gateway, _say) if report_backends else asyncio.sleep(0), name="backend-states"
-        )
+        tasks = runtime.TaskOwner("serve")
+        if report_backends:
+            tasks.spawn(report(gateway, _say), "backend-states")
         try:
             end = await gateway.open_session(Era.HANDSHAKE)
             reason = await serve_own_stdio(_Local(end), drain=config.listen.request_timeout)
             log.info("gateway session ended: %s", reason)
         finally:
-            states.cancel()
+            await tasks.aclose()
             admin_stop.set()
             if admin is not None:
                 await admin
@@ -222,7 +216,7 @@ def _started(config: GatewayConfig, transport: str) -> Gateway | None:
     """The gateway, started (inside the event loop); None, said why, if the configuration builds none.
     ``transport``: the clients' ``network.transport`` (``tcp`` over HTTP, ``pipe`` over stdio)."""
     try:
-        gateway = Gateway(config)
+        gateway = build(config)
     except (ConfigError, ValueError) as exc:
         runtime.announce(f"hopline serve: {exc}")
         return None

@@ -14,9 +14,16 @@ each its own settings:
   gateway's own listen streams and held calls.
 
 The gateway is what a listener talks to (it implements ``Backends``) and is the
-sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is the routes'
-business: Reverse and Sidecar front one backend whose names pass unchanged, Sidecar
-also passes on the methods it does not mediate. A hot reload re-composes what changed.
+sessions' :class:`~hopline.layers.session.hub.Hub`. Which mode it is, is its
+:class:`~hopline.composition.Composition`'s business (``hopline/modes/*.py``): the factory of
+Layer 3 it calls (namespaced, or one backend whose names pass unchanged), what a method it
+does not mediate gets (refused, or passed on: Sidecar), which optional layers it admits
+(4, 5) and the session store of Layer 6. A hot reload re-composes what changed.
+
+Building a gateway starts nothing: every long-lived task it has (breaker trials, health
+probes, the replica link's start, a replaced pipeline's release) belongs to its
+:class:`~hopline.compose.gateway_runtime.GatewayRuntime`, one ``asyncio.TaskGroup`` that
+:meth:`Gateway.start` starts and :meth:`Gateway.aclose` cancels and awaits.
 """
 
 from __future__ import annotations
@@ -28,10 +35,12 @@ from typing import Any
 
 from hopline.binding import Era
 from hopline.compose.observability import build as build_observability
+from hopline.compose.gateway_runtime import GatewayRuntime
 from hopline.compose.pipeline import build_pipeline, prime, release
-from hopline.compose.resilience import build as build_resilience
+from hopline.compose.resilience import bounded
 from hopline.compose.status import config_view, readiness, status
 from hopline.compose.surface import Surfaces
+from hopline.composition import Composition
 from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.context import Principal, principal_of
@@ -40,14 +49,13 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.discovery.registry import Registry
 from hopline.layers.policy.propagation import Propagator
 from hopline.layers.routing.cursors import CursorCodec
-from hopline.layers.routing.tables import Routes
 from hopline.layers.session.backend_listens import BackendListens
 from hopline.layers.session.task_push import TaskPush
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.gateway_session import GatewaySession
 from hopline.layers.session.links import CHANGE_SIGNALS
 from hopline.layers.session.held import HeldCalls
-from hopline.layers.session.sharing import Sharing, describe
+from hopline.layers.session.sharing import describe
 from hopline.layers.session.task_store import MemoryTaskStore, RedisTaskStore, TaskStore
 from hopline.compose.connectors import RemoteBackends, StdioBackends
 from hopline.transports.replica_link import ReplicaLink
@@ -57,14 +65,26 @@ log = logging.getLogger("hopline.gateway")
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig, *, propagation: Any = None, tasks: TaskStore | None = None) -> None:
-        """``propagation``: credentials toward the backends, if not the configuration's
+    def __init__(
+        self,
+        config: GatewayConfig,
+        composition: Composition,
+        *,
+        propagation: Any = None,
+        tasks: TaskStore | None = None,
+    ) -> None:
+        """``composition``: the mode, whose layer factories build it (``hopline.modes``).
+        ``propagation``: credentials toward the backends, if not the configuration's
         (``auth.backends``); transparent mode passes the client's own on. ``tasks``: the
         task store (who owns which task), if not this process's own (a shared one: Redis)."""
+        if composition.factory(3) is None or composition.factory(6) is None:
+            raise ValueError(f"mode {composition.mode} builds no gateway (no routing or session factory)")
+        self.composition = composition
+        _admitted(composition, config)
         # One key for the gateway's life (cursors outlive a reload); replicas derive theirs from
         # the session key, so a cursor one of them issued pages on any other.
         self.cursors = CursorCodec(config.state.cursor_secret() if config.state is not None else None)
-        self.sharing = Sharing(self)
+        self.sharing = composition.factory(6)(self)  # type: ignore[misc]
         self.sessions: set[GatewaySession] = set()
         self.catalogs: dict[tuple, Any] = {}
         self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
@@ -95,7 +115,7 @@ class Gateway:
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
         self.propagation = propagation if propagation is not None else Propagator.from_config(config)
         # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
-        self.resilience = build_resilience(config)
+        self.resilience = (composition.factory(4) or bounded)(config)
         self.observability = build_observability(config, gates=self.resilience.gates)
         self.observability.track_sessions(lambda: len(self.sessions))
         self.observability.readiness(lambda: readiness(self)[0])  # the one rule: compose/status.py
@@ -115,28 +135,15 @@ class Gateway:
             lambda: config_view(self),
             Surfaces(self),  # /status/surface: tools/list as a chosen identity would get it
         )
-        self._supervisor: asyncio.Task | None = None
-        self._health: asyncio.Task | None = None
+        self.runtime = GatewayRuntime(self)  # its long-lived tasks, in one TaskGroup (started by `start`)
         self._configure(config)
         for backend_id in config.backends:
             self._add_connector(backend_id)
 
     def _configure(self, config: GatewayConfig) -> None:
         self.config = self.settings = config
-        r = config.routing
-        single = (
-            next(b for b, spec in config.backends.items() if spec.enabled)
-            if config.mode in ("reverse", "sidecar")
-            else None
-        )
-        self.routes = Routes.build(
-            delimiter=r.delimiter,
-            max_name_length=r.max_name_length,
-            uri_scheme=r.uri_scheme,
-            single=single,
-            pass_on=config.mode == "sidecar",
-            cursors=self.cursors,
-        )
+        routing = self.composition.factory(3)
+        self.routes = routing(config, self.cursors, pass_on=self.composition.unknown == "pass on")  # type: ignore[misc]
         self._timeouts.clear()
         self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
         self.catalogs.clear()
@@ -144,10 +151,15 @@ class Gateway:
         self.visible_cache.clear()
         old, self.pipeline = (
             getattr(self, "pipeline", None),
-            build_pipeline(config, resilience=self.resilience, observability=self.observability),
+            build_pipeline(
+                config,
+                resilience=self.resilience,
+                observability=self.observability,
+                policy=self.composition.factory(5),
+            ),
         )
         if old is not None and (old.calls or old.surface or old.tools.modes or old.endpoints):
-            self._release = asyncio.ensure_future(release(old))
+            self.runtime.release(old)
         for gate in self.pipeline.gates:
             gate.bind(self._gate_changed)
 
@@ -242,6 +254,7 @@ class Gateway:
         }
 
     async def _reload(self, new: GatewayConfig) -> Any:
+        _admitted(self.composition, new)
         diff = diff_backends(self.config, new)
         if new.listen != self.config.listen:
             log.warning("reload: listen settings changed; they take effect after a restart")
@@ -273,25 +286,8 @@ class Gateway:
 
     # -- the Backends protocol (what listeners call) ---------------------------------------
     def start(self) -> None:
-        """Start the background work the gateway owns (breaker trials, health probes, the
-        link other replicas hand held calls over). Idempotent."""
-        if self.replicas is not None:
-            self.replicas.start()
-        if self._supervisor is None:
-            self._supervisor = asyncio.create_task(self.resilience.run(self.probe), name="breaker-trials")
-        if self._health is None and self.config.routing.health_interval > 0:
-            self._health = asyncio.create_task(self._health_loop(), name="health-probes")
-
-    async def _health_loop(self) -> None:
-        """Discovery health probes (draft §6.2) of every open shared backend session, every
-        ``health_interval``. A failure counts against the backend's breaker; changed
-        capabilities re-compose the surface with a CHANGE-SIGNAL. Probes never start a
-        backend; sessions that are not open are the reconnect loop's business."""
-        while True:
-            await asyncio.sleep(self.config.routing.health_interval)
-            for session in list(self.sharing.shared.values()):
-                if not session.is_closed():
-                    await self.health_probe(session)
+        """Start the background work the gateway owns (its runtime's: compose/gateway_runtime.py)."""
+        self.runtime.start()
 
     async def health_probe(self, session: BackendSession) -> None:
         try:
@@ -350,9 +346,7 @@ class Gateway:
         return Endpoint(self, path)
 
     async def aclose(self) -> None:
-        for task in (self._supervisor, self._health):
-            if task is not None:
-                task.cancel()
+        await self.runtime.aclose()  # its tasks, cancelled and awaited
         for session in list(self.sessions):
             await session.end.aclose()
         await release(self.pipeline, grace=0)  # runs still in flight are stopped
@@ -377,6 +371,13 @@ class Gateway:
         """Send CHANGE-SIGNALs to every open 2026-07-28 listen stream that asked for them."""
         for listener in list(self.listeners):
             listener.changed(methods)
+
+
+def _admitted(composition: Composition, config: GatewayConfig) -> None:
+    """Refuse a configuration that asks for a layer the mode does not admit (ValueError)."""
+    reason = composition.refused(config)
+    if reason is not None:
+        raise ValueError(reason)
 
 
 class Endpoint:

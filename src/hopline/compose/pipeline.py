@@ -11,6 +11,8 @@ the declaration lists only the layers present.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from hopline.compose import policy, toolmodes
 from hopline.compose.observability import Observability
 from hopline.compose.resilience import Resilience
@@ -19,12 +21,17 @@ from hopline.pipeline import Pipeline
 
 
 def build_pipeline(
-    config: GatewayConfig, *, resilience: Resilience | None = None, observability: Observability | None = None
+    config: GatewayConfig,
+    *,
+    resilience: Resilience | None = None,
+    observability: Observability | None = None,
+    policy: Callable[..., tuple[list[Any], list[Any]]] | None = policy.build,
 ) -> Pipeline:
     """``resilience`` and ``observability`` are built once per gateway (breaker state and
-    metrics outlive a reload); the policy layers are rebuilt with every configuration."""
+    metrics outlive a reload); the policy layers are rebuilt with every configuration, by
+    ``policy`` (the mode's Layer 5 factory; None: a mode without Layer 5)."""
     tap = observability.audit_tap if observability is not None else None  # the admin page's recent decisions
-    surface, policy_calls = policy.build(config, tap=tap)
+    surface, policy_calls = policy(config, tap=tap) if policy is not None else ([], [])
     calls = [
         *(observability.calls if observability is not None else ()),
         *policy_calls,

@@ -104,3 +104,18 @@ def build(
         fan_out=FanOut(FailMode(r.partial_failure)),
         classifier=classifier,
     )
+
+
+def bounded(config: GatewayConfig) -> Resilience:
+    """Layer 4 absent (a mode that does not admit it): no breaker, no retry, no timeouts of
+    its own; every call still bounded by the request timeout (a backend's own, if set)."""
+    return Resilience(
+        breakers=None,
+        retry=None,
+        timeouts=Timeouts(
+            default=config.listen.request_timeout,
+            backends={b: spec.timeout for b, spec in config.backends.items() if spec.timeout is not None},
+        ),
+        fan_out=FanOut(FailMode(config.resilience.partial_failure)),
+        classifier=Classifier({b: [spec.url] if spec.url else [] for b, spec in config.backends.items()}),
+    )

@@ -210,8 +210,10 @@ async def serve() -> int:
         if isinstance(msg, dict):
             agent.handle(msg)
         await out.drain()
-    for task in list(agent.tasks):
+    prompts = list(agent.tasks)
+    for task in prompts:
         task.cancel()
+    await asyncio.gather(*prompts, return_exceptions=True)  # cancelled, and awaited
     await out.aclose()
     return 0
 

@@ -5,8 +5,16 @@ call layers (policy sees ``mcp.method``), and so are the client's notifications.
 
 from __future__ import annotations
 
-from hopline.composition import GATEWAY_OPTIONAL, Composition, gateway_layers
-from hopline.modes.forward import build
+from typing import TYPE_CHECKING, Any
+
+from hopline.compose import parts
+from hopline.composition import Composition
+from hopline.modes import forward
+from hopline.modes.forward import GATEWAY_OPTIONAL, gateway_layers
+
+if TYPE_CHECKING:
+    from hopline.compose.gateway import Gateway
+    from hopline.config.schema import GatewayConfig
 
 COMPOSITION = Composition(
     mode="sidecar",
@@ -15,8 +23,14 @@ COMPOSITION = Composition(
         "dual-handshake (the co-located backend's own identity and surface; every message mediated, unknown methods "
         "forwarded)"
     ),
-    layers=gateway_layers("layers.routing.uris"),
+    layers=gateway_layers(parts.single_backend, "layers.routing.uris"),
     optional=GATEWAY_OPTIONAL,
+    unknown="pass on",
 )
+
+
+def build(config: GatewayConfig, **kw: Any) -> Gateway:
+    return forward.build(config, COMPOSITION, **kw)
+
 
 __all__ = ["COMPOSITION", "build"]

@@ -3,7 +3,7 @@
 An intermediary publishes its declaration at the well-known path at its origin
 (:data:`~hopline.transports.app.DECLARATION_PATH`, the path this hopline serves its own
 at). Only the document is read here: what it says is the caller's to judge
-(modes/federation.py). No credentials go with the request, redirects are not
+(compose/federation.py). No credentials go with the request, redirects are not
 followed, and a body over :data:`MAX_DECLARATION` is not read further.
 """
 

@@ -190,7 +190,7 @@ async def test_gateway_shutdown_reaps_the_spare_and_the_runs_in_flight():
 
 async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
     from hopline.config.schema import GatewayConfig
-    from hopline.compose.gateway import Gateway
+    from hopline.modes import build
     from hopline.layers.session.gateway_session import GatewaySession
     from tests.layers.capability.toolhosts import GatewayClient
 
@@ -198,7 +198,7 @@ async def test_a_reload_reaps_the_old_pool_and_the_new_one_serves():
         tools = {"mode": "code", "code": {"max_workers": max_workers, "idle_timeout": 60}}
         return GatewayConfig.model_validate({"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "tools": tools})
 
-    gateway = Gateway(conf(2))
+    gateway = build(conf(2))
     session = GatewaySession(gateway, stateful=True)
     gateway.sessions.add(session)
     client = GatewayClient(session)
@@ -225,3 +225,32 @@ async def test_a_worker_that_cannot_start_is_a_clear_error_and_is_not_retried_in
     await eventually(lambda: pool.live == 0)
     assert pool.stats() == {"idle": 0, "busy": 0, "starting": 0, "retiring": 0, "waiting": 0}
     await pool.aclose()
+
+
+async def test_closing_right_after_a_reload_still_reaps_the_replaced_pool():
+    """The replaced pipeline's release is the gateway runtime's task: a close that cuts it short
+    releases that pipeline again, with no grace, before it returns (issue 30 item 5)."""
+    from hopline.config.schema import GatewayConfig
+    from hopline.modes import build
+    from hopline.layers.session.gateway_session import GatewaySession
+    from tests.layers.capability.toolhosts import GatewayClient
+
+    def conf(max_workers: int) -> GatewayConfig:
+        tools = {"mode": "code", "code": {"max_workers": max_workers, "idle_timeout": 60}}
+        return GatewayConfig.model_validate({"backends": {"demo": {"command": PY, "args": ["-m", "hopline.demo"]}}, "tools": tools})
+
+    gateway = build(conf(2))
+    session = GatewaySession(gateway, stateful=True)
+    gateway.sessions.add(session)
+    client = GatewayClient(session)
+    with Sampler() as sampled:
+        old = gateway.pipeline.tools.modes["code"].workers
+        try:
+            assert (await client.call("run_code", {"code": "1 + 1"}))["result"]["structuredContent"]["result"] == 2
+            await eventually(lambda: old.live == 1 and len(sampled.now()) == 1)  # its spare
+            await gateway.reload(conf(3))
+        finally:
+            await session.end.aclose()
+            await gateway.aclose()  # at once: the old pool's release has had no turn yet
+        assert old.closed and old.live == 0  # reaped before aclose returned
+        assert await gone(sampled.seen)

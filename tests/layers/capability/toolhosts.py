@@ -17,7 +17,7 @@ from typing import Any
 from hopline.config.schema import GatewayConfig
 from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, request
-from hopline.compose.gateway import Gateway
+from hopline.modes import build
 from hopline.layers.session.gateway_session import GatewaySession
 from hopline.pipeline import Item, ToolPlan
 
@@ -97,7 +97,7 @@ class GatewayClient:
 @asynccontextmanager
 async def real_gateway(backends: dict[str, list[str]], *, mode: Any = None, surface: list[Any] = (), principal: Principal | None = None) -> AsyncIterator[GatewayClient]:
     config = GatewayConfig.model_validate({"backends": {b: {"command": argv[0], "args": argv[1:]} for b, argv in backends.items()}})
-    gateway = Gateway(config)
+    gateway = build(config)
     gateway.pipeline.tools = ToolPlan.single(mode)
     gateway.pipeline.surface = list(surface)
     session = GatewaySession(gateway, stateful=True)

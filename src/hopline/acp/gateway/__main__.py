@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config_path: str) -> int:
     from hopline.acp.gateway.proxy import serve
     from hopline.config.load import ConfigError, load_config
-    from hopline.compose.gateway import Gateway
+    from hopline.modes import build
     from hopline.transports.stdio import open_own_stdio_halves
 
     try:
@@ -39,7 +39,7 @@ async def _serve(config_path: str) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 1
-    gateway = Gateway(config)
+    gateway = build(config)
     name = (config.acp.gateway.server_name if config.acp is not None else None) or config.name
     inbound, outbound, feeder = await open_own_stdio_halves()
     try:

@@ -163,8 +163,11 @@ class Provider:
             link.close()
         if self.tasks:
             await asyncio.wait(self.tasks, timeout=10)
-        for task in self.tasks:
+        left = list(self.tasks)  # what did not finish in time is stopped, and awaited
+        for task in left:
             task.cancel()
+        if left:
+            await asyncio.wait(left)
 
 
 class Link:
