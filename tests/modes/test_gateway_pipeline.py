@@ -23,6 +23,7 @@ from hopline.config.load import parse_config
 from hopline.context import Principal
 from hopline.jsonrpc import InvalidParams, Message, result
 from hopline.compose.gateway import Gateway
+from hopline.layers.policy.visibility import Visibility
 from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
 
@@ -137,7 +138,7 @@ async def gateway():
 
 async def test_surface_layer_filters_lists_and_guards_invokes_alike(gateway):
     hide = HideFromViewers()
-    gateway.pipeline = Pipeline(surface=[hide])
+    gateway.pipeline = Pipeline(calls=[Visibility([hide])], surface=[hide])  # a surface, and its guard of invokes
     alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
     assert {"demo__add", "other__add", "demo__echo"} <= set(names(await alice.rpc("tools/list")))
     bob_tools = names(await bob.rpc("tools/list"))
@@ -228,7 +229,8 @@ async def test_a_tool_mode_replaces_the_catalogue_and_calls_through_the_pipeline
 
     log: list[str] = []
     recorder = Recorder("r", log)
-    gateway.pipeline = Pipeline(surface=[HideFromViewers()], calls=[recorder], tools=ToolPlan.single(FindMode()))
+    hide = HideFromViewers()
+    gateway.pipeline = Pipeline(surface=[hide], calls=[Visibility([hide]), recorder], tools=ToolPlan.single(FindMode()))
     alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
     alice_list, bob_list = await alice.rpc("tools/list"), await bob.rpc("tools/list")
     assert names(alice_list) == names(bob_list) == ["find"]
