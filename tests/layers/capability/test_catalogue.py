@@ -126,3 +126,13 @@ async def test_tools_in_modes_stand_in_for_their_backends_and_list_standard_ones
 
     items, missing = await tools_in_modes(plan, entries, lambda mode: mode)
     assert [t["name"] for t in items] == ["search-for-search", "b__z"] and missing == ["c"]
+
+
+def test_the_caches_are_off_the_hub_and_the_preview_and_the_session_decide_no_visibility():
+    from hopline.compose.surface import _Preview
+    from hopline.layers.session.gateway_session import GatewaySession
+    from hopline.layers.session.hub import Hub
+
+    assert not {"catalogs", "latest_catalogs", "visible_cache", "gate_version"} & set(Hub.__annotations__)
+    assert "catalogue" in Hub.__annotations__
+    assert not issubclass(_Preview, GatewaySession) and not hasattr(GatewaySession, "_check_visible")
