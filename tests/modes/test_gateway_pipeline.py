@@ -21,8 +21,9 @@ import pytest
 from hopline.binding import Era
 from hopline.config.load import parse_config
 from hopline.context import Principal
-from hopline.jsonrpc import InvalidParams, Message, result
+from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, result
 from hopline.compose.gateway import Gateway
+from hopline.layers.policy.visibility import Visibility
 from hopline.modes import build
 from hopline.pipeline import Call, Item, Next, Pipeline, ToolHost, ToolPlan
 from tests.conftest import PY
@@ -138,7 +139,7 @@ async def gateway():
 
 async def test_surface_layer_filters_lists_and_guards_invokes_alike(gateway):
     hide = HideFromViewers()
-    gateway.pipeline = Pipeline(surface=[hide])
+    gateway.pipeline = Pipeline(calls=[Visibility([hide])], surface=[hide])  # a surface, and its guard of invokes
     alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
     assert {"demo__add", "other__add", "demo__echo"} <= set(names(await alice.rpc("tools/list")))
     bob_tools = names(await bob.rpc("tools/list"))
@@ -157,6 +158,41 @@ async def test_surface_layer_filters_lists_and_guards_invokes_alike(gateway):
     # A caller who never listed still gets the same decision at the invoke.
     fresh_bob = await connect(gateway, BOB)
     assert (await fresh_bob.rpc("tools/call", {"name": "other__add", "arguments": {"a": 1, "b": 2}}))["error"]["code"] == InvalidParams.code
+
+
+class HideFromViewersAll:
+    """Viewers may see no resource and no prompt of ``demo``."""
+
+    def visible(self, principal: Principal, item: Item) -> bool:
+        return not (principal.claims.get("role") == "viewer" and item.backend == "demo" and item.kind != "tool")
+
+
+async def test_a_hidden_resource_or_prompt_is_answered_as_an_absent_one_before_its_backend_is_asked(gateway):
+    """The visibility layer refuses first: a hidden resource's subscribe is not answered with its
+    backend's missing subscription support (an oracle), nor does a later layer see the call."""
+    hide, log = HideFromViewersAll(), []
+    recorder = Recorder("r", log)
+    gateway.pipeline = Pipeline(calls=[Visibility([hide]), recorder], surface=[hide])
+    alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
+    readme, nothing = "hopline://demo/demo://readme", "hopline://nobody/demo://readme"  # routes nowhere
+    subscribed = await alice.rpc("resources/subscribe", {"uri": readme})  # visible: the backend's support is asked
+    assert subscribed["error"]["code"] == MethodNotFound.code and "subscriptions" in subscribed["error"]["message"]
+    for method, params, absent in [
+        ("resources/subscribe", {"uri": readme}, {"uri": nothing}),
+        ("resources/read", {"uri": readme}, {"uri": nothing}),
+        ("prompts/get", {"name": "demo__greet", "arguments": {"name": "x"}}, {"name": "demo__nope"}),
+        (
+            "completion/complete",
+            {"ref": {"type": "ref/prompt", "name": "demo__greet"}, "argument": {"name": "name", "value": "a"}},
+            {"ref": {"type": "ref/prompt", "name": "demo__nope"}, "argument": {"name": "name", "value": "a"}},
+        ),
+    ]:
+        hidden, unknown = await bob.rpc(method, params), await bob.rpc(method, absent)
+        shown = params.get("uri") or params.get("name") or params["ref"]["name"]
+        other = absent.get("uri") or absent.get("name") or absent["ref"]["name"]
+        assert hidden["error"] == {**unknown["error"], "message": unknown["error"]["message"].replace(other, shown)}
+    assert recorder.calls == []  # nothing hidden went past the visibility layer
+    assert "result" in await alice.rpc("resources/read", {"uri": readme})
 
 
 async def test_call_layers_run_outermost_first_with_routing_facts(gateway):
@@ -229,7 +265,8 @@ async def test_a_tool_mode_replaces_the_catalogue_and_calls_through_the_pipeline
 
     log: list[str] = []
     recorder = Recorder("r", log)
-    gateway.pipeline = Pipeline(surface=[HideFromViewers()], calls=[recorder], tools=ToolPlan.single(FindMode()))
+    hide = HideFromViewers()
+    gateway.pipeline = Pipeline(surface=[hide], calls=[Visibility([hide]), recorder], tools=ToolPlan.single(FindMode()))
     alice, bob = await connect(gateway, ALICE), await connect(gateway, BOB)
     alice_list, bob_list = await alice.rpc("tools/list"), await bob.rpc("tools/list")
     assert names(alice_list) == names(bob_list) == ["find"]

@@ -45,6 +45,7 @@ from hopline.config.schema import GatewayConfig
 from hopline.config.watch import diff_backends
 from hopline.context import Principal, principal_of
 from hopline.jsonrpc import Message
+from hopline.layers.capability.lists import Catalogue
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.discovery.registry import Registry
 from hopline.layers.policy.propagation import Propagator
@@ -86,8 +87,6 @@ class Gateway:
         self.cursors = CursorCodec(config.state.cursor_secret() if config.state is not None else None)
         self.sharing = composition.factory(6)(self)  # type: ignore[misc]
         self.sessions: set[GatewaySession] = set()
-        self.catalogs: dict[tuple, Any] = {}
-        self.latest_catalogs: dict[str, tuple[tuple, Any]] = {}  # list method → the last composed (key, Catalog)
         self.listeners: set[Any] = set()
         self.replicas: ReplicaLink | None = None
         state = config.state
@@ -110,8 +109,6 @@ class Gateway:
         self.tasks = tasks if tasks is not None else own
         self.backend_listens = BackendListens(self)
         self.task_push = TaskPush()
-        self.visible_cache: dict[tuple, Any] = {}
-        self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
         # Credentials toward HTTP backends (draft §9.1). Changing `auth` needs a restart.
         self.propagation = propagation if propagation is not None else Propagator.from_config(config)
         # Built once: breaker state and metrics outlive hot reloads (their settings need a restart).
@@ -119,6 +116,13 @@ class Gateway:
         self.observability = build_observability(config, gates=self.resilience.gates)
         self.observability.track_sessions(lambda: len(self.sessions))
         self.observability.readiness(lambda: readiness(self)[0])  # the one rule: compose/status.py
+        # The composed lists and their views (reads registry, routes, settings, pipeline as configured now).
+        self.catalogue = Catalogue(
+            self,
+            check=self.resilience.fan_out.check,
+            observe=self.resilience.observe,
+            record=self.observability.list_fetch,
+        )
         self._timeouts: dict[str, float | None] = {}
         self.registry = Registry(
             timeouts=self._timeouts,
@@ -146,9 +150,7 @@ class Gateway:
         self.routes = routing(config, self.cursors, pass_on=self.composition.unknown == "pass on")  # type: ignore[misc]
         self._timeouts.clear()
         self._timeouts.update({b: spec.timeout or config.listen.request_timeout for b, spec in config.backends.items()})
-        self.catalogs.clear()
-        self.latest_catalogs.clear()
-        self.visible_cache.clear()
+        self.catalogue.clear()
         old, self.pipeline = (
             getattr(self, "pipeline", None),
             build_pipeline(
@@ -165,8 +167,7 @@ class Gateway:
 
     def _gate_changed(self, backend_id: str) -> None:
         """A gate withdrew or restored a backend: every client's surface changed (§11.1)."""
-        self.gate_version += 1
-        self.visible_cache.clear()
+        self.catalogue.gate_changed()
         log.info("backend %s %s", backend_id, "restored" if self.pipeline.available(backend_id) else "withdrawn")
         self._surface_changed()
 
@@ -297,9 +298,7 @@ class Gateway:
             self.resilience.observe(session.id, exc)
             return
         if changed:
-            self.catalogs.clear()
-            self.latest_catalogs.clear()
-            self.visible_cache.clear()
+            self.catalogue.clear()
             self._surface_changed()
 
     async def probe(self, backend_id: str) -> Message:

@@ -1,9 +1,11 @@
 """The call pipeline of the gateway modes: build the :class:`Pipeline` a gateway runs
 from its configuration (DESIGN §1: a mode is a fold of layers).
 
-Order of call layers, outermost first: observability (trace context and hops are
-stamped before anything can reject, so a rejection is traced too), policy (the
-interceptor chain: DLP, visibility guard, rate limits, operator interceptors, audit),
+Order of call layers, outermost first: visibility (Layer 5: an invoke of an item the
+caller's surface hides is refused exactly as an unknown name, before anything else, as
+the lists left it out; only where the policy has surface layers), observability (trace
+context and hops are stamped before anything else can reject, so a rejection is traced
+too), policy (the interceptor chain: DLP, visibility guard, rate limits, operator interceptors, audit),
 resilience (breaker, retry, timeouts: closest to the backend, so a retry re-runs only
 the transport). A layer the configuration does not use is absent, not disabled, and
 the declaration lists only the layers present.
@@ -17,6 +19,7 @@ from hopline.compose import policy, toolmodes
 from hopline.compose.observability import Observability
 from hopline.compose.resilience import Resilience
 from hopline.config.schema import GatewayConfig
+from hopline.layers.policy.visibility import Visibility
 from hopline.pipeline import Pipeline
 
 
@@ -33,6 +36,7 @@ def build_pipeline(
     tap = observability.audit_tap if observability is not None else None  # the admin page's recent decisions
     surface, policy_calls = policy(config, tap=tap) if policy is not None else ([], [])
     calls = [
+        *((Visibility(surface, audit=policy_calls),) if surface else ()),
         *(observability.calls if observability is not None else ()),
         *policy_calls,
         *(resilience.calls if resilience is not None else ()),

@@ -224,7 +224,7 @@ def _tools(gateway: Any, open_by: dict[str, list[BackendSession]]) -> dict[str, 
     (exposed and original name), else as its open sessions list them."""
     out: dict[str, list[dict[str, str]]] = {}
     latest = None
-    for key, catalog in list(gateway.catalogs.items()):
+    for key, catalog in list(gateway.catalogue.catalogs.items()):
         if isinstance(key, tuple) and key and key[0] == "tools/list":
             latest = catalog
     if latest is not None:

@@ -9,9 +9,9 @@ connected client, or ``custom`` with ``subject``, ``claims`` and ``scopes``) and
 ``tools.endpoints``). Out: the ``tools/list`` that identity would be answered, the
 catalogue tools the policy hides from it, and the backends the catalogue lacks.
 
-It is the gateway's own ``tools/list`` code, not a second policy: a
-:class:`~hopline.layers.session.gateway_session.GatewaySession` for that principal,
-stateless, whose fan-out is the catalogue the gateway last composed (``latest_catalogs``;
+It is the gateway's own ``tools/list`` code, not a second policy: the gateway's
+:class:`~hopline.layers.capability.lists.Catalogue` asked for that principal's view,
+as a stateless request would ask it, of the catalogue the gateway last composed (``Catalogue.latest``;
 else the one its open shared backend sessions' cached lists compose), so CEL rules,
 pinning, withdrawn backends (breakers), the visibility cache and the tool modes apply
 exactly as for a client. It opens no backend session and sends nothing to a backend; a
@@ -35,15 +35,15 @@ from typing import Any
 
 import orjson
 
-from hopline.binding import TOOLS_LIST
+from hopline.binding import TOOLS_LIST, Era
 from hopline.compose import toolmodes
-from hopline.context import ANONYMOUS, Principal
-from hopline.jsonrpc import HoplineError
+from hopline.context import ANONYMOUS, Context, Principal
+from hopline.jsonrpc import HoplineError, InvalidParams, Message
+from hopline.layers.capability.lists import Catalogue, Fanned, View, tools_in_modes
 from hopline.layers.capability.toolmodes.code import RUN_CODE
+from hopline.layers.capability.toolmodes.host import SessionToolHost
 from hopline.layers.capability.toolmodes.search import GET_TOOL, INVOKE_TOOL
-from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.policy.auth import key_principal
-from hopline.layers.session.gateway_session import GatewaySession
 from hopline.observability.admin import RequestError
 from hopline.observability.redact import redact, scrub
 from hopline.pipeline import STANDARD, ToolPlan
@@ -65,32 +65,29 @@ UNIFORM = ("standard", "search", "code")
 MODE_TOOLS = {GET_TOOL: "search", INVOKE_TOOL: "search", RUN_CODE: "code"}
 
 
-class _Preview(GatewaySession):
-    """A stateless session of one principal whose lists come from what the gateway holds."""
+class _Preview:
+    """One principal's view of what the gateway holds: the gateway's :class:`Catalogue`
+    asked directly, as a stateless request would ask it, without a session. It is the
+    :class:`~hopline.layers.capability.toolmodes.host.ToolSession` the tool modes' hosts
+    run on for the preview; it calls no tool."""
 
-    def __init__(self, hub: Any, principal: Principal, plan: ToolPlan) -> None:
-        super().__init__(hub, stateful=False)
+    def __init__(self, catalogue: Catalogue, gateway: Any, principal: Principal, plan: ToolPlan) -> None:
+        self.catalogue, self.gateway = catalogue, gateway
         self.principal = principal
-        self._plan = plan
+        self.plan = plan
         self.not_listed: list[str] = []
 
-    @property
-    def tool_plan(self) -> ToolPlan:
-        return self._plan
-
-    async def live_backends(self) -> dict[str, BackendSession | BaseException]:
-        return {}  # never connects: the catalogue below is all it lists from
-
-    async def fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
-        g = self.hub
-        latest = g.latest_catalogs.get(method)
+    def fan_out(self, method: str) -> Fanned:
+        """The catalogue the gateway last composed, else the one its open shared sessions' cached lists compose."""
+        g, catalogue = self.gateway, self.catalogue
+        latest = catalogue.latest.get(method)
         if latest is None:  # no client listed yet: compose what the open shared sessions hold
             held = {s.id: s for s in list(g.sharing.shared.values()) if not s.is_closed()}
             lists = {b: items for b, s in held.items() if (items := s.cached_list(method)) is not None}
             if not lists:  # nothing to compose (and no empty catalogue left behind as the latest)
                 self.not_listed = sorted(g.registry.connectors)
                 return [], [], [], (method, ())
-            items, refs, _missing, key = self._compose(method, lists, held, [])
+            items, refs, _missing, key = catalogue.compose(method, lists, held, [])
             listed = set(lists)
         else:
             (version_key, catalog) = latest
@@ -99,6 +96,22 @@ class _Preview(GatewaySession):
         self.not_listed = sorted(set(g.registry.connectors) - listed)
         # Not "missing": a fail-closed gateway would start (or wait for) them, the preview does not.
         return items, refs, [], key
+
+    async def visible_entries(self, method: str) -> View:
+        return self.catalogue.view(method, self.principal, self.fan_out(method))
+
+    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+        items, _backends, missing = await self.visible_entries(method)
+        return items, missing
+
+    async def invoke_named(self, message: Message, ctx: Context) -> Message:
+        raise InvalidParams("a surface preview calls no tool", request_id=message.id)
+
+    def context(self, message: Message) -> Context:
+        return Context(self.principal, None, Era.MODERN, None, [], None, message.id, None)
+
+    def tool_host(self, mode: str) -> SessionToolHost:
+        return SessionToolHost(self, {}, plan=self.plan, mode=mode)
 
 
 class Surfaces:
@@ -125,20 +138,22 @@ class Surfaces:
             "not_listed": [],
             "refused": refused,
             "list_error": None,
-            "catalogue": "latest" if TOOLS_LIST in g.latest_catalogs else "held sessions",
+            "catalogue": "latest" if TOOLS_LIST in g.catalogue.latest else "held sessions",
             "choices": self.choices(),
         }
         if refused is not None:
             return out
-        session = _Preview(g, principal, plan)
+        session = _Preview(g.catalogue, g, principal, plan)
         secrets = redact(g.config.model_dump(mode="json"))[1]
         try:
             entries, backends, _missing = await session.visible_entries(TOOLS_LIST)
             if plan.modes:  # as GatewaySession._list answers tools/list
-                tools, _missing = await session.tools_in_modes(plan)
+                tools, _missing = await tools_in_modes(
+                    plan, lambda: session.visible_entries(TOOLS_LIST), session.tool_host
+                )
             else:
                 tools = entries
-            catalog_items, refs, _, _ = await session.fan_out(TOOLS_LIST)
+            catalog_items, refs, _, _ = session.fan_out(TOOLS_LIST)
         except HoplineError as exc:  # what the gateway would answer instead of a list
             out["list_error"] = {"code": exc.code, "message": scrub(exc.message[:MAX_DESCRIPTION], secrets)}
             return out

@@ -19,6 +19,7 @@ from hopline.context import Principal
 from hopline.jsonrpc import HoplineError, InvalidParams, request
 from hopline.modes import build
 from hopline.layers.session.gateway_session import GatewaySession
+from hopline.layers.policy.visibility import Visibility
 from hopline.pipeline import Item, ToolPlan
 
 ToolFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -100,6 +101,8 @@ async def real_gateway(backends: dict[str, list[str]], *, mode: Any = None, surf
     gateway = build(config)
     gateway.pipeline.tools = ToolPlan.single(mode)
     gateway.pipeline.surface = list(surface)
+    if surface:  # the surface's guard of invokes, as compose/pipeline.py puts it first
+        gateway.pipeline.calls.insert(0, Visibility(surface))
     session = GatewaySession(gateway, stateful=True)
     if principal is not None:
         session.principal = principal

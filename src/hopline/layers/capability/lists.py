@@ -1,144 +1,190 @@
-"""A gateway session's composed lists (draft §6.3 fan-out, §8 namespacing) as one
-caller may see them (Layer 5 surface, Layer 4 gates), and name resolution against them.
+"""The gateway's composed lists (draft §6.3 fan-out, §8 namespacing) and the views of
+them one caller may see (Layer 5 surface, Layer 4 gates), owned by one
+:class:`Catalogue` per gateway.
 
 Fan-out asks every healthy backend concurrently; one that fails or outlasts the list
 timeout is left out of that answer (fail-open) and named in ``missing``. Catalogues
 of names are composed once per (list, backend versions) for the whole gateway;
 filtered views once per (catalogue, gate state, principal).
+
+The catalogue reaches nothing through a session or a hub: what it reads it is handed as
+the small role Protocols below (a session's :class:`ListSource`, the gateway's
+:class:`Sources`), and Layer 4's fail-closed rule as a callable (``check``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from hopline.binding import LISTINGS, PROMPTS_LIST, TOOLS_LIST
 from hopline.context import Principal
-from hopline.jsonrpc import InvalidParams
 from hopline.layers.discovery.backend import BackendSession
-from hopline.layers.policy.visibility import refused, surface_key
+from hopline.layers.policy.visibility import surface_key
 from hopline.layers.routing.apps import expose_tools, hide_links
-from hopline.layers.routing.catalog import BackendNames, Catalog, Collision
-from hopline.pipeline import Call, Item, Kind
+from hopline.layers.routing.catalog import BackendNames, Catalog, Collision, Entry
+from hopline.pipeline import STANDARD, Item, Kind, SurfaceLayer, BackendGate, ToolHost, ToolPlan
+
+if TYPE_CHECKING:
+    from hopline.layers.routing.namespace import Namespace
+    from hopline.layers.routing.uris import SingleBackend, UriMapper
 
 log = logging.getLogger("hopline.gateway")
 
 NAMED = frozenset({TOOLS_LIST, PROMPTS_LIST})  # lists whose items have names to namespace
 LIST_KEYS = {method: listing.key for method, listing in LISTINGS.items()}
-_INVOKES: dict[Kind, str] = {listing.kind: listing.invoke for listing in LISTINGS.values()}  # type: ignore[misc]
 KINDS: dict[str, Kind] = {method: listing.kind for method, listing in LISTINGS.items()}  # type: ignore[misc]
+MAX_CATALOGS = 256  # composed catalogues kept (per list method and backend versions)
+MAX_VIEWS = 1024  # filtered views kept (per catalogue, gate state and caller)
+
+# A composed list: its items, (backend, backend's own name) per item, the backends missing, its version key.
+Fanned = tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]
+# A caller's view: its items, the backend of each, the backends missing or withdrawn.
+View = tuple[list[dict[str, Any]], list[str], list[str]]
+Held = dict[str, tuple[tuple, Catalog]]  # a session's catalogues as it last composed them (list method → key, Catalog)
 
 
-class ListComposer:
-    """Mixin of :class:`~hopline.layers.session.gateway_session.GatewaySession`: its lists.
+class ListSource(Protocol):
+    """A client session as the fan-out sees it: its backends for one list."""
 
-    ``hub`` is the session layer's :class:`~hopline.layers.session.hub.Hub` (registry,
-    routes, pipeline, the gateway-wide catalogue and view caches); typed loosely here,
-    since the session layer builds on this one."""
+    arrival: list[Any]  # the hop sequence its requests came with (federation)
 
-    hub: Any
-    stateful: bool
-    principal: Principal
-    backends: dict[str, BackendSession | BaseException] | None
-    _catalogs: dict[str, tuple[tuple, Catalog]]
-    _binding: str
-    arrival: list[Any]
+    async def listable(self, method: str) -> dict[str, BackendSession]: ...
 
-    if TYPE_CHECKING:  # provided by the other parts of GatewaySession
+    async def starts_within(self, limit: float) -> None: ...
 
-        async def live_backends(self) -> dict[str, BackendSession | BaseException]: ...  # noqa: E704 (BackendLinks)
 
-        async def listable(self, method: str) -> dict[str, BackendSession]: ...  # noqa: E704 (BackendLinks)
+class ListRegistry(Protocol):
+    """Discovery's part: which backends are configured, and the hop ``_meta`` of a fetch."""
 
-        async def starts_within(self, limit: float) -> None: ...  # noqa: E704 (BackendLinks)
+    @property
+    def connectors(self) -> Mapping[str, object]: ...
 
-    def _cursor_binding(self) -> str:
-        """Cursors are bound to the session, or for stateless requests to the principal."""
-        return self._binding if self.stateful else f"p:{self.principal.key!r}"
+    def hop_meta(self, chain: list[Any]) -> dict[str, Any]: ...
 
-    async def _composed(self, method: str) -> None:
-        await self.fan_out(method)
 
-    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
-        """The composed list as this caller may see it: items of withdrawn backends
-        (an open breaker) and items the surface layers hide are left out. Filtered
-        once per (list, backends' versions, gate state, principal) and cached."""
-        items, _backends, missing = await self.visible_entries(method)
-        return items, missing
+class ListRoutes(Protocol):
+    """Routing's part: how names and URIs are exposed."""
 
-    async def visible_entries(self, method: str) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-        """:meth:`visible_list` with the backend of each item (parallel to the items)."""
-        items, refs, missing, key = await self.fan_out(method)
-        self.hub.resilience.fan_out.check(method, missing)  # fail-closed: no partial lists
-        pipeline = self.hub.pipeline
-        if not pipeline.surface and not pipeline.gates:
-            return items, [backend for backend, _ in refs], missing
-        g = self.hub
-        # The policy's decisions depend on the claims it reads, not only on who the caller is.
-        cache_key = (key, g.gate_version, self.principal.key, surface_key(pipeline.surface, self.principal))
-        cached = g.visible_cache.get(cache_key)
-        if cached is None:
-            kind = KINDS[method]
-            withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
-            kept = [
-                (item, backend)
-                for item, (backend, name) in zip(items, refs)
-                if backend not in withdrawn and pipeline.visible(self.principal, Item(kind, backend, name, item))
-            ]
-            if kind == "tool" and pipeline.surface:  # an App the caller may not read is not linked either
-                kept = [(hide_links(item, self._readable) or item, backend) for item, backend in kept]
-            cached = ([item for item, _ in kept], [backend for _, backend in kept], withdrawn)
-            g.visible_cache[cache_key] = cached
-            while len(g.visible_cache) > 1024:
-                g.visible_cache.pop(next(iter(g.visible_cache)))
-        keep, backends, withdrawn = cached
-        return keep, backends, sorted({*missing, *withdrawn}) if withdrawn else missing
+    @property
+    def namespace(self) -> Namespace: ...
 
-    def _readable(self, exposed: str) -> bool:
-        """Whether this caller may read the resource at ``exposed`` (what ``resources/read`` checks)."""
-        target = self.hub.routes.uris.resolve(exposed)
-        if target is None:
-            return False
-        backend, uri = target
-        return self.hub.pipeline.visible(self.principal, Item("resource", backend, uri, {"uri": uri}))
+    @property
+    def uris(self) -> UriMapper | SingleBackend: ...
 
-    def _check_visible(
-        self, kind: Kind, backend: str, name: str, definition: dict[str, Any] | None, shown: str, request_id: Any
+    @property
+    def reverse(self) -> bool: ...
+
+
+class ListRouting(Protocol):
+    list_timeout: float
+    retry_after: float
+    collision: str
+
+
+class NameSettings(Protocol):
+    prefix: bool
+    priority: int
+    rename: Mapping[str, str]
+
+
+class ListSettings(Protocol):
+    @property
+    def routing(self) -> ListRouting: ...
+
+    @property
+    def backends(self) -> Mapping[str, NameSettings]: ...
+
+
+class Surface(Protocol):
+    """The pipeline's part: the surface layers and gates that filter a view."""
+
+    surface: list[SurfaceLayer]
+    gates: list[BackendGate]
+
+    def visible(self, principal: Principal, item: Item) -> bool: ...
+
+    def available(self, backend: str) -> bool: ...
+
+
+class Sources(Protocol):
+    """What the catalogue reads, as configured now (a reload replaces routes, settings and pipeline)."""
+
+    @property
+    def registry(self) -> ListRegistry: ...
+
+    @property
+    def routes(self) -> ListRoutes: ...
+
+    @property
+    def settings(self) -> ListSettings: ...
+
+    @property
+    def pipeline(self) -> Surface: ...
+
+
+def _ignore(*_args: object) -> None:
+    return None
+
+
+class Catalogue:
+    """The gateway-wide catalogue cache (``catalogs``, ``latest``), the filtered-view cache
+    (``views``) and the gate version they are keyed by. ``check(method, missing)``: Layer 4's
+    fail-closed rule (raises for a partial list); ``observe(backend, outcome)`` and
+    ``record(backend, method, outcome)``: a list fetch's outcome, for the breakers and the metrics."""
+
+    def __init__(
+        self,
+        sources: Sources,
+        *,
+        check: Callable[[str, list[str]], None] = _ignore,
+        observe: Callable[[str, object], None] = _ignore,
+        record: Callable[[str, str, object], None] = _ignore,
     ) -> None:
-        """An item the caller may not see is answered exactly like one that does not exist."""
-        pipeline = self.hub.pipeline
-        if pipeline.surface and not pipeline.visible(self.principal, Item(kind, backend, name, definition or {})):
-            what = {"tool": "tool", "prompt": "prompt"}.get(kind, "resource")
-            error = InvalidParams(f"Unknown {what}: {shown!r}", request_id=request_id)
-            refused(
-                pipeline.calls,
-                Call(_INVOKES[kind], backend, {}, self.principal, target=name, exposed=shown, session=self._binding),
-                error,
-            )  # audited
-            raise error
+        self.sources = sources
+        self.check, self.observe, self.record = check, observe, record
+        self.catalogs: dict[tuple, Catalog] = {}  # (list method, backend versions) → Catalog, shared by all sessions
+        self.latest: Held = {}  # list method → the last composed (key, Catalog): stateless requests resolve on it
+        self.views: dict[tuple, View] = {}  # (list key, gate version, principal, surface key) → filtered list
+        self.gate_version = 0  # bumped whenever a gate (breaker) withdraws or restores a backend
 
-    async def fan_out(self, method: str) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+    def clear(self) -> None:
+        """Backends, routes or policy changed (reload, a health probe's changed capabilities)."""
+        self.catalogs.clear()
+        self.latest.clear()
+        self.views.clear()
+
+    def gate_changed(self) -> None:
+        """A gate withdrew or restored a backend: every view is stale."""
+        self.gate_version += 1
+        self.views.clear()
+
+    # -- composing ----------------------------------------------------------------------------
+    async def fan_out(self, source: ListSource, method: str, held: Held) -> Fanned:
         """Every healthy backend's list, composed. A backend that fails or outlasts the
-        list timeout is left out of this answer (fail-open) and named in ``missing``."""
+        list timeout is left out of this answer (fail-open) and named in ``missing``.
+        ``held``: the session's catalogues, updated with the one composed."""
         loop = asyncio.get_running_loop()
-        limit = self.hub.settings.routing.list_timeout
-        await self.starts_within(limit)  # a backend the handshake did not wait for is waited for as its list would be
-        live = await self.listable(method)  # parked backends included: their cached lists stand
+        s = self.sources
+        routing = s.settings.routing
+        limit = routing.list_timeout
+        await source.starts_within(limit)  # a backend the handshake did not wait for is waited for as its list would be
+        live = await source.listable(method)  # parked backends included: their cached lists stand
         # A backend whose list just failed is not asked again (and waited for) on every request.
-        backends = {b: s for b, s in live.items() if s.list_failed_until.get(method, 0.0) <= loop.time()}
-        missing = sorted(set(self.hub.registry.connectors) - set(backends))
-        cached = [s.cached_list(method) for s in backends.values()]
+        backends = {b: bs for b, bs in live.items() if bs.list_failed_until.get(method, 0.0) <= loop.time()}
+        missing = sorted(set(s.registry.connectors) - set(backends))
+        cached = [bs.cached_list(method) for bs in backends.values()]
         if all(items is not None for items in cached):  # the common case: nothing to ask, no tasks
-            return self._compose(method, dict(zip(backends, cached)), backends, missing)  # type: ignore[arg-type]
-        meta = self.hub.registry.hop_meta(self.arrival)  # an intermediary that leads back here refuses the fetch
+            return self.compose(method, dict(zip(backends, cached)), backends, missing, held)  # type: ignore[arg-type]
+        meta = s.registry.hop_meta(source.arrival)  # an intermediary that leads back here refuses the fetch
         fetched = await asyncio.gather(
-            *(asyncio.wait_for(s.list_all(method, meta), limit) for s in backends.values()), return_exceptions=True
+            *(asyncio.wait_for(bs.list_all(method, meta), limit) for bs in backends.values()), return_exceptions=True
         )
         lists: dict[str, list[dict[str, Any]]] = {}
         for (backend_id, session), items in zip(backends.items(), fetched):
-            self.hub.resilience.observe(backend_id, items)  # a dead backend's lists count against its breaker
-            self.hub.observability.list_fetch(backend_id, method, items)
+            self.observe(backend_id, items)  # a dead backend's lists count against its breaker
+            self.record(backend_id, method, items)
             if isinstance(items, BaseException):
                 log.warning(
                     "backend %s: %s failed: %s",
@@ -146,22 +192,23 @@ class ListComposer:
                     method,
                     "timed out" if isinstance(items, asyncio.TimeoutError) else items,
                 )
-                session.list_failed_until[method] = loop.time() + self.hub.settings.routing.retry_after
+                session.list_failed_until[method] = loop.time() + routing.retry_after
                 missing.append(backend_id)
                 continue
             lists[backend_id] = items
-        return self._compose(method, lists, backends, missing)
+        return self.compose(method, lists, backends, missing, held)
 
-    def _compose(
+    def compose(
         self,
         method: str,
         lists: dict[str, list[dict[str, Any]]],
-        backends: dict[str, BackendSession],
+        backends: Mapping[str, BackendSession],
         missing: list[str],
-    ) -> tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]:
+        held: Held | None = None,
+    ) -> Fanned:
         version_key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
         if method in NAMED:
-            catalog = self._catalog(method, lists, backends)
+            catalog = self.catalog(method, lists, backends, held)
             return (
                 catalog.items,
                 [(e.backend, e.original) for e in catalog.entries],
@@ -170,7 +217,8 @@ class ListComposer:
             )
         key = LIST_KEYS[method]
         field = "uriTemplate" if key == "resourceTemplates" else "uri"
-        expose = self.hub.routes.uris.expose_template if field == "uriTemplate" else self.hub.routes.uris.expose
+        uris = self.sources.routes.uris
+        expose = uris.expose_template if field == "uriTemplate" else uris.expose
         out: list[dict[str, Any]] = []
         refs: list[tuple[str, str]] = []
         for backend_id in sorted(lists):
@@ -180,50 +228,124 @@ class ListComposer:
                     refs.append((backend_id, item[field]))
         return out, refs, sorted(missing), version_key
 
-    def _catalog(
-        self, method: str, lists: dict[str, list[dict[str, Any]]], backends: dict[str, BackendSession]
+    def catalog(
+        self,
+        method: str,
+        lists: dict[str, list[dict[str, Any]]],
+        backends: Mapping[str, BackendSession],
+        held: Held | None = None,
     ) -> Catalog:
         """The composed names, built once per (list method, backend list versions) for the
         whole gateway: every session and stateless request with the same backends shares it."""
         key = (method, tuple((b, backends[b].version) for b in sorted(lists)))
-        g = self.hub
-        catalog = g.catalogs.get(key)
-        if catalog is not None:
-            self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
-            return catalog
-        options = {
-            b: BackendNames(prefix=(cfg.prefix and not g.routes.reverse), priority=cfg.priority, rename=cfg.rename)
-            for b, cfg in g.settings.backends.items()
-        }
-        if method == TOOLS_LIST and not g.routes.reverse:  # MCP Apps links name the routed ui:// URI
-            lists = {b: expose_tools(items, b, g.routes.uris) for b, items in lists.items()}
-        catalog = Catalog.build(
-            lists,
-            namespace=g.routes.namespace,
-            strategy=Collision(g.settings.routing.collision),
-            options=options,
-            order=list(g.settings.backends),
-        )
-        for line in catalog.diagnostics:
-            log.info("catalog %s: %s", method, line)
-        g.catalogs[key] = catalog
-        while len(g.catalogs) > 256:
-            g.catalogs.pop(next(iter(g.catalogs)))
-        self._catalogs[method] = g.latest_catalogs[method] = (key, catalog)
+        catalog = self.catalogs.get(key)
+        if catalog is None:
+            s = self.sources
+            routes, settings = s.routes, s.settings
+            options = {
+                b: BackendNames(prefix=(cfg.prefix and not routes.reverse), priority=cfg.priority, rename=cfg.rename)
+                for b, cfg in settings.backends.items()
+            }
+            if method == TOOLS_LIST and not routes.reverse:  # MCP Apps links name the routed ui:// URI
+                lists = {b: expose_tools(items, b, routes.uris) for b, items in lists.items()}
+            catalog = Catalog.build(
+                lists,
+                namespace=routes.namespace,
+                strategy=Collision(settings.routing.collision),
+                options=options,
+                order=list(settings.backends),
+            )
+            for line in catalog.diagnostics:
+                log.info("catalog %s: %s", method, line)
+            self.catalogs[key] = catalog
+            while len(self.catalogs) > MAX_CATALOGS:
+                self.catalogs.pop(next(iter(self.catalogs)))
+        self.latest[method] = (key, catalog)
+        if held is not None:
+            held[method] = (key, catalog)
         return catalog
 
-    def _resolve_cached(self, list_method: str, name: str) -> tuple[Any, Catalog] | None:
+    # -- one caller's view --------------------------------------------------------------------
+    def view(self, method: str, principal: Principal, fanned: Fanned) -> View:
+        """The composed list as ``principal`` may see it: items of withdrawn backends (an
+        open breaker) and items the surface layers hide are left out. Filtered once per
+        (list, backends' versions, gate state, principal) and cached."""
+        items, refs, missing, key = fanned
+        self.check(method, missing)  # fail-closed: no partial lists
+        pipeline = self.sources.pipeline
+        if not pipeline.surface and not pipeline.gates:
+            return items, [backend for backend, _ in refs], missing
+        # The policy's decisions depend on the claims it reads, not only on who the caller is.
+        cache_key = (key, self.gate_version, principal.key, surface_key(pipeline.surface, principal))
+        cached = self.views.get(cache_key)
+        if cached is None:
+            kind = KINDS[method]
+            withdrawn = sorted({b for b, _ in refs if not pipeline.available(b)})
+            kept = [
+                (item, backend)
+                for item, (backend, name) in zip(items, refs)
+                if backend not in withdrawn and pipeline.visible(principal, Item(kind, backend, name, item))
+            ]
+            if kind == "tool" and pipeline.surface:  # an App the caller may not read is not linked either
+
+                def readable(exposed: str) -> bool:
+                    return self.readable(principal, exposed)
+
+                kept = [(hide_links(item, readable) or item, backend) for item, backend in kept]
+            cached = ([item for item, _ in kept], [backend for _, backend in kept], withdrawn)
+            self.views[cache_key] = cached
+            while len(self.views) > MAX_VIEWS:
+                self.views.pop(next(iter(self.views)))
+        keep, backends, withdrawn = cached
+        return keep, backends, sorted({*missing, *withdrawn}) if withdrawn else missing
+
+    def readable(self, principal: Principal, exposed: str) -> bool:
+        """Whether ``principal`` may read the resource at ``exposed`` (what ``resources/read`` checks)."""
+        s = self.sources
+        target = s.routes.uris.resolve(exposed)
+        if target is None:
+            return False
+        backend, uri = target
+        return s.pipeline.visible(principal, Item("resource", backend, uri, {"uri": uri}))
+
+    # -- resolving ----------------------------------------------------------------------------
+    def resolve_cached(
+        self,
+        held: Held,
+        list_method: str,
+        name: str,
+        backends: Mapping[str, BackendSession | BaseException] | None,
+        *,
+        stateful: bool,
+    ) -> tuple[Entry, Catalog] | None:
         """Resolve against the catalogue already composed, if it is still current for the
         backend that owns the name, so an invoke never waits on other backends' lists. A
         stateless request (which has composed nothing yet) uses the gateway's latest one."""
-        cached = self._catalogs.get(list_method)
-        if cached is None and not self.stateful:
-            cached = self.hub.latest_catalogs.get(list_method)
+        cached = held.get(list_method)
+        if cached is None and not stateful:
+            cached = self.latest.get(list_method)
         entry = cached[1].resolve(name) if cached is not None else None
-        if entry is None or self.backends is None:
+        if entry is None or backends is None:
             return None
-        owner = self.backends.get(entry.backend)
-        versions = dict(cached[0][1])
-        if isinstance(owner, BackendSession) and versions.get(entry.backend) == owner.version:
-            return entry, cached[1]
+        owner = backends.get(entry.backend)
+        versions = dict(cached[0][1])  # type: ignore[index]
+        if owner is not None and not isinstance(owner, BaseException) and versions.get(entry.backend) == owner.version:
+            return entry, cached[1]  # type: ignore[index]
         return None
+
+
+async def tools_in_modes(
+    plan: ToolPlan,
+    entries: Callable[[], Awaitable[View]],
+    host: Callable[[str], ToolHost],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``tools/list`` under a plan with Search/Code modes: each mode's own tools stand in for
+    its backends' tools; backends in Standard mode are listed in full (``entries``: the
+    caller's view of ``tools/list``; ``host(mode)``: the tool host a mode runs on)."""
+    shown: list[dict[str, Any]] = []
+    for mode_name, mode in plan.active:
+        shown += await mode.tools(host(mode_name)) or []
+    if plan.uniform(plan.default) and plan.default in plan.modes:  # one mode for every backend
+        return shown, []
+    items, backends, missing = await entries()
+    return shown + [item for item, backend in zip(items, backends) if plan.mode_of(backend) == STANDARD], missing

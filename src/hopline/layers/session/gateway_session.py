@@ -39,10 +39,11 @@ from hopline.binding import (
 from hopline.jsonrpc import InvalidParams, Message, MethodNotFound, notification, result
 from hopline.context import ANONYMOUS, Context, Principal
 from hopline.layers.capability import compose
-from hopline.layers.capability.lists import LIST_KEYS, ListComposer
+from hopline.layers.capability.lists import LIST_KEYS, View, tools_in_modes
 from hopline.layers.capability.toolmodes.host import SessionToolHost
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
-from hopline.layers.routing.catalog import Catalog
+from hopline.layers.routing import router
+from hopline.layers.routing.catalog import Catalog, Entry
 from hopline.layers.routing.apps import expose_read
 from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
@@ -52,8 +53,9 @@ from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks, still_starting
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
 from hopline.layers.session.mrtr import mediate
+from hopline.layers.policy.visibility import Hidden
 from hopline.layers.session.task_calls import TASKS_EXTENSION, KnownTasks
-from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
+from hopline.pipeline import Call, Item, ToolPlan
 from hopline.layers.transport.loop import running_loop
 
 if TYPE_CHECKING:
@@ -65,7 +67,7 @@ MISSING_KEY = "io.hopline/missing-backends"
 _LIST_KEY_SET = frozenset(LIST_KEYS.values())  # a result carrying one of these is a list
 
 
-class GatewaySession(BackendLinks, ListComposer):
+class GatewaySession(BackendLinks):
     def __init__(self, hub: Hub, *, stateful: bool, endpoint: str | None = None) -> None:
         self.hub = hub
         self.stateful = stateful
@@ -141,6 +143,34 @@ class GatewaySession(BackendLinks, ListComposer):
             message.id,
             version if isinstance(version, str) else self.protocol_version,
         )
+
+    # -- lists (the gateway's Catalogue, layers/capability/lists.py) ---------------------------
+    def _cursor_binding(self) -> str:
+        """Cursors are bound to the session, or for stateless requests to the principal."""
+        return self._binding if self.stateful else f"p:{self.principal.key!r}"
+
+    async def composed(self, list_method: str) -> Catalog:
+        """This caller's catalogue of ``list_method`` (tools, prompts), composed afresh."""
+        await self.hub.catalogue.fan_out(self, list_method, self._catalogs)
+        return self._catalogs[list_method][1]
+
+    _composed = composed  # (links.py)
+
+    def cached(self, list_method: str, name: str) -> tuple[Entry, Catalog] | None:
+        """``name`` in the catalogue this caller last composed, while its backend's list is current."""
+        return self.hub.catalogue.resolve_cached(
+            self._catalogs, list_method, name, self.backends, stateful=self.stateful
+        )
+
+    async def visible_list(self, method: str) -> tuple[list[dict[str, Any]], list[str]]:
+        """The composed list as this caller may see it (``Catalogue.view``)."""
+        items, _backends, missing = await self.visible_entries(method)
+        return items, missing
+
+    async def visible_entries(self, method: str) -> View:
+        """:meth:`visible_list` with the backend of each item (parallel to the items)."""
+        catalogue = self.hub.catalogue
+        return catalogue.view(method, self.principal, await catalogue.fan_out(self, method, self._catalogs))
 
     async def _pass_on(self, message: Message, ctx: Context) -> Message:
         """Sidecar mode: a method the gateway does not mediate goes to the one backend,
@@ -241,48 +271,32 @@ class GatewaySession(BackendLinks, ListComposer):
     async def tools_in_modes(self, plan: ToolPlan) -> tuple[list[dict[str, Any]], list[str]]:
         """``tools/list`` under a plan with Search/Code modes: each mode's own tools stand
         in for its backends' tools; backends in Standard mode are listed in full."""
-        shown: list[dict[str, Any]] = []
-        for mode_name, mode in plan.active:
-            shown += await mode.tools(self.tool_host(mode=mode_name)) or []
-        if plan.uniform(plan.default) and plan.default in plan.modes:  # one mode for every backend
-            return shown, []
-        items, backends, missing = await self.visible_entries(TOOLS_LIST)
-        return shown + [item for item, backend in zip(items, backends) if plan.mode_of(backend) == STANDARD], missing
+        return await tools_in_modes(
+            plan, lambda: self.visible_entries(TOOLS_LIST), lambda mode: self.tool_host(mode=mode)
+        )
 
     async def invoke_named(self, message: Message, ctx: Context) -> Message:
         """``tools/call`` or ``prompts/get`` on the catalogue (Standard mode's path)."""
-        method = message.method or ""
-        list_method = TOOLS_LIST if method == TOOLS_CALL else PROMPTS_LIST
         name = message.params["name"]
-        kind: Kind = "tool" if method == TOOLS_CALL else "prompt"
         if self.backends is None and not self.stateful:
             await (
                 self.live_backends()
             )  # (no task when every shared session is up) so the latest catalogue can be checked
-        found = self._resolve_cached(list_method, name)
-        if found is None:  # not in the surface this session last saw: compose it afresh
-            await self._composed(list_method)
-            catalog = self._catalogs[list_method][1]
-            found = (catalog.resolve(name), catalog)
-        entry, catalog = found
-        if entry is None:  # -31001 if its prefix names a backend this session cannot reach now
-            entry, catalog = await self.unlisted(list_method, kind, name, message.id)
-        definition = catalog.item(name)
-        try:
-            self._check_visible(kind, entry.backend, entry.original, definition, name, message.id)
-        except InvalidParams:
+        route = await router.by_name(message.method or "", name, message.id, self)  # resolved once (routing/router.py)
+        try:  # an item the caller may not see is refused as unknown by the visibility layer (policy/visibility.py)
+            return await self._forward(
+                message,
+                ctx,
+                route.backend,
+                {**message.params, "name": route.target},
+                target=route.target,
+                exposed=name,
+                definition=route.definition,
+            )
+        except Hidden:
             if not self.hub.routes.reverse:
                 raise
-            return await self._as_unknown(message, ctx, entry.backend, name)  # hidden: as the server answers unknown
-        return await self._forward(
-            message,
-            ctx,
-            entry.backend,
-            {**message.params, "name": entry.original},
-            target=entry.original,
-            exposed=name,
-            definition=definition,
-        )
+            return await self._as_unknown(message, ctx, route.backend, name)  # hidden: as the server answers unknown
 
     async def _as_unknown(self, message: Message, ctx: Context, backend_id: str, name: str) -> Message:
         """Reverse and Sidecar mode: a name the policy hides is answered as the server answers
@@ -311,23 +325,24 @@ class GatewaySession(BackendLinks, ListComposer):
 
     async def _invoke_uri(self, message: Message, ctx: Context) -> Message:
         uri = message.params.get("uri")
-        target = self.hub.routes.uris.resolve(uri) if isinstance(uri, str) else None
-        if target is None or target[0] not in self.hub.registry.connectors:
-            raise InvalidParams(f"Unknown resource: {uri!r}", request_id=message.id)
-        backend, original = target  # type: ignore[misc]
-        self._check_visible("resource", backend, original, {"uri": original}, uri, message.id)
-        if message.method in ("resources/subscribe", "resources/unsubscribe"):
-            caps = (await self.backend(target[0])).info.capabilities.get("resources") or {}
+        route = router.by_uri(uri, self.hub.routes.uris, self.hub.registry.connectors, message.id)
+        backend, original = route.backend, route.target  # resolved once (routing/router.py)
+        # A hidden resource is refused as unknown by the visibility layer (policy/visibility.py), so its
+        # backend's capabilities are not asked first (no oracle: its answer is the unknown one).
+        if message.method in ("resources/subscribe", "resources/unsubscribe") and self.hub.pipeline.visible(
+            self.principal, Item(route.kind, backend, original, {"uri": original})
+        ):
+            caps = (await self.backend(backend)).info.capabilities.get("resources") or {}
             if not (isinstance(caps, dict) and caps.get("subscribe")):
                 raise MethodNotFound(
-                    f"backend {target[0]} does not support resource subscriptions", request_id=message.id
+                    f"backend {backend} does not support resource subscriptions", request_id=message.id
                 )
         answer = await self._forward(
-            message, ctx, target[0], {**message.params, "uri": target[1]}, target=target[1], exposed=uri
+            message, ctx, backend, {**message.params, "uri": original}, target=original, exposed=uri
         )
         if message.method != RESOURCES_READ and "result" in answer.body:  # kept, to re-subscribe after a reconnect
-            held = self.subscriptions.setdefault(target[0], set())
-            (held.add if message.method == "resources/subscribe" else held.discard)(target[1])
+            held = self.subscriptions.setdefault(backend, set())
+            (held.add if message.method == "resources/subscribe" else held.discard)(original)
         return answer
 
     async def _complete(self, message: Message, ctx: Context) -> Message:
@@ -338,24 +353,20 @@ class GatewaySession(BackendLinks, ListComposer):
             entry = catalog.resolve(ref["name"])
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)
-            self._check_visible(
-                "prompt", entry.backend, entry.original, catalog.item(ref["name"]), ref["name"], message.id
-            )
-            return await self._forward(
+            return await self._forward(  # a hidden prompt is refused as unknown by the visibility layer
                 message,
                 ctx,
                 entry.backend,
                 {**message.params, "ref": {**ref, "name": entry.original}},
                 target=entry.original,
                 exposed=ref["name"],
+                definition=catalog.item(ref["name"]),
             )
         target = self.hub.routes.uris.resolve(ref.get("uri")) if isinstance(ref.get("uri"), str) else None
         if target is None:
             raise InvalidParams("completion/complete: unknown ref", request_id=message.id)
-        self._check_visible(
-            "resourceTemplate", target[0], target[1], {"uriTemplate": target[1]}, ref["uri"], message.id
-        )
-        return await self._forward(message, ctx, target[0], {**message.params, "ref": {**ref, "uri": target[1]}})
+        shown, ref = ref["uri"], {**ref, "uri": target[1]}  # a hidden template is refused as unknown (visibility layer)
+        return await self._forward(message, ctx, target[0], {**message.params, "ref": ref}, exposed=shown)
 
     async def _task(self, message: Message, ctx: Context) -> Message:
         """``tasks/*`` to the backend holding the caller's own task (``task_calls.py``)."""

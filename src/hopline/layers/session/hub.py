@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
+    from hopline.layers.capability.lists import Catalogue
     from hopline.layers.discovery.backend import BackendSession
     from hopline.layers.discovery.registry import Registry
     from hopline.layers.routing.tables import Routes
@@ -89,12 +90,7 @@ class Hub(Protocol):
     listeners: set[Any]  # open 2026-07-28 listen streams
     resilience: Any  # the resilience layer (breaker outcomes, fan-out policy)
     observability: Any  # the observability layer (list fetch metrics, shared-session events)
-    catalogs: dict[tuple, Any]  # (list method, backend versions) → Catalog, shared by all sessions
-    latest_catalogs: dict[
-        str, tuple[tuple, Any]
-    ]  # list method → the last composed (key, Catalog): stateless requests resolve on it
-    visible_cache: dict[tuple, Any]  # (list key, gate version, principal) → filtered list
-    gate_version: int
+    catalogue: Catalogue  # the composed lists and their filtered views, gateway-wide (layers/capability/lists.py)
 
     def shared_changed(self, backend: BackendSession, method: str) -> None:
         """A shared backend session's list changed: its clients and listen streams are told."""
