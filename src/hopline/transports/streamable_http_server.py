@@ -117,6 +117,7 @@ class StreamableHttpListener(ResponseWriter):
     ) -> None:
         method = scope["method"]
         era = Era.HANDSHAKE
+        fast = hu.fastpath(scope)  # the server's declared side door (hopline's front door), or None
         try:
             version = headers.get(b"mcp-protocol-version")
             if version is not None and version not in KNOWN_VERSIONS:  # a known one has no spaces to trim
@@ -125,7 +126,7 @@ class StreamableHttpListener(ResponseWriter):
                     passed = await self._unsupported(receive, headers, version, method)
                     if principal is not None:
                         passed.principal = principal
-                    return await self._modern(receive, send, headers, passed)
+                    return await self._modern(receive, send, headers, passed, fast)
             era = ERAS[version]
             if method == "POST":
                 # The POST itself, inline rather than a coroutine of its own (bench/profile_call.py:
@@ -142,20 +143,20 @@ class StreamableHttpListener(ResponseWriter):
                         if "text/event-stream" not in accept and "text/*" not in accept:
                             raise NotAcceptable("Accept must include application/json and text/event-stream")
                         sse = True
-                message = parse(await hu.read_body(receive, headers, self.options.max_body))
+                message = parse(await hu.read_body(receive, headers, self.options.max_body, fast))
                 if principal is not None:
                     message.principal = principal
                 if era is Era.MODERN:  # _modern's, inline (one coroutine fewer)
                     if _modern_request(headers, message, self.params):
-                        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True, sse=sse)
+                        answer = await self._exchange(receive, send, message, Era.MODERN, fast, modern=True, sse=sse)
                         if message.method == "tools/list" and answer is not None:
                             self.params.learn(answer.body.get("result"))
                     else:
-                        await hu.send_empty(send, 202)
+                        await hu.send_empty(send, 202, None, fast)
                 elif self.options.stateless:
-                    await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False, sse=sse)
+                    await self._exchange(receive, send, message, Era.HANDSHAKE, fast, modern=False, sse=sse)
                 else:
-                    await self._handshake(receive, send, headers, message, principal, sse)
+                    await self._handshake(receive, send, headers, message, principal, fast, sse)
             elif era is Era.MODERN or self.options.stateless or method not in ("GET", "DELETE"):
                 raise MethodNotAllowed(f"{method} is not allowed on this endpoint")
             elif method == "GET":
@@ -164,9 +165,9 @@ class StreamableHttpListener(ResponseWriter):
                 await self._delete(send, headers, principal)
         except MethodNotAllowed as exc:
             stateful = era is Era.HANDSHAKE and not self.options.stateless
-            await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"})
+            await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"}, fast=fast)
         except HoplineError as exc:
-            await hu.send_error(send, exc)
+            await hu.send_error(send, exc, fast=fast)
         except ConnectionResetError:
             pass
 
@@ -201,12 +202,13 @@ class StreamableHttpListener(ResponseWriter):
         headers: hu.Headers,
         message: Message,
         principal: Principal | None,
+        fast: hu.FastPath | None = None,
         sse: bool = False,
     ) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
             with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
-                await self._initialize(receive, send, message, principal, slot, sse)
+                await self._initialize(receive, send, message, principal, slot, fast, sse)
             return
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
@@ -218,7 +220,7 @@ class StreamableHttpListener(ResponseWriter):
                 await session.send(message)
             except ChannelClosed as exc:
                 raise SessionNotFound(f"Session ended: {exc.reason}") from None
-            await hu.send_empty(send, 202)
+            await hu.send_empty(send, 202, None, fast)
             return
         if message.method in STANDING:
             await self.sessions.remember(session, message)
@@ -231,7 +233,7 @@ class StreamableHttpListener(ResponseWriter):
                 f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
             ) from None
         extra = {SESSION_HEADER: session.id}
-        await self._respond(receive, send, sink, message, extra, session=session, sink=sink, sse=sse)
+        await self._respond(receive, send, sink, message, extra, fast, session=session, sink=sink, sse=sse)
 
     async def _initialize(
         self,
@@ -240,6 +242,7 @@ class StreamableHttpListener(ResponseWriter):
         message: Message,
         principal: Principal | None,
         slot: Slot,
+        fast: hu.FastPath | None = None,
         sse: bool = False,
     ) -> None:
         """Create a session and answer its ``initialize`` within the handshake deadline.
@@ -267,6 +270,7 @@ class StreamableHttpListener(ResponseWriter):
                 sink,
                 message,
                 {SESSION_HEADER: session.id},
+                fast,
                 session=session,
                 sink=sink,
                 timeout=deadline - loop.time(),
@@ -322,17 +326,27 @@ class StreamableHttpListener(ResponseWriter):
             return None
 
     # -- the modern era and stateless exchanges -----------------------------------
-    async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
+    async def _modern(
+        self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, fast: hu.FastPath | None
+    ) -> None:
         """A 2026-07-28 message (the POST path in __call__ does the same inline)."""
         if not _modern_request(headers, message, self.params):
-            await hu.send_empty(send, 202)
+            await hu.send_empty(send, 202, None, fast)
             return
-        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
+        answer = await self._exchange(receive, send, message, Era.MODERN, fast, modern=True)
         if message.method == "tools/list" and answer is not None:
             self.params.learn(answer.body.get("result"))
 
     async def _exchange(
-        self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool, sse: bool = False
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        message: Message,
+        era: Era,
+        fast: hu.FastPath | None,
+        *,
+        modern: bool,
+        sse: bool = False,
     ) -> Message | None:
         try:
             channel = await self.backends.open_exchange(era)
@@ -343,8 +357,8 @@ class StreamableHttpListener(ResponseWriter):
         try:
             await channel.send(message)
             if message.is_request():
-                return await self._respond(receive, send, channel, message, None, modern=modern, sse=sse)
-            await hu.send_empty(send, 202)
+                return await self._respond(receive, send, channel, message, None, fast, modern=modern, sse=sse)
+            await hu.send_empty(send, 202, None, fast)
             return None
         except ChannelClosed as exc:
             raise UnavailableError(

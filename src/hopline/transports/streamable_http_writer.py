@@ -65,6 +65,7 @@ class ResponseWriter:
         source: Source,
         request: Message,
         headers: dict[str, str] | None,
+        fast: hu.FastPath | None = None,
         *,
         modern: bool = False,
         session: ClientSession | None = None,
@@ -83,17 +84,15 @@ class ResponseWriter:
         the stream stays resumable. A caller passing its own ``watcher`` handles the
         client leaving itself. A stream (SSE) is written under a guard its sink expires on
         overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none."""
-        try:  # the front door's loop (front_door.OneWrite.loop): no running_loop() look-up per request
-            loop = receive.__self__.transport.loop  # type: ignore[attr-defined]
-        except AttributeError:
-            loop = running_loop()
+        # ``fast``: the server's declared side door (http_util.FastPath), None on a plain ASGI server.
+        loop = fast.loop if fast is not None else running_loop()  # (no running_loop() look-up per request)
         if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
             timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
         deadline = loop.time() + timeout
         caller_watches = watcher is not None
         unwatch = None
         if not caller_watches and (modern or sink is None):  # we watch for the client leaving ourselves
-            unwatch = hu.on_disconnect(receive, lambda: source.interrupt(Interrupted()))
+            unwatch = hu.on_disconnect(fast, lambda: source.interrupt(Interrupted()))
             if unwatch is None:  # a server that cannot tell us: a task parked in receive()
                 watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         if watcher is not None:
@@ -145,7 +144,7 @@ class ResponseWriter:
                 headers = None  # a failed initialize leaves no session (its id would name a closed one)
             if message.is_response() and not sse:
                 status = _modern_status(message) if modern and "error" in message.body else 200
-                await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
+                await hu.send_bytes(send, status, message.encode(), b"application/json", headers, fast)  # send_json's
                 answer = message
             else:  # something else first: the response becomes an SSE stream, written under a guard
                 async with asyncio.timeout(None) as guard:
@@ -200,7 +199,7 @@ class ResponseWriter:
                     }
                 )
             else:
-                await hu.send_error(send, err, request.id, headers, status=200)
+                await hu.send_error(send, err, request.id, headers, status=200, fast=fast)
             return None
         except (StreamOverflow, TimeoutError):
             if not (sink.overflowed if sink is not None else inbox is not None and inbox.overflowed):
