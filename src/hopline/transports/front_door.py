@@ -499,12 +499,14 @@ class FrontDoorProtocol(HttpToolsProtocol):
                 self.data_received(data[room:])
                 return
             self._head += size
-        try:  # _feed's own, inline (one Python call per read fewer)
+        # >> inlined copy of _feed (one Python call per read fewer); test_inlined_equivalence.py
+        try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass
         except httptools.HttpParserError:
             self._parse_error()
+        # << end of the copy of _feed
 
     def _feed(self, data: bytes) -> None:
         try:
@@ -543,9 +545,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
         }
         self._url = self._fields = 0
         self._phase = HEAD
-        self._deadline = at = self.loop.time() + self._limits.header_timeout  # _arm's, inline
+        # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+        self._deadline = at = self.loop.time() + self._limits.header_timeout
         if self._timer is None or self._timer_at > at:
             self._move(at)
+        # << end of the copy of _arm
 
     def on_url(self, url: bytes) -> None:
         self._url += len(url)
@@ -570,9 +574,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._heads += 1
         self._head = 0
         self._phase = BODY
-        self._deadline = at = self.loop.time() + self._limits.body_timeout  # _arm's, inline
+        # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+        self._deadline = at = self.loop.time() + self._limits.body_timeout
         if self._timer is None or self._timer_at > at:
             self._move(at)
+        # << end of the copy of _arm
         parser, scope = self.parser, self.scope
         http_version = parser.get_http_version()
         scope["method"] = parser.get_method().decode("ascii")
@@ -650,9 +656,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self._start_asgi_task(cycle, app)
         elif self._phase == BUSY:
             self._phase = IDLE
-            self._deadline = at = self.loop.time() + self._limits.idle_timeout  # _arm's, inline
+            # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+            self._deadline = at = self.loop.time() + self._limits.idle_timeout
             if self._timer is None or self._timer_at > at:
                 self._move(at)
+            # << end of the copy of _arm
 
     def _cycle_lost(self) -> None:
         """The current request's client is gone (uvicorn marked its cycle disconnected): its watcher, \
