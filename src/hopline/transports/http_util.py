@@ -89,9 +89,12 @@ class FastPath(Protocol):
 
 
 def fastpath(scope: Scope) -> FastPath | None:
-    """The request's :class:`FastPath` if its server offers one (hopline's front door), else None."""
-    extensions = scope.get("extensions")
-    return extensions.get(FASTPATH) if extensions else None
+    """The request's :class:`FastPath` if its server offers one (hopline's front door), else None.
+    (Subscripts, not get(): two calls per request fewer where the front door offers it.)"""
+    try:
+        return scope["extensions"][FASTPATH]
+    except (KeyError, TypeError):  # no extensions (or None), or not this one
+        return None
 
 
 @dataclass
