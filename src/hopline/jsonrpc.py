@@ -47,14 +47,20 @@ class Message:
     ``principal`` is who sent it, as the listener's authentication established it
     (layers/policy/auth.py); None where no authentication ran (no ``auth`` configured,
     or a message hopline or a backend made).
+
+    ``deadline`` is the exchange's one deadline (event-loop time, ``loop.time()``), made by
+    the listener as the request arrived: the response writer and the gateway's context (hence
+    the pipeline's timeouts and the RPC peer) read this one. None: no listener made one (the
+    reader then falls back to its own setting, from now).
     """
 
-    __slots__ = ("body", "raw", "principal", "method", "id", "params", "_meta")
+    __slots__ = ("body", "raw", "principal", "deadline", "method", "id", "params", "_meta")
 
     def __init__(self, body: dict[str, Any], raw: bytes | None = None) -> None:
         self.body = body
         self.raw = raw
         self.principal: Principal | None = None
+        self.deadline: float | None = None
         self.method: str | None = body.get("method")
         self.id: Id | None = body.get("id")
         # The body's params object, or an empty dict where it has none: read once, like method
@@ -102,6 +108,7 @@ class Message:
         body.update(fields)
         copy = Message(body)
         copy.principal = self.principal
+        copy.deadline = self.deadline
         return copy
 
     def __repr__(self) -> str:

@@ -68,6 +68,7 @@ from uvicorn.protocols.http.httptools_impl import (
 )
 
 from hopline.transports.door_limits import DoorCounters, DoorLimits
+from hopline.transports.http_util import FASTPATH
 
 __all__ = ["DoorCounters", "DoorLimits", "FrontDoor", "FrontDoorProtocol"]
 
@@ -208,12 +209,20 @@ class OneWrite:
 
     It also tells its request's app when the client has gone (:meth:`watch`, what
     ``http_util.on_disconnect`` uses): a callback instead of a task parked in ``receive()``
-    for ``http.disconnect`` (bench/profile_call.py --era 2026: one task fewer per request)."""
+    for ``http.disconnect`` (bench/profile_call.py --era 2026: one task fewer per request).
 
-    __slots__ = ("_transport", "loop", "_held", "_first", "_on_lost", "lost")
+    It is the request's ``http_util.FastPath``, advertised to the app in
+    ``scope["extensions"]["hopline.fastpath"]`` (:meth:`FrontDoorProtocol.on_headers_complete`):
+    the app reaches :meth:`whole`, :meth:`body`, :meth:`watch` and ``loop`` through that
+    declared door, never through uvicorn's objects. ``cycle`` (uvicorn's request cycle this
+    transport writes for) is let go once the response is complete or the connection lost, so
+    a finished request's objects are freed by reference counting, not the cycle collector."""
+
+    __slots__ = ("_transport", "loop", "_held", "_first", "_on_lost", "lost", "cycle")
 
     def __init__(self, transport: Any, loop: Any) -> None:
         self._transport = transport
+        self.cycle: Any = None  # uvicorn's RequestResponseCycle, set by the front door once made
         self.loop = loop  # the connection's: its requests run in it (the response writer's clock)
         self._held: bytes | None = None
         self._first = True
@@ -232,9 +241,7 @@ class OneWrite:
     def _unwatch(self) -> None:
         self._on_lost = None
 
-    def whole(
-        self, cycle: Any, status: int, content_type: bytes | None, headers: dict[str, str] | None, body: bytes
-    ) -> bool:
+    def whole(self, status: int, content_type: bytes | None, headers: dict[str, str] | None, body: bytes) -> bool:
         """Write a whole response, head and body, for uvicorn's request ``cycle`` (whose
         transport this is) in one go, as its ``send`` does for ``http.response.start`` then
         one last ``http.response.body`` (``http_util.send_bytes`` uses it): ``content_type``
@@ -247,8 +254,10 @@ class OneWrite:
         the held head's flush callback (~30 Python calls) per response fewer; taking the
         headers as the caller's dict, with the names checked once per process (``_NAMES_OK``),
         ~15 more (header_list's tuples, the joins and checks of every name)."""
+        cycle = self.cycle
         if (
-            cycle.response_started
+            cycle is None
+            or cycle.response_started
             or cycle.disconnected
             or cycle.flow.write_paused
             or cycle.default_headers
@@ -291,10 +300,10 @@ class OneWrite:
         cycle.message_event.set()
         if not cycle.keep_alive:
             self._transport.close()
-        cycle.on_response()
+        cycle.on_response()  # (on_response_complete lets go of the cycle)
         return True
 
-    def body(self, cycle: Any) -> bytes | None:
+    def body(self) -> bytes | None:
         """The rest of the request body of uvicorn's request ``cycle`` (whose transport this is)
         if it has all arrived: what its ``receive()`` would return now as one ``http.request``
         event with ``more_body`` False, taken the same way. None where ``receive()`` must run:
@@ -302,8 +311,10 @@ class OneWrite:
         or nothing new since the last ``receive()`` (it would wait).
         Measured with bench/profile_call.py (``http_util.read_body`` uses it): the receive()
         coroutine, its flow check and event wait (~5 Python calls) per request fewer."""
+        cycle = self.cycle
         if (
-            cycle.more_body
+            cycle is None
+            or cycle.more_body
             or cycle.waiting_for_100_continue
             or cycle.flow.read_paused
             or cycle.disconnected
@@ -488,12 +499,14 @@ class FrontDoorProtocol(HttpToolsProtocol):
                 self.data_received(data[room:])
                 return
             self._head += size
-        try:  # _feed's own, inline (one Python call per read fewer)
+        # >> inlined copy of _feed (one Python call per read fewer); test_inlined_equivalence.py
+        try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass
         except httptools.HttpParserError:
             self._parse_error()
+        # << end of the copy of _feed
 
     def _feed(self, data: bytes) -> None:
         try:
@@ -532,9 +545,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
         }
         self._url = self._fields = 0
         self._phase = HEAD
-        self._deadline = at = self.loop.time() + self._limits.header_timeout  # _arm's, inline
+        # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+        self._deadline = at = self.loop.time() + self._limits.header_timeout
         if self._timer is None or self._timer_at > at:
             self._move(at)
+        # << end of the copy of _arm
 
     def on_url(self, url: bytes) -> None:
         self._url += len(url)
@@ -559,9 +574,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
         self._heads += 1
         self._head = 0
         self._phase = BODY
-        self._deadline = at = self.loop.time() + self._limits.body_timeout  # _arm's, inline
+        # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+        self._deadline = at = self.loop.time() + self._limits.body_timeout
         if self._timer is None or self._timer_at > at:
             self._move(at)
+        # << end of the copy of _arm
         parser, scope = self.parser, self.scope
         http_version = parser.get_http_version()
         scope["method"] = parser.get_method().decode("ascii")
@@ -585,9 +602,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
         else:
             app = self.app
         existing_cycle = self.cycle
-        self.cycle = cycle = RequestResponseCycle(
+        out = OneWrite(self.transport, self.loop)
+        scope["extensions"] = {FASTPATH: out}  # the declared side door (http_util.FastPath)
+        self.cycle = out.cycle = cycle = RequestResponseCycle(
             scope=scope,
-            transport=OneWrite(self.transport, self.loop),
+            transport=out,
             flow=self.flow,
             logger=self.logger,
             access_logger=self.access_logger,
@@ -624,6 +643,9 @@ class FrontDoorProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         # uvicorn's own (0.54), less its keep-alive timer, which ours replaces: it armed one per
         # response only to have it cancelled here (bench/profile_call.py: a timer per request).
+        cycle = self.cycle  # (a pipelined request's, not yet answered, may be the current one already)
+        if cycle.response_complete and cycle.transport.__class__ is OneWrite:
+            cycle.transport.cycle = None  # the response is complete: its side door lets go of the cycle
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
@@ -634,9 +656,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             self._start_asgi_task(cycle, app)
         elif self._phase == BUSY:
             self._phase = IDLE
-            self._deadline = at = self.loop.time() + self._limits.idle_timeout  # _arm's, inline
+            # >> inlined copy of _arm (see _move's comment); test_inlined_equivalence.py
+            self._deadline = at = self.loop.time() + self._limits.idle_timeout
             if self._timer is None or self._timer_at > at:
                 self._move(at)
+            # << end of the copy of _arm
 
     def _cycle_lost(self) -> None:
         """The current request's client is gone (uvicorn marked its cycle disconnected): its watcher, \
@@ -644,8 +668,10 @@ if any, is told."""
         cycle = self.cycle
         if cycle is not None and cycle.disconnected:
             out = cycle.transport
-            if isinstance(out, OneWrite) and not out.lost:
-                out._lose()
+            if isinstance(out, OneWrite):
+                out.cycle = None
+                if not out.lost:
+                    out._lose()
 
     # -- deadlines ------------------------------------------------------------------
     def _arm(self, seconds: float) -> None:

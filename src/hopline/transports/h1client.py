@@ -461,8 +461,8 @@ class LeanClient:
         else:
             connect_s, read_s = self._last_seconds = _seconds(timeout)
             self._last_timeout = timeout
-        # An idle connection of this origin, checked as _checkout does (its stale() probe inline),
-        # without its coroutine.
+        # >> inlined copy of _checkout's idle check (conn.usable() and not conn.stale()), without its
+        # coroutine; to "if conn is None". test_inlined_equivalence.py holds it to the two methods.
         idle = target.idle
         conn = idle.pop() if idle else None
         if conn is not None:
@@ -478,6 +478,7 @@ class LeanClient:
                 if stale:
                     conn.close()
                     conn = None
+        # << end of the copy of _checkout's idle check
         if conn is None:
             conn = await self._checkout(origin, target.secure, connect_s)
         # An upstream's own headers (a dict) repeat request after request: their head is kept.

@@ -224,7 +224,8 @@ class Response:
                 if self._error is not None:
                     raise self._error
                 return b""
-            # _more, inline (a coroutine level fewer on the wait for a stream's end)
+            # >> inlined copy of _more (a coroutine level fewer on the wait for a stream's end), to the
+            # end of this loop body; test_inlined_equivalence.py holds it to aiter_bytes' _more.
             loop = self._loop
             timeout, until, cut = self._timeout, self._until, False
             if until is not None:
@@ -245,6 +246,7 @@ class Response:
                 self._waiter = None
                 if handle is not None:
                     handle.cancel()
+            # << end of the copy of _more
 
     async def aread(self) -> bytes:
         if self._done and self._error is None and self._chunks:  # all here already: no iterator

@@ -43,7 +43,7 @@ import time
 from typing import Any, Callable
 
 from hopline.jsonrpc import HoplineError, Id, Message, UnavailableError, notification, parse
-from hopline.layers.transport.channel import Channel, ChannelClosed, Pooled
+from hopline.layers.transport.channel import Channel, ChannelClosed, Pooled, Settles
 from hopline.transports.admission import Admission, BoundedLog, StreamLimits
 from hopline.transports.shared_sessions import SharedSessions
 from hopline.transports.sink import Sink
@@ -96,7 +96,7 @@ class ClientSession:
 
     def start(self) -> None:
         self._reader = asyncio.create_task(self._read_backend(), name=f"session-{self.id[:8]}")
-        if hasattr(self.backend, "settle"):  # the gateway's ClientEnd: answers may skip its outbox and our reader
+        if isinstance(self.backend, Settles):  # the gateway's ClientEnd: answers may skip its outbox and our reader
             self.backend.settle = self._settle
 
     def _settle(self, message: Message) -> bool:

@@ -142,7 +142,7 @@ class SseListener:
             session = self.sessions.get(session_id, None if principal is None else principal.key)
             if session is None:
                 raise SessionNotFound("Could not find session")
-            message = parse(await hu.read_body(receive, headers, self.max_body))
+            message = parse(await hu.read_body(receive, headers, self.max_body, hu.fastpath(scope)))
             if principal is not None:
                 message.principal = principal
             try:

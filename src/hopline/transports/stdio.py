@@ -540,13 +540,15 @@ class _Lines(asyncio.Protocol):
             if whole > self._limit and self._overran(lines):
                 return
             self.lines.extend(lines)
-            waiter = self.waiter  # _wake, inline; done already only if its reader was cancelled
+            # >> inlined copy of _wake (done only if its reader was cancelled); test_inlined_equivalence.py
+            waiter = self.waiter
             if waiter is not None:
                 self.waiter = None
                 try:
                     waiter.set_result(None)
                 except asyncio.InvalidStateError:
                     pass
+            # << end of the copy of _wake
         self._size += size
         if self._size > 2 * self._limit and not self.paused and self._transport is not None:
             self.paused = True

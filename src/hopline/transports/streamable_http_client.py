@@ -238,8 +238,9 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         msg = flight.message
         if flight.modern:
             headers = self._modern_headers(msg.body)
-        else:  # _handshake_headers, inline
+        else:  # >> inlined copy of _handshake_headers; test_inlined_equivalence.py
             headers = self._base if msg.method == "initialize" else self._in_session
+            # << end of the copy of _handshake_headers
         last_id = retry = None
         content, timeout = msg.encode(), self._timeout
         if self._lean:
@@ -499,10 +500,10 @@ class StreamableHttpUpstream(SessionStreams, Inbound):
         version = params["_meta"][META_PROTOCOL_VERSION]
         param = NAME_HEADER_PARAM.get(method)
         name = None if param is None else params.get(param)
-        # self.params.get(name), inline (two Python calls per request fewer)
+        # >> inlined copy of ParamMaps.get (two Python calls per request fewer); test_inlined_equivalence.py
         if method == "tools/call" and (
             mirrors := self.params.tools.get(name) if name.__class__ is str or isinstance(name, str) else None
-        ):
+        ):  # << end of the copy of ParamMaps.get
             return {**self._base, **modern_headers(body), **param_headers(mirrors, params.get("arguments"))}
         if version.__class__ is not str or not (name is None or name.__class__ is str):
             return {**self._base, **modern_headers(body)}

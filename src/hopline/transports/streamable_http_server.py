@@ -117,6 +117,7 @@ class StreamableHttpListener(ResponseWriter):
     ) -> None:
         method = scope["method"]
         era = Era.HANDSHAKE
+        fast = hu.fastpath(scope)  # the server's declared side door (hopline's front door), or None
         try:
             version = headers.get(b"mcp-protocol-version")
             if version is not None and version not in KNOWN_VERSIONS:  # a known one has no spaces to trim
@@ -125,7 +126,8 @@ class StreamableHttpListener(ResponseWriter):
                     passed = await self._unsupported(receive, headers, version, method)
                     if principal is not None:
                         passed.principal = principal
-                    return await self._modern(receive, send, headers, passed)
+                    self._deadline(passed, fast)
+                    return await self._modern(receive, send, headers, passed, fast)
             era = ERAS[version]
             if method == "POST":
                 # The POST itself, inline rather than a coroutine of its own (bench/profile_call.py:
@@ -142,20 +144,33 @@ class StreamableHttpListener(ResponseWriter):
                         if "text/event-stream" not in accept and "text/*" not in accept:
                             raise NotAcceptable("Accept must include application/json and text/event-stream")
                         sse = True
-                message = parse(await hu.read_body(receive, headers, self.options.max_body))
+                message = parse(await hu.read_body(receive, headers, self.options.max_body, fast))
                 if principal is not None:
                     message.principal = principal
-                if era is Era.MODERN:  # _modern's, inline (one coroutine fewer)
+                # The exchange's one deadline, made here as it arrives: the writer, the gateway's
+                # context (so the pipeline's timeouts and the RPC peer) read it.
+                # >> inlined copy of _deadline (a Python call per request fewer); test_inlined_equivalence.py
+                mname = message.method
+                if mname != "subscriptions/listen":  # a listen stream is open-ended by design
+                    message.deadline = (fast.loop if fast is not None else running_loop()).time() + (
+                        self.options.request_timeout
+                        if mname != "initialize"
+                        else min(self.sessions.handshake_timeout, self.options.request_timeout)
+                    )
+                # << end of the copy of _deadline
+                if era is Era.MODERN:
+                    # >> inlined copy of _modern (one coroutine fewer); test_inlined_equivalence.py
                     if _modern_request(headers, message, self.params):
-                        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True, sse=sse)
+                        answer = await self._exchange(receive, send, message, Era.MODERN, fast, modern=True, sse=sse)
                         if message.method == "tools/list" and answer is not None:
                             self.params.learn(answer.body.get("result"))
                     else:
-                        await hu.send_empty(send, 202)
+                        await hu.send_empty(send, 202, None, fast)
+                    # << end of the copy of _modern
                 elif self.options.stateless:
-                    await self._exchange(receive, send, message, Era.HANDSHAKE, modern=False, sse=sse)
+                    await self._exchange(receive, send, message, Era.HANDSHAKE, fast, modern=False, sse=sse)
                 else:
-                    await self._handshake(receive, send, headers, message, principal, sse)
+                    await self._handshake(receive, send, headers, message, principal, fast, sse)
             elif era is Era.MODERN or self.options.stateless or method not in ("GET", "DELETE"):
                 raise MethodNotAllowed(f"{method} is not allowed on this endpoint")
             elif method == "GET":
@@ -164,11 +179,21 @@ class StreamableHttpListener(ResponseWriter):
                 await self._delete(send, headers, principal)
         except MethodNotAllowed as exc:
             stateful = era is Era.HANDSHAKE and not self.options.stateless
-            await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"})
+            await hu.send_error(send, exc, headers={"allow": "GET, POST, DELETE" if stateful else "POST"}, fast=fast)
         except HoplineError as exc:
-            await hu.send_error(send, exc)
+            await hu.send_error(send, exc, fast=fast)
         except ConnectionResetError:
             pass
+
+    def _deadline(self, message: Message, fast: hu.FastPath | None) -> None:
+        """Put the exchange's one deadline on ``message`` as it arrives (``listen.request_timeout``
+        from now; an ``initialize``, the handshake's time if shorter; none for a listen stream)."""
+        name = message.method
+        if name != "subscriptions/listen":
+            seconds = self.options.request_timeout
+            if name == "initialize":
+                seconds = min(self.sessions.handshake_timeout, seconds)
+            message.deadline = (fast.loop if fast is not None else running_loop()).time() + seconds
 
     async def _unsupported(self, receive: hu.Receive, headers: hu.Headers, version: str, method: str) -> Message:
         """An unknown ``MCP-Protocol-Version``: -32022 to the request's own id (its body is read,
@@ -201,12 +226,13 @@ class StreamableHttpListener(ResponseWriter):
         headers: hu.Headers,
         message: Message,
         principal: Principal | None,
+        fast: hu.FastPath | None = None,
         sse: bool = False,
     ) -> None:
         session_id = headers.get(b"mcp-session-id")
         if message.method == "initialize" and message.is_request():
             with self.sessions.admit(message.id) as slot:  # Overloaded (503) past the bounds
-                await self._initialize(receive, send, message, principal, slot, sse)
+                await self._initialize(receive, send, message, principal, slot, fast, sse)
             return
         if session_id is None:
             raise SessionRequired("Bad Request: Missing session ID", request_id=message.id)
@@ -218,7 +244,7 @@ class StreamableHttpListener(ResponseWriter):
                 await session.send(message)
             except ChannelClosed as exc:
                 raise SessionNotFound(f"Session ended: {exc.reason}") from None
-            await hu.send_empty(send, 202)
+            await hu.send_empty(send, 202, None, fast)
             return
         if message.method in STANDING:
             await self.sessions.remember(session, message)
@@ -231,7 +257,7 @@ class StreamableHttpListener(ResponseWriter):
                 f"backend unavailable: {exc.reason}", reason="backend_closed", request_id=message.id
             ) from None
         extra = {SESSION_HEADER: session.id}
-        await self._respond(receive, send, sink, message, extra, session=session, sink=sink, sse=sse)
+        await self._respond(receive, send, sink, message, extra, fast, session=session, sink=sink, sse=sse)
 
     async def _initialize(
         self,
@@ -240,12 +266,14 @@ class StreamableHttpListener(ResponseWriter):
         message: Message,
         principal: Principal | None,
         slot: Slot,
+        fast: hu.FastPath | None = None,
         sse: bool = False,
     ) -> None:
-        """Create a session and answer its ``initialize`` within the handshake deadline.
-        If the client leaves first, or the answer is not a result, the session is closed."""
-        loop = running_loop()
-        deadline = loop.time() + min(self.sessions.handshake_timeout, self.options.request_timeout)
+        """Create a session and answer its ``initialize`` within the handshake deadline (the
+        message's: the listener made it as the request arrived). If the client leaves first,
+        or the answer is not a result, the session is closed."""
+        if message.deadline is None:
+            self._deadline(message, fast)
         watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         session: ClientSession | None = None
         answer: Message | None = None
@@ -267,9 +295,9 @@ class StreamableHttpListener(ResponseWriter):
                 sink,
                 message,
                 {SESSION_HEADER: session.id},
+                fast,
                 session=session,
                 sink=sink,
-                timeout=deadline - loop.time(),
                 watcher=watcher,
                 sse=sse,
             )
@@ -322,17 +350,27 @@ class StreamableHttpListener(ResponseWriter):
             return None
 
     # -- the modern era and stateless exchanges -----------------------------------
-    async def _modern(self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message) -> None:
+    async def _modern(
+        self, receive: hu.Receive, send: hu.Send, headers: hu.Headers, message: Message, fast: hu.FastPath | None
+    ) -> None:
         """A 2026-07-28 message (the POST path in __call__ does the same inline)."""
         if not _modern_request(headers, message, self.params):
-            await hu.send_empty(send, 202)
+            await hu.send_empty(send, 202, None, fast)
             return
-        answer = await self._exchange(receive, send, message, Era.MODERN, modern=True)
+        answer = await self._exchange(receive, send, message, Era.MODERN, fast, modern=True)
         if message.method == "tools/list" and answer is not None:
             self.params.learn(answer.body.get("result"))
 
     async def _exchange(
-        self, receive: hu.Receive, send: hu.Send, message: Message, era: Era, *, modern: bool, sse: bool = False
+        self,
+        receive: hu.Receive,
+        send: hu.Send,
+        message: Message,
+        era: Era,
+        fast: hu.FastPath | None,
+        *,
+        modern: bool,
+        sse: bool = False,
     ) -> Message | None:
         try:
             channel = await self.backends.open_exchange(era)
@@ -343,8 +381,8 @@ class StreamableHttpListener(ResponseWriter):
         try:
             await channel.send(message)
             if message.is_request():
-                return await self._respond(receive, send, channel, message, None, modern=modern, sse=sse)
-            await hu.send_empty(send, 202)
+                return await self._respond(receive, send, channel, message, None, fast, modern=modern, sse=sse)
+            await hu.send_empty(send, 202, None, fast)
             return None
         except ChannelClosed as exc:
             raise UnavailableError(

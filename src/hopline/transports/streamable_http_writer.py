@@ -13,6 +13,11 @@ read blocks ``send`` itself; before the stream starts an overflow wakes the wait
 The cut stream then ends with a last error event if the client's socket takes it within
 ``CUT_GRACE`` seconds, else the writer returns unfinished and the server drops the
 connection.
+
+Each response moves through the state table of response_state.py (waiting → JSON sent |
+streaming → done | cut | resumed elsewhere); a move off its edges raises. Its deadline is
+the exchange's one (``request.deadline``, made by the listener as the request arrived),
+not one of the writer's own.
 """
 
 from __future__ import annotations
@@ -29,6 +34,16 @@ from hopline.layers.transport.inbox import Interrupted
 from hopline.transports import http_util as hu
 from hopline.transports.admission import StreamOverflow
 from hopline.transports.http_session import ClientSession, is_end
+from hopline.transports.response_state import (
+    CUT,
+    DONE,
+    JSON_SENT,
+    RESUMED,
+    STREAMING,
+    WAITING,
+    ResponseState,
+    move,
+)
 from hopline.transports.session_table import SessionTable
 from hopline.transports.sink import HandedOver, Sink
 from hopline.transports.sse import KEEPALIVE, encode_event
@@ -65,6 +80,7 @@ class ResponseWriter:
         source: Source,
         request: Message,
         headers: dict[str, str] | None,
+        fast: hu.FastPath | None = None,
         *,
         modern: bool = False,
         session: ClientSession | None = None,
@@ -82,25 +98,27 @@ class ResponseWriter:
         handshake-era writers do not, because there a disconnect is not a cancel and
         the stream stays resumable. A caller passing its own ``watcher`` handles the
         client leaving itself. A stream (SSE) is written under a guard its sink expires on
-        overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none."""
-        try:  # the front door's loop (front_door.OneWrite.loop): no running_loop() look-up per request
-            loop = receive.__self__.transport.loop  # type: ignore[attr-defined]
-        except AttributeError:
-            loop = running_loop()
+        overflow (http_session.py), even while ``send`` is blocked; the JSON answer needs none.
+        The deadline is the exchange's (``request.deadline``, the listener's); ``timeout`` only
+        names the seconds in the timeout error, and makes a deadline where the request has none."""
+        # ``fast``: the server's declared side door (http_util.FastPath), None on a plain ASGI server.
+        loop = fast.loop if fast is not None else running_loop()  # (no running_loop() look-up per request)
         if timeout is None:  # a listen stream is open-ended by design; everything else has a deadline
             timeout = self.options.request_timeout if request.method != "subscriptions/listen" else 10.0**9
-        deadline = loop.time() + timeout
+        deadline = request.deadline
+        if deadline is None:
+            deadline = loop.time() + timeout
         caller_watches = watcher is not None
         unwatch = None
         if not caller_watches and (modern or sink is None):  # we watch for the client leaving ourselves
-            unwatch = hu.on_disconnect(receive, lambda: source.interrupt(Interrupted()))
+            unwatch = hu.on_disconnect(fast, lambda: source.interrupt(Interrupted()))
             if unwatch is None:  # a server that cannot tell us: a task parked in receive()
                 watcher = asyncio.ensure_future(hu.wait_disconnect(receive))
         if watcher is not None:
             watcher.add_done_callback(lambda _: source.interrupt(Interrupted()))
         own_watcher = watcher is not None and not caller_watches
         generation = sink.generation if sink is not None else 0
-        streaming = False
+        state = WAITING  # response_state.py's table
         answer: Message | None = None
         guard: asyncio.Timeout | None = None
         # A stateless exchange's channel (2026-07-28, or --stateless-http) has an inbox of its
@@ -126,8 +144,9 @@ class ResponseWriter:
             # wakes the wait itself (the sink's or inbox's interrupt). An answer that comes
             # first is the whole response, one JSON body: no asyncio.timeout context for it
             # (bench/profile_call.py: one per request fewer).
-            # _next's first wait, inline (bench/profile_call.py: its coroutine costs two calls when
-            # the answer comes, its loop look-up three); what ends the wait otherwise, _next handles.
+            # >> inlined copy of _next's first wait (bench/profile_call.py: its coroutine costs two
+            # calls when the answer comes, its loop look-up three); what ends the wait otherwise,
+            # _next handles. Held to _next by tests/transports/test_inlined_equivalence.py.
             try:
                 message = await source.receive(deadline - loop.time())
             except (TimeoutError, HandedOver, Interrupted) as exc:
@@ -139,13 +158,16 @@ class ResponseWriter:
                 if sink is not None and sink.generation != generation:
                     sink.give_back(message)  # the stream was resumed elsewhere
                     message = None
+            # << end of the copy of _next's first wait
             if message is None:
+                state = move(state, _stopped(sink, generation))
                 return None
             if "error" in message.body and headers is not None and request.method == "initialize":
                 headers = None  # a failed initialize leaves no session (its id would name a closed one)
             if message.is_response() and not sse:
                 status = _modern_status(message) if modern and "error" in message.body else 200
-                await hu.send_bytes(send, status, message.encode(), b"application/json", headers)  # send_json's
+                state = move(state, JSON_SENT)
+                await hu.send_bytes(send, status, message.encode(), b"application/json", headers, fast)  # send_json's
                 answer = message
             else:  # something else first: the response becomes an SSE stream, written under a guard
                 async with asyncio.timeout(None) as guard:
@@ -153,7 +175,7 @@ class ResponseWriter:
                         sink.guard = guard
                     try:
                         await hu.start_sse(send, headers)
-                        streaming = True
+                        state = move(state, STREAMING)
                         while True:
                             final = message.is_response()
                             data = message.encode()
@@ -166,6 +188,7 @@ class ResponseWriter:
                                 }
                             )
                             if final:
+                                state = move(state, DONE)
                                 answer = message
                                 break
                             message = await self._next(
@@ -182,6 +205,7 @@ class ResponseWriter:
                                 loop,
                             )
                             if message is None:
+                                state = move(state, _stopped(sink, generation))
                                 return None
                     finally:
                         if sink is not None:
@@ -191,7 +215,8 @@ class ResponseWriter:
             return answer
         except ChannelClosed as exc:
             err = UnavailableError(f"backend unavailable: {exc.reason}", reason="backend_closed")
-            if streaming:
+            if state is STREAMING:
+                state = move(state, CUT)
                 await send(
                     {
                         "type": "http.response.body",
@@ -200,11 +225,14 @@ class ResponseWriter:
                     }
                 )
             else:
-                await hu.send_error(send, err, request.id, headers, status=200)
+                state = move(state, JSON_SENT)  # the error is the answer
+                await hu.send_error(send, err, request.id, headers, status=200, fast=fast)
             return None
         except (StreamOverflow, TimeoutError):
             if not (sink.overflowed if sink is not None else inbox is not None and inbox.overflowed):
                 raise
+            if state is DONE:  # the overflow came as the stream's last event left: nothing was cut
+                return answer
             if sink is None:
                 self.sessions.admission.overflows += 1
                 log.warning(
@@ -215,6 +243,8 @@ class ResponseWriter:
                 "response stream closed: the client did not read it; the request was cancelled",
                 reason="stream_overflow",
             )
+            streaming = state is STREAMING
+            state = move(state, CUT)
             await _last_words(send, err.to_response(request.id).encode(), streaming, headers)
             return None
         finally:
@@ -365,6 +395,11 @@ async def _last_words(send: hu.Send, error: bytes | None, streaming: bool, heade
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
     except TimeoutError:
         log.debug("a cut-off stream's client did not take its last event; dropping the connection")
+
+
+def _stopped(sink: Sink | None, generation: int) -> ResponseState:
+    """Why a writer stopped without a message: its stream resumed on another response, or its client left."""
+    return RESUMED if sink is not None and sink.generation != generation else CUT
 
 
 def _modern_status(message: Message) -> int:

@@ -128,6 +128,10 @@ class PinStore(Protocol):
 
     async def load(self) -> dict[Pin, str]: ...
 
+    async def aclose(self) -> None:
+        """Let go of the store's connections (the pins stay in the store)."""
+        ...
+
 
 class RedisPins:
     """:class:`PinStore` in one Redis hash (``{prefix}pins``, field ``backend`` NUL ``tool``)."""
@@ -426,7 +430,7 @@ class ToolPinning:
     async def aclose(self) -> None:
         if self._sharing is not None:
             self._sharing.cancel()
-        if self.shared is not None and hasattr(self.shared, "aclose"):
+        if self.shared is not None:
             await self.shared.aclose()
 
     def _schedule_flush(self) -> None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Callable, Literal, Protocol, Sequence
 
 from hopline.layers.policy.audit import scrub
 from hopline.layers.policy.interceptor import Decision, PolicyDenied, mutate
@@ -282,17 +282,17 @@ class RemoteChain:
             mutators = sorted((m for m in chosen if m.type == "mutation"), key=lambda m: m.order(phase))
             validators = [m for m in chosen if m.type == "validation"]
             work = payload
+            changed: list[str] = []  # the interceptors whose change was applied, in order
             if phase == "request":  # sending: mutate, then validate what will be sent
-                work = await self._mutate(mutators, event, phase, work, call, note)
+                work = await self._mutate(mutators, event, phase, work, call, note, changed)
                 await self._validate(validators, event, phase, work, call, note)
             else:  # receiving: validate what came, then mutate
                 await self._validate(validators, event, phase, work, call, note)
-                work = await self._mutate(mutators, event, phase, work, call, note)
+                work = await self._mutate(mutators, event, phase, work, call, note, changed)
         except _Blocked as blocked:
             return blocked.decision
         if work is payload:
             return None
-        changed = [n["interceptor"] for n in _notes_of(note) if n.get("outcome") == "modified"]
         return mutate(work, reason="mutated by " + ", ".join(changed) if changed else "mutated")
 
     async def _select(self, event: str, phase: Phase, call: Any, note: Callable[[dict[str, Any]], Any]) -> list[Member]:
@@ -366,7 +366,9 @@ class RemoteChain:
         payload: dict[str, Any],
         call: Any,
         note: Callable[[dict[str, Any]], Any],
+        changed: list[str],
     ) -> dict[str, Any]:
+        """``payload`` through ``mutators`` in order; the name of each whose change is applied goes onto ``changed``."""
         work = payload
         for m in mutators:
             entry = {"interceptor": m.name, "server": m.server.name, "phase": phase, "mode": m.mode}
@@ -387,6 +389,7 @@ class RemoteChain:
                 note({**entry, "outcome": "would modify"})  # a shadow mutation: computed, not applied
             else:
                 note({**entry, "outcome": "modified"})
+                changed.append(m.name)
                 work = new
         return work
 
@@ -448,12 +451,6 @@ class RemoteChain:
         errors = [x for x in texts if x.get("severity", severity) == "error"] or texts
         message = str(errors[0]["message"]) if errors else "refused (no message given)"
         return severity, message
-
-
-def _notes_of(note: Any) -> list[Mapping[str, Any]]:
-    """The notes written so far, when ``note`` is a list's ``append`` (the chain's trail)."""
-    owner = getattr(note, "__self__", None)
-    return owner if isinstance(owner, list) else []
 
 
 def _why(exc: BaseException) -> str:

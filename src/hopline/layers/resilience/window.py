@@ -39,10 +39,12 @@ class Window:
         self._head = now
 
     def add(self, a: int = 0, b: int = 0) -> None:
-        now = int(self._clock() // self._slice)  # _roll, inline: one Python call per add fewer (once per call)
+        # >> inlined copy of _roll (a Python call per add fewer); tests/transports/test_inlined_equivalence.py
+        now = int(self._clock() // self._slice)
         if now != self._head:
             self._advance(now)
         i = now % self._n
+        # << end of the copy of _roll
         self._a[i] += a
         self._b[i] += b
 

@@ -52,6 +52,20 @@ class Pooled(Protocol):
     def busy(self) -> bool: ...
 
 
+@runtime_checkable
+class Settles(Protocol):
+    """An optional capability of a channel: answers may skip its queue. ``settle`` is None
+    until the channel's one reader sets it; then the channel offers each answer to
+    ``settle(message)`` as it is delivered, while nothing earlier waits in its queue (so
+    nothing is overtaken), and queues it as usual only when ``settle`` returns False.
+    Implemented by ``transports.inbound.Inbound`` (the HTTP upstreams: RpcPeer resolves the
+    call's future) and ``layers.session.client_end.ClientEnd`` (http_session.py routes the
+    answer to its POST's stream); tests/layers/transport/test_settles.py holds both to it.
+    Readers look for it with ``isinstance(channel, Settles)``, once per channel."""
+
+    settle: Callable[[Message], bool] | None
+
+
 async def messages(channel: Channel) -> AsyncIterator[Message]:
     """Iterate a channel until it closes."""
     while True:

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 
 from hopline.jsonrpc import BackendTimeout, InternalError, Message, UnavailableError, notification, request
 from hopline.layers.transport.wireids import fresh_id
-from hopline.layers.transport.channel import Channel, ChannelClosed
+from hopline.layers.transport.channel import Channel, ChannelClosed, Settles
 
 log = logging.getLogger("hopline.rpc")
 
@@ -59,9 +59,7 @@ class RpcPeer:
         self._tasks: set[asyncio.Task] = set()
         self._reader = asyncio.create_task(self._read(), name=f"rpc-{name}")
         self._loop = self._reader.get_loop()  # a peer lives on the loop its reader runs on
-        if hasattr(
-            channel, "settle"
-        ):  # an HTTP upstream: answers may skip its queue and our reader (transports/inbound.py)
+        if isinstance(channel, Settles):  # an HTTP upstream: answers may skip its queue and our reader (inbound.py)
             channel.settle = self._settle
 
     def next_id(self) -> int:
