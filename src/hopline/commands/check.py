@@ -286,6 +286,8 @@ def _literal_secrets(config: GatewayConfig) -> list[str]:
         for bid, b in auth.backends.items():
             spots += [(("auth", "backends", bid, "secret"), b.secret)]
             spots += [(("auth", "backends", bid, "client_secret"), b.client_secret)]
+        if auth.connect is not None:
+            spots.append((("auth", "connect", "secret_key"), auth.connect.secret_key))
     if config.state is not None:
         spots.append((("state", "session_key"), config.state.session_key))
     spots += [(("policy", "webhooks", i, "secret"), w.secret) for i, w in enumerate(config.policy.webhooks)]

@@ -1,0 +1,89 @@
+"""``mode: user_oauth`` in ``auth.backends`` and ``auth.connect``: what ``hopline check`` accepts and refuses."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from hopline.config.load import ConfigError, parse_config
+
+KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
+SHORT = base64.urlsafe_b64encode(b"k" * 31).decode()
+CONNECT = {"public_url": "https://gateway.example", "secret_key": "${CONNECT_KEY}"}
+ISSUERS = [{"issuer": "https://idp.example", "jwks_url": "https://idp.example/jwks"}]
+UPSTREAM = {"mode": "user_oauth", "client_id": "hopline", "client_secret": "${UP_SECRET}"}
+
+
+def conf(**auth) -> dict:
+    return {
+        "backends": {"up": {"url": "https://mcp.example/mcp"}},
+        "auth": {"resource": "https://gateway.example/mcp", "backends": {"up": UPSTREAM}, **auth},
+    }
+
+
+def check(tmp_path, config: dict) -> subprocess.CompletedProcess:
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "CONNECT_KEY": KEY, "UP_SECRET": "upstream-secret-value"}
+    return subprocess.run([sys.executable, "-m", "hopline", "check", str(path)], capture_output=True, text=True,
+                          timeout=60, env=env)  # fmt: skip
+
+
+def test_check_refuses_per_user_upstream_auth_without_people_at_the_front_door(tmp_path):
+    proc = check(tmp_path, conf(api_keys=[{"name": "ci", "key": "${UP_SECRET}"}], connect=CONNECT))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "auth.backends.up.mode" in out and "authenticated as persons" in out and "issuers" in out
+    assert "upstream-secret-value" not in out and KEY not in out
+
+
+def test_check_accepts_it_with_issuers_and_names_no_secret(tmp_path):
+    proc = check(tmp_path, conf(issuers=ISSUERS, connect=CONNECT))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "upstream-secret-value" not in out and KEY not in out
+    assert not (tmp_path / "hopline-connections.sqlite3").exists()  # check writes nothing
+
+
+@pytest.mark.parametrize(
+    "auth, said",
+    [
+        ({"issuers": ISSUERS}, "auth.connect: is required by the user_oauth backends (up)"),
+        ({"issuers": ISSUERS, "connect": {**CONNECT, "secret_key": SHORT}}, "at least 32 bytes"),
+        ({"issuers": ISSUERS, "connect": {**CONNECT, "public_url": "http://gateway.example"}}, "must use https"),
+    ],
+)
+def test_the_connect_section_is_checked(auth, said):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(yaml.safe_dump(conf(**auth)).replace("${CONNECT_KEY}", KEY).replace("${UP_SECRET}", "x" * 20))
+    assert said in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "backend, said",
+    [
+        ({"mode": "user_oauth"}, "client_id: is required with mode user_oauth"),
+        ({"mode": "user_oauth", "client_id": "h"}, "client_secret: is required with client_auth basic or post"),
+        ({"mode": "user_oauth", "client_id": "h", "client_auth": "none", "scope": "a"}, "use `scopes`"),
+        ({"mode": "inject", "secret": "x" * 20, "scopes": ["a"]}, "applies to mode user_oauth only"),
+    ],
+)
+def test_the_backend_entry_is_checked(backend, said):
+    config = conf(issuers=ISSUERS, connect={**CONNECT, "secret_key": KEY})
+    config["auth"]["backends"]["up"] = backend
+    with pytest.raises(ConfigError) as caught:
+        parse_config(yaml.safe_dump(config))
+    assert said in str(caught.value)
+
+
+def test_a_public_client_or_a_client_metadata_document_needs_no_secret():
+    config = conf(issuers=ISSUERS, connect={**CONNECT, "secret_key": KEY})
+    config["auth"]["backends"]["up"] = {"mode": "user_oauth", "client_metadata_document": True}
+    assert parse_config(yaml.safe_dump(config)).auth.backends["up"].client_id is None
+    config["auth"]["backends"]["up"] = {"mode": "user_oauth", "client_id": "h", "client_auth": "none"}
+    assert parse_config(yaml.safe_dump(config)).auth.backends["up"].client_auth == "none"
