@@ -325,6 +325,16 @@ class CredentialAuth(httpx.Auth):
     def __init__(self, propagator: Propagator, backend_id: str, principal: Principal | None) -> None:
         self.propagator, self.backend_id, self.principal = propagator, backend_id, principal
 
+    @property
+    def per_user(self) -> bool:
+        """A user_oauth backend: its sessions open through the consent gate (compose/consent_gate.py)."""
+        return self.propagator.mode(self.backend_id) == "user_oauth"
+
+    async def ready(self) -> None:
+        """Returns if this caller's credentials are at hand; raises the consent error (-32042) or another
+        :class:`UnavailableError` if not."""
+        await self.propagator.headers_for(self.backend_id, self.principal)
+
     def renewable(self) -> bool:
         return self.propagator.mode(self.backend_id) in ("client_credentials", "exchange", "user_oauth")
 
