@@ -19,7 +19,8 @@ from hopline.connect.store import TokenStore
 
 MCP = "https://mcp.example/mcp"
 AS = "https://as.example"
-CHALLENGE = f'Bearer error="invalid_token", resource_metadata="https://mcp.example/.well-known/oauth-protected-resource/mcp", scope="files:read"'
+PRM_URL = "https://mcp.example/.well-known/oauth-protected-resource/mcp"
+CHALLENGE = f'Bearer error="invalid_token", resource_metadata="{PRM_URL}", scope="files:read"'
 
 
 def server(docs: dict[str, Any], challenge: str | None = CHALLENGE) -> httpx.AsyncClient:

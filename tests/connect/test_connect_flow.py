@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
+import jwt
 import pytest
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -249,3 +250,22 @@ def test_the_consent_link_names_no_token(upstream):
     link = parse_qs(urlsplit(err.data["elicitations"][0]["url"]).query)["link"][0]
     body = base64.urlsafe_b64decode(link.split(".")[0] + "==")
     assert b"alice" in body and b"token" not in body
+
+
+def test_a_cached_token_costs_no_disk_io(tmp_path: Path):
+    store = TokenStore(str(tmp_path / "t.sqlite3"), SECRET)
+    store.put("p", "up", {"access_token": "at-1", "expires_at": 1e12})
+    assert store.get("q", "up") is None  # an absent one is remembered too
+    store._db.close()  # any disk access from here on raises
+    assert store.get("p", "up")["access_token"] == "at-1" and store.get("q", "up") is None
+
+
+async def test_the_upstream_server_accepts_only_its_own_authorization_servers_tokens(upstream):
+    forged = jwt.encode({"iss": upstream.issuer, "sub": "mallory", "aud": upstream.url}, "x" * 32, algorithm="HS256")
+    async with httpx.AsyncClient(trust_env=False) as http:
+        r = await http.post(
+            upstream.url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"authorization": f"Bearer {forged}", "accept": "application/json, text/event-stream"},
+        )
+    assert r.status_code == 401 and "resource_metadata=" in r.headers["www-authenticate"]
