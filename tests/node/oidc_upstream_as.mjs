@@ -29,6 +29,7 @@ server.listen(0, "127.0.0.1", () => {
     scopes: ["openid", "offline_access", "tools:read"],
     features: {
       devInteractions: { enabled: true },
+      revocation: { enabled: true },
       resourceIndicators: {
         enabled: true,
         defaultResource: () => resource,

@@ -7,7 +7,9 @@ refused, ``initialize`` accepted with ``tools.listChanged``) and lists one tool,
 with the URL-elicitation-required error (-32042) carrying the caller's consent link, like every other request.
 Once the caller has consented, the next request opens the real backend session (the handshake replayed with
 hopline's own request id), answers ``connect`` with a short text, announces
-``notifications/tools/list_changed`` and from then on forwards everything unchanged.
+``notifications/tools/list_changed`` and from then on forwards everything. Before each request it forwards, it
+asks for the caller's credentials (a dict look-up while the token is valid): a token the backend refused and that
+cannot be refreshed is answered with a fresh consent request (-32042), never a bare failure.
 
 Holding the call until consent (URL-mode ``elicitation/create``, 2026-07-28 input-required) is not built:
 the caller's client retries.
@@ -29,15 +31,17 @@ CONNECT_TOOL = "connect"
 async def gated(
     connect: Callable[[], Awaitable[Channel]], ready: Callable[[], Awaitable[None]], backend_id: str
 ) -> Channel:
-    """The backend's channel if the caller's token is at hand (``ready()`` returns), else a :class:`ConsentGate`
-    (``ready()`` raised the consent error)."""
+    """A :class:`ConsentGate`: in front of the backend's channel if the caller's token is at hand (``ready()``
+    returns), answering for it until they consent if ``ready()`` raised the consent error."""
     try:
         await ready()
     except HoplineError as exc:
         if exc.code != -32042:
             raise
         return ConsentGate(connect, ready, backend_id)
-    return await connect()
+    gate = ConsentGate(connect, ready, backend_id)
+    gate._attach(await connect())
+    return gate
 
 
 class ConsentGate:
@@ -50,11 +54,30 @@ class ConsentGate:
         self._init: dict[str, Any] | None = None
         self._closed = False
         self._lock = asyncio.Lock()
+        self._pump: asyncio.Task | None = None
+
+    def _attach(self, real: Channel) -> None:
+        self._real = real
+        self._pump = asyncio.ensure_future(self._pumping(real))
+
+    async def _pumping(self, real: Channel) -> None:
+        try:
+            while True:
+                self._queue.put_nowait(await real.receive())
+        except ChannelClosed as exc:
+            self._queue.put_nowait(Message({"jsonrpc": "2.0", "method": "$closed", "params": {"reason": exc.reason}}))
 
     async def send(self, message: Message) -> None:
         if self._closed:
             raise ChannelClosed("closed")
         if self._real is not None:
+            if message.is_request() and message.method not in ("initialize", "ping", "server/discover"):
+                try:  # the token may have been refused since, and not be refreshable: a fresh consent request
+                    await self._ready()
+                except HoplineError as exc:
+                    if exc.code == -32042:
+                        self._answer(message, error=exc.to_error_object())
+                        return
             await self._real.send(message)
             return
         if not message.is_request():
@@ -106,7 +129,7 @@ class ConsentGate:
                                                  "the handshake after the account was connected"})  # fmt: skip
                     return
                 await real.send(Message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            self._real = real
+            self._attach(real)
         if message.method == "tools/call" and message.params.get("name") == CONNECT_TOOL:
             text = f"Your account at {self.backend_id} is connected: its tools are listed now."
             self._answer(message, result={"content": [{"type": "text", "text": text}]})
@@ -126,20 +149,18 @@ class ConsentGate:
         self._queue.put_nowait(Message({"jsonrpc": "2.0", "id": request.id, **outcome}))
 
     async def receive(self) -> Message:
-        while True:
-            if not self._queue.empty() or self._real is None:
-                if self._closed and self._queue.empty():
-                    raise ChannelClosed("closed")
-                message = await self._queue.get()
-                if message.body.get("method") == "$closed":
-                    raise ChannelClosed("closed")
-                return message
-            return await self._real.receive()
+        message = await self._queue.get()
+        if message.method == "$closed":
+            self._queue.put_nowait(message)  # every later receive too
+            raise ChannelClosed(str(message.params.get("reason", "closed")))
+        return message
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
             self._queue.put_nowait(Message({"jsonrpc": "2.0", "method": "$closed"}))
+            if self._pump is not None:
+                self._pump.cancel()
             if self._real is not None:
                 await self._real.aclose()
 
