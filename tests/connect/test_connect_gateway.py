@@ -35,14 +35,14 @@ async def names(c: Any) -> list[str]:
     return sorted(t.name for t in (await c.list_tools()).tools)
 
 
-async def consent_user(gateway: Any, sub: str, login: str) -> None:
+async def consent_user(gateway: Any, sub: str, login: str, mode: str = "legacy") -> None:
     """``sub`` calls the backend, gets the consent URL (-32042), consents upstream as ``login``, retries."""
     base = gateway.url.rsplit("/mcp", 1)[0]
-    http, c = session(gateway, sub)
+    http, c = session(gateway, sub, mode)
     async with http, c:
-        assert await names(c) == ["up__connect"]
+        assert await names(c) == ["up__hopline_connect"]
         with pytest.raises(MCPError) as caught:
-            await c.call_tool("up__connect", {})
+            await c.call_tool("up__hopline_connect", {})
         assert caught.value.error.code == -32042
         (elicitation,) = caught.value.error.data["elicitations"]
         assert elicitation["mode"] == "url" and elicitation["url"].startswith(PUBLIC + "/connect/start?link=")
@@ -50,7 +50,7 @@ async def consent_user(gateway: Any, sub: str, login: str) -> None:
             answer = await sign_in(b, elicitation["url"], login, CALLBACK)
             page = await b.get(CALLBACK + "?" + urlencode(answer))
             assert page.status_code == 200 and "connected" in page.text
-        result = await c.call_tool("up__connect", {})  # the client's retry succeeds
+        result = await c.call_tool("up__hopline_connect", {})  # the client's retry succeeds
         assert "is connected" in text_of(result)
 
 
@@ -66,3 +66,27 @@ async def test_each_user_consents_by_url_elicitation_and_then_calls_as_themselve
         assert text_of(await c.call_tool("up__whoami", {})) == "alice-upstream"
     said = "".join(gateway.stderr)
     assert "connected their account" in said and "Bearer" not in said
+
+
+async def test_a_consent_link_opened_with_another_users_credentials_is_refused(gateway):
+    http, c = session(gateway, "carol")
+    async with http, c:
+        with pytest.raises(MCPError) as caught:
+            await c.call_tool("up__hopline_connect", {})
+    url = caught.value.error.data["elicitations"][0]["url"]
+    async with browser(gateway.url.rsplit("/mcp", 1)[0]) as b:
+        r = await b.get(url, headers={"authorization": f"Bearer {token('mallory')}"})
+        assert r.status_code == 400 and "made for another user" in r.text
+        r = await b.get(url, headers={"authorization": "Bearer not-a-token"})
+        assert r.status_code == 400 and "not valid" in r.text
+        r = await b.get(url, headers={"origin": "https://evil.example"})  # the front door's Origin guard
+        assert r.status_code == 403
+        r = await b.get(url)  # carol herself (no credentials: the signed link is the binding)
+        assert r.status_code == 302 and r.headers["location"].startswith("http://127.0.0.1:")
+
+
+async def test_a_modern_client_gets_the_consent_request_and_its_retry_succeeds(gateway):
+    await consent_user(gateway, "dave", "dave-upstream", "2026-07-28")
+    http, c = session(gateway, "dave", "2026-07-28")  # a later request, on a backend session opened since
+    async with http, c:
+        assert "is connected" in text_of(await c.call_tool("up__hopline_connect", {}))

@@ -3,10 +3,10 @@
 The gateway opens a backend session per (backend, principal) when the caller's session starts; without the
 caller's upstream token that handshake cannot reach the backend. :func:`gated` then returns a
 :class:`ConsentGate` instead of the backend's channel: it answers the handshake itself (``server/discover``
-refused, ``initialize`` accepted with ``tools.listChanged``) and lists one tool, ``connect``, whose call fails
+refused, ``initialize`` accepted with ``tools.listChanged``) and lists one tool, ``hopline_connect``, whose call fails
 with the URL-elicitation-required error (-32042) carrying the caller's consent link, like every other request.
 Once the caller has consented, the next request opens the real backend session (the handshake replayed with
-hopline's own request id), answers ``connect`` with a short text, announces
+hopline's own request id), answers ``hopline_connect`` with a short text (in every later state too), announces
 ``notifications/tools/list_changed`` and from then on forwards everything. Before each request it forwards, it
 asks for the caller's credentials (a dict look-up while the token is valid): a token the backend refused and that
 cannot be refreshed is answered with a fresh consent request (-32042), never a bare failure.
@@ -25,7 +25,7 @@ from hopline.jsonrpc import HoplineError, Message
 from hopline.layers.transport.channel import Channel, ChannelClosed
 
 INIT_ID = "hopline-connect-initialize"
-CONNECT_TOOL = "connect"
+CONNECT_TOOL = "hopline_connect"  # answered here in every state (a backend tool of this name is shadowed)
 
 
 async def gated(
@@ -71,6 +71,9 @@ class ConsentGate:
         if self._closed:
             raise ChannelClosed("closed")
         if self._real is not None:
+            if message.method == "tools/call" and message.params.get("name") == CONNECT_TOOL:
+                await self._ready_or_answer(message)  # a retry reaching a session opened after the consent
+                return
             if message.is_request() and message.method not in ("initialize", "ping", "server/discover"):
                 try:  # the token may have been refused since, and not be refreshable: a fresh consent request
                     await self._ready()
@@ -131,11 +134,23 @@ class ConsentGate:
                 await real.send(Message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             self._attach(real)
         if message.method == "tools/call" and message.params.get("name") == CONNECT_TOOL:
-            text = f"Your account at {self.backend_id} is connected: its tools are listed now."
-            self._answer(message, result={"content": [{"type": "text", "text": text}]})
+            self._connected(message)
         else:
             await real.send(message)
         self._queue.put_nowait(Message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+
+    async def _ready_or_answer(self, message: Message) -> None:
+        try:
+            await self._ready()
+        except HoplineError as exc:
+            self._answer(message, error=exc.to_error_object())
+            return
+        self._connected(message)
+        self._queue.put_nowait(Message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+
+    def _connected(self, message: Message) -> None:
+        text = f"Your account at {self.backend_id} is connected: its tools are listed now."
+        self._answer(message, result={"content": [{"type": "text", "text": text}]})
 
     def _tool(self) -> dict[str, Any]:
         return {
