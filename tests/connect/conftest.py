@@ -79,9 +79,13 @@ def gateway(upstream, tmp_path_factory):
     path = tmp / "gateway.yaml"
     path.write_text(yaml.safe_dump(conf))
     env = {"JWT_SECRET": JWT_SECRET, "UP_SECRET": CLIENT_SECRET, "CONNECT_KEY": KEY}
-    proc = start([PY, "-m", "hopline", "serve", "--port", "0", "--lazy", str(path)], env)
+    proc = start([PY, "-m", "hopline", "serve", "--port", "0", "--admin-port", "0", "--lazy", str(path)], env)
     try:
-        url = proc.wait_line(r"at (http://\S+) \(Streamable HTTP\)").group(1)
+        url, admin = "", ""
+        while not (url and admin):  # the two lines, in either order
+            line = proc.wait_line(r"(admin endpoint at (http://\S+)/metrics)|(at (http://\S+) \(Streamable HTTP\))")
+            admin, url = line.group(2) or admin, line.group(4) or url
+        proc.admin = admin
         proc.url, proc.store = url, str(tmp / "tokens.sqlite3")
         yield proc
     finally:

@@ -4,16 +4,19 @@ retried calls reach the upstream server as themselves."""
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 import jwt
 import pytest
 from mcp import MCPError
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from tests.connect.conftest import CALLBACK, ISSUER, JWT_SECRET, PUBLIC
+from hopline.connect.store import TokenStore, principal_id
+from tests.connect.conftest import CALLBACK, CLIENT_SECRET, ISSUER, JWT_SECRET, KEY, PUBLIC
 from tests.peers import client, text_of
 from tests.signin.harness import browser, sign_in
 
@@ -66,6 +69,20 @@ async def test_each_user_consents_by_url_elicitation_and_then_calls_as_themselve
         assert text_of(await c.call_tool("up__whoami", {})) == "alice-upstream"
     said = "".join(gateway.stderr)
     assert "connected their account" in said and "Bearer" not in said
+    # Operators see counts, never a token nor the keys.
+    store = TokenStore(gateway.store, base64.urlsafe_b64decode(KEY))
+    secrets = [
+        store.get(principal_id((ISSUER, u)), "up")[k]
+        for u in ("alice", "bob")
+        for k in ("access_token", "refresh_token")
+    ]
+    async with httpx.AsyncClient(trust_env=False) as admin:
+        status = (await admin.get(gateway.admin + "/status")).json()
+        config = (await admin.get(gateway.admin + "/config")).text
+    (up,) = [b for b in status["backends"] if b["id"] == "up"]
+    assert up["connections"]["connected"] >= 2 and up["connections"]["pending"] == 0
+    shown = str(status) + config + said
+    assert not [s for s in secrets if s in shown] and KEY not in shown and CLIENT_SECRET not in shown
 
 
 async def test_a_consent_link_opened_with_another_users_credentials_is_refused(gateway):

@@ -276,6 +276,11 @@ class Connections:
         """Counts only (never a token): connected users per backend, consents in flight."""
         return {"connected": self.store.count(), "pending": len(self._pending)}
 
+    def counts(self, backend_id: str) -> dict[str, int]:
+        """One backend's line of /status: users connected, consents in flight."""
+        pending = sum(1 for p in self._pending.values() if p["backend"] == backend_id)
+        return {"connected": self.store.count().get(backend_id, 0), "pending": pending}
+
     async def aclose(self) -> None:
         await self._http.aclose()
         self.store.close()
