@@ -269,3 +269,26 @@ async def test_the_upstream_server_accepts_only_its_own_authorization_servers_to
             headers={"authorization": f"Bearer {forged}", "accept": "application/json, text/event-stream"},
         )
     assert r.status_code == 401 and "resource_metadata=" in r.headers["www-authenticate"]
+
+
+async def test_an_unreachable_or_garbage_token_endpoint_keeps_the_token_and_says_so(upstream, tmp_path):
+    from hopline.jsonrpc import UnavailableError
+    from tests.peers import free_port
+
+    store = TokenStore(str(tmp_path / "t.sqlite3"), SECRET)
+    p, conns = propagator(upstream, store)
+    url = await consent_url(p, ALICE)
+    async with browser(ConnectApp(conns)) as http:
+        assert (await consent(http, url, "alice-upstream")).status_code == 200
+    who = principal_id(ALICE.key)
+    store.put(who, "up", {**store.get(who, "up"), "expires_at": 0.0})
+    meta = conns.backends["up"].found.metadata
+    real = meta["token_endpoint"]
+    for broken in (f"http://127.0.0.1:{free_port()}/token", upstream.issuer + "/.well-known/openid-configuration"):
+        meta["token_endpoint"] = broken
+        with pytest.raises(UnavailableError) as caught:
+            await p.headers_for("up", ALICE)
+        assert caught.value.code == -31001 and "cannot be refreshed now" in caught.value.message
+        assert store.get(who, "up") is not None  # not lost
+    meta["token_endpoint"] = real
+    assert await whoami(upstream, await p.headers_for("up", ALICE)) == "alice-upstream"

@@ -174,13 +174,21 @@ class Connections:
         return await asyncio.shield(future)
 
     async def _refresh(self, who: str, backend_id: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+        """The refreshed token set; None if the authorization server refused (the grant is gone: the token set
+        is deleted, the caller asked to consent again). Unreachable or garbage: UnavailableError, token kept."""
         backend = self.backends[backend_id]
         try:
             found = await backend.discovered(self._http)
             new = await backend.client().refresh(found, backend.scopes(), doc["refresh_token"])
         except OAuthFailure as exc:
-            log.warning("connect: a user's token for backend %s cannot be refreshed (%s): consent asked again",
-                        backend_id, exc)  # fmt: skip
+            if not exc.refused:
+                log.warning("connect: a user's token for backend %s cannot be refreshed now (%s)", backend_id, exc)
+                raise UnavailableError(
+                    f"backend {backend_id}: the user's token cannot be refreshed now ({exc})",
+                    backend=backend_id,
+                    reason="credentials",
+                ) from None
+            log.warning("connect: a user's token for backend %s was refused (%s): consent asked again", backend_id, exc)
             self.store.delete(who, backend_id)
             return None
         self.store.put(who, backend_id, new)

@@ -36,7 +36,14 @@ AUTH_METHODS = {"basic": "client_secret_basic", "post": "client_secret_post", "n
 
 
 class OAuthFailure(Exception):
-    """The upstream server or its authorization server refused, or answered something unusable."""
+    """The upstream server or its authorization server refused, or answered something unusable.
+
+    ``refused``: the authorization server answered with an OAuth error (``invalid_grant``…): the grant is gone.
+    Otherwise it could not be reached or answered garbage, and trying again later may work."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 def canonical(url: str) -> str:
@@ -226,9 +233,9 @@ class Client:
             except Exception as exc:  # Authlib's OAuthError, or a body that is not JSON
                 code = getattr(exc, "error", None)
                 code = code if isinstance(code, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", code) else None
-                raise OAuthFailure(
-                    f"the token endpoint refused ({code})" if code else "the token endpoint answered something unusable"
-                ) from None
+                if code:
+                    raise OAuthFailure(f"the token endpoint refused ({code})", refused=True) from None
+                raise OAuthFailure("the token endpoint answered something unusable") from None
         access = token.get("access_token")
         if not isinstance(access, str) or not access or any(c in access for c in "\r\n\0 "):
             raise OAuthFailure("the token endpoint's answer has no usable access_token")
