@@ -123,3 +123,31 @@ def test_the_config_page_shows_neither_the_connect_key_nor_the_client_secret():
     shown, _ = redact(config.model_dump(mode="json"))
     text = str(shown)
     assert key not in text and "upstream-secret-4411" not in text
+
+
+async def test_a_consent_link_survives_a_discovery_that_failed():
+    spec = BackendAuth(mode="user_oauth", client_id="h", client_auth="none")
+    conns = Connections({"up": (MCP, spec)}, public_url="https://gateway.test", secret=b"s" * 32,
+                        store=TokenStore(":memory:", b"s" * 32))  # fmt: skip
+    from hopline.context import Principal
+
+    url = conns.consent(Principal("alice", issuer="https://idp.example"), "up").data["elicitations"][0]["url"]
+    down = True
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if down:
+            raise httpx.ConnectError("refused", request=request)
+        docs = {PRM_URL: PRM, AS + "/.well-known/oauth-authorization-server": META}
+        if str(request.url) == MCP:
+            return httpx.Response(401, headers={"www-authenticate": CHALLENGE})
+        return httpx.Response(200, json=docs[str(request.url)]) if str(request.url) in docs else httpx.Response(404)
+
+    conns._http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    app = httpx.ASGITransport(app=ConnectApp(conns))
+    async with httpx.AsyncClient(transport=app, base_url="https://gateway.test") as c:
+        r = await c.get(url)
+        assert r.status_code == 400 and "cannot be reached (ConnectError)" in r.text
+        down = False
+        r = await c.get(url)  # the same link, once the server is back
+        assert r.status_code == 302 and r.headers["location"].startswith(AS + "/authorize?")
+        assert "code_challenge_method=S256" in r.headers["location"] and "resource=" in r.headers["location"]

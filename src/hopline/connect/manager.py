@@ -204,8 +204,11 @@ class Connections:
         link = f"{payload}.{sig.rstrip(b'=').decode()}"
         return ConsentRequired(backend_id, f"{self.public_url}{START_PATH}?link={link}", nonce)
 
-    def open_link(self, link: str, presented: Principal | None) -> tuple[tuple[str | None, str], str, str]:
-        """(principal key, backend, nonce) of a valid link, spent; :class:`LinkRefused` otherwise."""
+    def open_link(
+        self, link: str, presented: Principal | None, *, spend: bool = True
+    ) -> tuple[tuple[str | None, str], str, str]:
+        """(principal key, backend, nonce) of a valid link, spent (unless ``spend=False``); :class:`LinkRefused`
+        otherwise."""
         payload, _, sig = link.partition(".")
         want = base64.urlsafe_b64encode(hmac.new(self._sign_key, payload.encode(), hashlib.sha256).digest())
         if not sig or not hmac.compare_digest(want.rstrip(b"=").decode(), sig):
@@ -225,14 +228,16 @@ class Connections:
             raise LinkRefused("this consent link was used already: call the tool again for a new one")
         if len(self._used) >= MAX_PENDING:
             raise LinkRefused("too many consents are in flight; try again in a few minutes")
-        self._used[doc["n"]] = doc["e"]
+        if spend:
+            self._used[doc["n"]] = doc["e"]
         return key, doc["b"], doc["n"]
 
     async def start(self, link: str, presented: Principal | None) -> tuple[str, str]:
         """(the upstream authorization URL, the browser cookie) for a consent link."""
-        key, backend_id, _nonce = self.open_link(link, presented)
+        _key, backend_id, _nonce = self.open_link(link, presented, spend=False)
         backend = self.backends[backend_id]
-        found = await backend.discovered(self._http)
+        found = await backend.discovered(self._http)  # a discovery that fails leaves the link usable
+        key, backend_id, _nonce = self.open_link(link, presented)
         scopes = backend.scopes()
         url, state, verifier = backend.client().authorization_url(found, scopes)
         now = self._clock()
