@@ -48,6 +48,8 @@ def test_check_accepts_it_with_issuers_and_names_no_secret(tmp_path):
     assert proc.returncode == 0, out
     assert "upstream-secret-value" not in out and KEY not in out
     assert not (tmp_path / "hopline-connections.sqlite3").exists()  # check writes nothing
+    assert "backend up: credential user_oauth" in out
+    assert "redirect URI https://gateway.example/connect/callback" in out  # what to register upstream
 
 
 @pytest.mark.parametrize(

@@ -326,6 +326,10 @@ def _auth(config: GatewayConfig) -> list[str]:
         lines.append(f"  every request needs scopes: {', '.join(auth.required_scopes)}")
     for bid, b in auth.backends.items():
         lines.append(f"  backend {bid}: credential {b.mode}" + (f" in {b.header}" if b.mode != "none" else ""))
+    if auth.connect is not None:  # issue 32: per-user upstream accounts
+        c = auth.connect
+        lines.append(f"  per-user accounts: consent at {c.public_url}/connect/start, redirect URI "
+                     f"{c.public_url}/connect/callback, tokens sealed in {c.store}")  # fmt: skip
     return lines
 
 
