@@ -151,3 +151,18 @@ async def test_a_consent_link_survives_a_discovery_that_failed():
         r = await c.get(url)  # the same link, once the server is back
         assert r.status_code == 302 and r.headers["location"].startswith(AS + "/authorize?")
         assert "code_challenge_method=S256" in r.headers["location"] and "resource=" in r.headers["location"]
+
+
+async def test_offline_access_is_asked_where_the_authorization_server_offers_it():
+    http = server({PRM_URL: PRM, AS + "/.well-known/oauth-authorization-server": {**META,
+                   "scopes_supported": ["files:read", "offline_access"]}})  # fmt: skip
+    spec = BackendAuth(mode="user_oauth", client_id="h", client_auth="none")
+    store = TokenStore(":memory:", b"s" * 32)
+    conns = Connections({"up": (MCP, spec)}, public_url="https://gateway.test", secret=b"s" * 32, store=store)
+    backend = conns.backends["up"]
+    await backend.discovered(http)
+    assert backend.scopes() == ["files:read", "offline_access"]  # the challenge's scope, then offline_access
+    backend.found.metadata["scopes_supported"] = ["files:read"]
+    assert backend.scopes() == ["files:read"]
+    backend.spec = BackendAuth(mode="user_oauth", client_id="h", client_auth="none", scopes=["a"])
+    assert backend.scopes() == ["a"]  # configured scopes are taken as they are

@@ -82,9 +82,16 @@ class Backend:
         )  # fmt: skip
 
     def scopes(self) -> list[str]:
+        """The configured scopes; else the challenge's (or scopes_supported), plus ``offline_access`` where the
+        authorization server offers it (a refresh token)."""
         if self.spec.scopes is not None:
             return list(self.spec.scopes)
-        return list(self.found.scopes) if self.found else []
+        if self.found is None:
+            return []
+        out = list(self.found.scopes)
+        if "offline_access" in (self.found.metadata.get("scopes_supported") or []) and "offline_access" not in out:
+            out.append("offline_access")
+        return out
 
     async def discovered(self, http: httpx.AsyncClient) -> Discovery:
         if self.found is None:

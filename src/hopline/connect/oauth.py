@@ -208,7 +208,8 @@ class Client:
         return await self._token(found, scopes, grant_type="authorization_code", code=code, code_verifier=verifier)
 
     async def refresh(self, found: Discovery, scopes: list[str], refresh_token: str) -> dict[str, Any]:
-        out = await self._token(found, scopes, grant_type="refresh_token", refresh_token=refresh_token)
+        # No scope: the grant's own (RFC 6749 §6); asking again for one the server dropped would be refused.
+        out = await self._token(found, [], grant_type="refresh_token", refresh_token=refresh_token)
         out.setdefault("refresh_token", refresh_token)  # no rotation: the old one stays valid
         return out
 
