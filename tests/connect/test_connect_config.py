@@ -89,3 +89,29 @@ def test_a_public_client_or_a_client_metadata_document_needs_no_secret():
     assert parse_config(yaml.safe_dump(config)).auth.backends["up"].client_id is None
     config["auth"]["backends"]["up"] = {"mode": "user_oauth", "client_id": "h", "client_auth": "none"}
     assert parse_config(yaml.safe_dump(config)).auth.backends["up"].client_auth == "none"
+
+
+@pytest.mark.parametrize("command", ["check", "serve"])
+@pytest.mark.parametrize("damage", ["corrupt", "other key"])
+def test_a_corrupt_or_foreign_store_is_a_clear_refusal_and_stays_as_it_was(tmp_path, command, damage):
+    from hopline.connect.store import TokenStore
+
+    store = tmp_path / "tokens.sqlite3"
+    if damage == "corrupt":
+        store.write_bytes(b"not a database" * 100)
+    else:
+        other = TokenStore(str(store), b"o" * 32)
+        other.put("p", "up", {"access_token": "at-9", "expires_at": 1.0})
+        other.close()  # checkpointed: the file is whole
+    before = store.read_bytes()
+    config = conf(issuers=ISSUERS, connect={**CONNECT, "store": str(store)})
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "CONNECT_KEY": KEY, "UP_SECRET": "upstream-secret-value"}
+    argv = [sys.executable, "-m", "hopline", command, str(path)] + (["--port", "0"] if command == "serve" else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    said = "cannot be opened as a SQLite database" if damage == "corrupt" else "sealed under another secret_key"
+    assert "auth.connect.store" in out and said in out and "Traceback" not in out
+    assert store.read_bytes() == before

@@ -68,6 +68,29 @@ class TokenStore:
         except OSError as exc:
             raise StoreProblem(f"the token store {path} cannot be opened ({exc.strerror})") from None
 
+    @classmethod
+    def probe(cls, path: str, secret: bytes) -> None:
+        """Raise :class:`StoreProblem` if the file at ``path`` exists and is not a token store this key opens;
+        nothing is created or written (``hopline check``, and serve before it starts anything)."""
+        if path == ":memory:" or not Path(path).exists():
+            return
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        except sqlite3.Error as exc:
+            raise StoreProblem(f"the token store {path} cannot be opened ({exc})") from None
+        try:
+            try:
+                row = db.execute("SELECT value FROM meta WHERE name = 'canary'").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise StoreProblem(f"the token store {path} cannot be opened as a SQLite database ({exc})") from None
+            if row is not None:
+                store = cls.__new__(cls)
+                store._aead = AESGCM(hmac.new(secret, b"hopline-connect-seal", hashlib.sha256).digest())
+                store._db = db
+                store._check_key(path)
+        finally:
+            db.close()
+
     def _check_key(self, path: str) -> None:
         """A sealed canary: a store sealed under another key is refused at start, its rows untouched."""
         row = self._db.execute("SELECT value FROM meta WHERE name = 'canary'").fetchone()
