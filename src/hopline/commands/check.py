@@ -286,6 +286,8 @@ def _literal_secrets(config: GatewayConfig) -> list[str]:
         for bid, b in auth.backends.items():
             spots += [(("auth", "backends", bid, "secret"), b.secret)]
             spots += [(("auth", "backends", bid, "client_secret"), b.client_secret)]
+        if auth.connect is not None:
+            spots.append((("auth", "connect", "secret_key"), auth.connect.secret_key))
     if config.state is not None:
         spots.append((("state", "session_key"), config.state.session_key))
     spots += [(("policy", "webhooks", i, "secret"), w.secret) for i, w in enumerate(config.policy.webhooks)]
@@ -324,6 +326,10 @@ def _auth(config: GatewayConfig) -> list[str]:
         lines.append(f"  every request needs scopes: {', '.join(auth.required_scopes)}")
     for bid, b in auth.backends.items():
         lines.append(f"  backend {bid}: credential {b.mode}" + (f" in {b.header}" if b.mode != "none" else ""))
+    if auth.connect is not None:  # issue 32: per-user upstream accounts
+        c = auth.connect
+        lines.append(f"  per-user accounts: consent at {c.public_url}/connect/start, redirect URI "
+                     f"{c.public_url}/connect/callback, tokens sealed in {c.store}")  # fmt: skip
     return lines
 
 

@@ -125,6 +125,9 @@ def serve_http(config: GatewayConfig, path: str | None = None, *, report_backend
             mcp_path=listen.path,
             auth=auth,
         )
+        from hopline.compose.connect_routes import mounted  # issue 32: /connect/* (per-user upstream accounts)
+
+        app = mounted(app, gateway.propagation, auth)
 
         def ready(host: str, port: int) -> None:
             base = f"http://{host}:{port}"

@@ -202,6 +202,13 @@ class RemoteBackends:
         self._pool = _SharedPerEra(self._connect, target.name or public_url(target.url))
 
     async def _connect(self) -> Channel:
+        if getattr(self.target.auth, "per_user", False):  # issue 32: user_oauth, maybe before the user's consent
+            from hopline.compose.consent_gate import gated
+
+            return await gated(self._open, self.target.auth.ready, self.target.name or "")
+        return await self._open()
+
+    async def _open(self) -> Channel:
         if self.target.is_sse():
             from hopline.transports.sse_client import SseUpstream
 

@@ -35,6 +35,7 @@ def preflight(config: GatewayConfig, source: str, *, specs: bool = True, writes:
         except ConfigError as exc:
             problems += exc.problems
     authenticator = _authenticator(config, problems, writes)
+    problems += _connect_store(config)
     problems += _pipeline(config)
     problems += _otel(config)
     problems += _audit_sink(config)
@@ -62,6 +63,24 @@ def _authenticator(config: GatewayConfig, problems: list[tuple[str, str]], write
     except (OSError, ValueError) as exc:  # an unreadable or malformed key file
         problems.append(("auth", f"keys cannot be loaded: {exc}"))
     return None
+
+
+def _connect_store(config: GatewayConfig) -> list[tuple[str, str]]:
+    """The per-user accounts' token store (``auth.connect.store``, issue 32) opens with this key: a corrupt file
+    or one sealed under another key is said here, before anything starts, and left untouched."""
+    connect = config.auth.connect if config.auth is not None else None
+    if connect is None:
+        return []
+    import base64
+
+    from hopline.connect.store import StoreProblem, TokenStore
+
+    raw = connect.secret_key
+    try:
+        TokenStore.probe(connect.store, base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    except StoreProblem as exc:
+        return [("auth.connect.store", str(exc))]
+    return []
 
 
 def _with_signin(auth: Any, authenticator: Any, writes: bool = True, state: Any = None) -> Any:

@@ -178,6 +178,8 @@ def status(gateway: Any, *, declaration: Any = None) -> dict[str, Any]:
             entry["series"] = recent.series(backend_id)  # [at, ms, ok] of its last calls: the page's charts
         entry["tools"] = tools.get(backend_id, [])
         entry["tool_count"] = len(entry["tools"])
+        if gateway.propagation.mode(backend_id) == "user_oauth":  # issue 32: counts of users' accounts, no token
+            entry["connections"] = gateway.propagation.connections().counts(backend_id)
         backends.append(entry)
     by_principal: dict[str, int] = {}
     for session in sessions:

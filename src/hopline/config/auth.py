@@ -174,7 +174,7 @@ class ApiKey(Section):
     scopes: list[str] = Field(default_factory=list, description="Scopes granted to this key.")
 
 
-PropagationMode = Literal["none", "inject", "client_credentials", "exchange", "passthrough"]
+PropagationMode = Literal["none", "inject", "client_credentials", "exchange", "passthrough", "user_oauth"]
 
 
 class BackendAuth(Section):
@@ -196,7 +196,9 @@ class BackendAuth(Section):
     )
     client_id: str | None = Field(None, min_length=1, description="The gateway's client id at the token endpoint.")
     client_secret: str | None = Field(None, description="The gateway's client secret (use ${VAR}).")
-    client_auth: Literal["basic", "post"] = Field("basic", description="client_secret_basic or client_secret_post.")
+    client_auth: Literal["basic", "post", "none"] = Field(
+        "basic", description="client_secret_basic, client_secret_post, or none (a public client; user_oauth only)."
+    )
     scope: str | None = Field(None, description="`scope` asked for.")
     resource: str | None = Field(
         None, description="RFC 8707 `resource` asked for; default: the backend's URL, canonicalised."
@@ -208,6 +210,16 @@ class BackendAuth(Section):
         "urn:ietf:params:oauth:token-type:access_token", description="exchange: RFC 8693 requested_token_type."
     )
     timeout: float = Field(10.0, gt=0, description="Seconds a token request may take.")
+    scopes: list[str] | None = Field(
+        None,
+        description="user_oauth: scopes asked for; default: the backend's 401 challenge `scope`, else its "
+        "`scopes_supported` (docs/features/upstream-oauth.md).",
+    )
+    client_metadata_document: bool = Field(
+        False,
+        description="user_oauth: identify hopline by a Client ID Metadata Document it serves (its URL is the "
+        "client_id) where the authorization server supports it; `client_id` is then the fallback.",
+    )
 
     @field_validator("token_endpoint")
     @classmethod
@@ -232,13 +244,29 @@ class BackendAuth(Section):
     def _fields_for_mode(self) -> BackendAuth:
         problems: list[tuple[Loc, str]] = []
         oauth = self.mode in ("client_credentials", "exchange")
-        wanted = {"secret": self.mode == "inject", "token_endpoint": oauth, "client_id": oauth}
+        user = self.mode == "user_oauth"
+        wanted = {
+            "secret": self.mode == "inject",
+            "token_endpoint": oauth,
+            "client_id": oauth or (user and not self.client_metadata_document),
+        }
         for key, needed in wanted.items():
             if needed and getattr(self, key) is None:
                 problems.append(((key,), f"is required with mode {self.mode}"))
-            elif not needed and getattr(self, key) is not None:
+            elif not needed and getattr(self, key) is not None and not (user and key == "client_id"):
                 problems.append(((key,), f"does not apply to mode {self.mode}"))
-        if not oauth:
+        if user:
+            for key in ("scope", "audience"):
+                if getattr(self, key) is not None:
+                    problems.append(((key,), "does not apply to mode user_oauth (use `scopes`)"))
+            if self.client_auth != "none" and self.client_secret is None and self.client_id is not None:
+                problems.append((("client_secret",), "is required with client_auth basic or post"))
+        else:
+            if self.scopes is not None or self.client_metadata_document:
+                problems.append((("scopes",), "applies to mode user_oauth only"))
+            if self.client_auth == "none":
+                problems.append((("client_auth",), "none applies to mode user_oauth only"))
+        if not oauth and not user:
             for key in ("client_secret", "scope", "resource", "audience"):
                 if getattr(self, key) is not None:
                     problems.append(((key,), f"does not apply to mode {self.mode}"))
@@ -248,6 +276,42 @@ class BackendAuth(Section):
                 problems.append(((key,), "must not contain CR, LF or NUL"))
         raise_problems(problems)
         return self
+
+
+class ConnectConfig(Section):
+    """Per-user upstream accounts (``mode: user_oauth`` backends): where their tokens are kept and where the
+    consent pages are (docs/features/upstream-oauth.md)."""
+
+    public_url: str = Field(
+        description="hopline's public base URL as browsers reach it (https; http on loopback only): consent links "
+        "are {public_url}/connect/start, the upstream redirect URI {public_url}/connect/callback."
+    )
+    secret_key: str = Field(
+        min_length=43,
+        description="At least 32 random bytes, base64 (use ${VAR}): seals the stored tokens (AES-256-GCM) and "
+        "signs consent links.",
+    )
+    store: str = Field("hopline-connections.sqlite3", min_length=1, description="The SQLite file of the tokens.")
+    link_ttl: float = Field(300.0, gt=0, le=3600, description="Seconds a consent link is valid (used once).")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public(cls, v: str) -> str:
+        return _endpoint(v).rstrip("/")
+
+    @field_validator("secret_key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        import base64
+        import binascii
+
+        try:
+            raw = base64.urlsafe_b64decode(v + "=" * (-len(v) % 4))
+        except (binascii.Error, ValueError):
+            raise ValueError("must be base64 (e.g. `openssl rand -base64 32`)") from None
+        if len(raw) < 32:
+            raise ValueError("must decode to at least 32 bytes")
+        return v
 
 
 class AuthConfig(Section):
@@ -295,6 +359,9 @@ class AuthConfig(Section):
         description="hopline's own authorization server for MCP clients, in front of an identity provider "
         "(docs/features/signin.md); its tokens are checked like an issuer's.",
     )
+    connect: ConnectConfig | None = Field(
+        None, description="Per-user upstream accounts: required by any `mode: user_oauth` backend."
+    )
 
     @field_validator("resource")
     @classmethod
@@ -327,6 +394,17 @@ class AuthConfig(Section):
                 _endpoint(self.signin.issuer_for(self.resource))
             except ValueError as exc:
                 problems.append((("signin",), f"the issuer taken from `resource` {exc}; set `signin.issuer`"))
+        per_user = sorted(b for b, spec in self.backends.items() if spec.mode == "user_oauth")
+        if per_user and not self.issuers and self.signin is None:
+            problems.append(
+                (
+                    ("backends", per_user[0], "mode"),
+                    "user_oauth binds each caller's own upstream account to who they are, so it needs callers "
+                    "authenticated as persons: set `issuers` or `signin` (an API key names a key, not a user)",
+                )
+            )
+        if per_user and self.connect is None:
+            problems.append((("connect",), f"is required by the user_oauth backends ({', '.join(per_user)})"))
         seen: dict[str, int] = {}
         for i, issuer in enumerate(self.issuers):
             if issuer.issuer in seen:

@@ -16,6 +16,9 @@ Patterns, per ``auth.backends.<id>.mode`` (config/auth.py):
   two expiries. Differs per caller: backend sessions must be keyed by principal.
 - ``passthrough``: the caller's own token. Only for a gateway that is invisible
   (its audience is the backend's); mcp-wire §7 forbids it otherwise. Per caller.
+- ``user_oauth``: the caller's own account at the backend (hopline/connect/): a token
+  each user granted hopline through a consent link, refreshed as needed; none yet is the
+  URL-elicitation-required error (-32042) with that link. Per caller.
 - ``none`` / absent: nothing (the backend's own configured ``headers`` only).
 
 The caller's token reaches a backend only in ``passthrough`` (and, to the token
@@ -46,12 +49,13 @@ log = logging.getLogger("hopline.auth")
 
 GRANT_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
-PER_PRINCIPAL = frozenset({"exchange", "passthrough"})
+PER_PRINCIPAL = frozenset({"exchange", "passthrough", "user_oauth"})
 PATTERNS = {
     "inject": "credential-injection",
     "client_credentials": "credential-injection",
     "exchange": "token-exchange",
     "passthrough": "passthrough",
+    "user_oauth": "token-exchange",  # the nearest declared pattern: a per-user token for the backend's audience
 }
 MAX_LIFETIME = 24 * 3600.0
 DEFAULT_LIFETIME = 300.0  # a token response without expires_in
@@ -86,6 +90,7 @@ class Propagator:
         *,
         client: httpx.AsyncClient | None = None,
         clock: Callable[[], float] = time.time,
+        connections: Any = None,
     ) -> None:
         self.settings = dict(settings)
         self._resources = {b: s.resource or _canonical(backend_urls.get(b)) for b, s in self.settings.items()}
@@ -95,12 +100,26 @@ class Propagator:
         self._cache: dict[tuple[str, str], _Credential] = {}
         self._inflight: dict[tuple[str, str], asyncio.Future[_Credential]] = {}
         self._failed: dict[tuple[str, str], tuple[float, str]] = {}
+        self._connect_config: Any = None  # auth (with `connect`), for the user_oauth backends
+        self._backend_urls = dict(backend_urls)
+        self._connections: Any = connections
 
     @classmethod
     def from_config(cls, config: Any, **kwargs: Any) -> Propagator:
         """From a GatewayConfig (``auth.backends`` and each backend's ``url``)."""
         settings = config.auth.backends if config.auth is not None else {}
-        return cls(settings, {b: spec.url for b, spec in config.backends.items()}, **kwargs)
+        out = cls(settings, {b: spec.url for b, spec in config.backends.items()}, **kwargs)
+        out._connect_config = config.auth
+        return out
+
+    def connections(self) -> Any:
+        """The per-user accounts of the user_oauth backends (hopline/connect/), opened on first use (its
+        token store is a file); None without such backends."""
+        if self._connections is None and any(s.mode == "user_oauth" for s in self.settings.values()):
+            from hopline.connect.manager import Connections
+
+            self._connections = Connections.from_config(self._connect_config, self._backend_urls)
+        return self._connections
 
     # -- what the gateway asks --------------------------------------------------------------
     def mode(self, backend_id: str) -> str:
@@ -127,6 +146,8 @@ class Propagator:
             return {spec.header: _value(spec, spec.secret or "")}
         if spec.mode == "passthrough":
             return {spec.header: _value(spec, self._token(backend_id, principal))}
+        if spec.mode == "user_oauth":
+            return await self.connections().headers(backend_id, principal, spec)
         key = (
             (backend_id, "")
             if spec.mode == "client_credentials"
@@ -148,6 +169,9 @@ class Propagator:
     def invalidate(self, backend_id: str, principal: Principal | None = None) -> None:
         """Forget the cached credential (the backend refused it)."""
         spec = self.settings.get(backend_id)
+        if spec is not None and spec.mode == "user_oauth":
+            self.connections().invalidate(backend_id, principal)
+            return
         if spec is None or spec.mode not in ("client_credentials", "exchange"):
             return
         token = principal.token if principal is not None else None
@@ -155,6 +179,9 @@ class Propagator:
         self._cache.pop(key, None)
 
     async def aclose(self) -> None:
+        if self._connections is not None:
+            await self._connections.aclose()
+            self._connections = None
         if self._own_client and self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -298,8 +325,18 @@ class CredentialAuth(httpx.Auth):
     def __init__(self, propagator: Propagator, backend_id: str, principal: Principal | None) -> None:
         self.propagator, self.backend_id, self.principal = propagator, backend_id, principal
 
+    @property
+    def per_user(self) -> bool:
+        """A user_oauth backend: its sessions open through the consent gate (compose/consent_gate.py)."""
+        return self.propagator.mode(self.backend_id) == "user_oauth"
+
+    async def ready(self) -> None:
+        """Returns if this caller's credentials are at hand; raises the consent error (-32042) or another
+        :class:`UnavailableError` if not."""
+        await self.propagator.headers_for(self.backend_id, self.principal)
+
     def renewable(self) -> bool:
-        return self.propagator.mode(self.backend_id) in ("client_credentials", "exchange")
+        return self.propagator.mode(self.backend_id) in ("client_credentials", "exchange", "user_oauth")
 
     def refused(self) -> None:
         """The backend answered 401: forget the credential, so the next request gets a new one.
@@ -320,9 +357,19 @@ class CredentialAuth(httpx.Auth):
             return await self.propagator.headers_for(self.backend_id, principal)
         except PropagationError as exc:  # an httpx error, so the upstream answers "unavailable"
             raise httpx.RequestError(exc.message) from None
+        except UnavailableError as exc:  # user_oauth: consent needed (the message carries no token)
+            raise ConsentNeeded(exc) from None
 
     def sync_auth_flow(self, request: httpx.Request):  # pragma: no cover - hopline is async only
         raise RuntimeError("CredentialAuth is for httpx.AsyncClient")
+
+
+class ConsentNeeded(httpx.RequestError):
+    """An httpx error (what the HTTP upstreams catch) carrying the caller's consent request (user_oauth)."""
+
+    def __init__(self, error: UnavailableError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 def _value(spec: BackendAuthSettings, credential: str) -> str:
