@@ -75,7 +75,8 @@ class TokenStore:
         if path == ":memory:" or not Path(path).exists():
             return
         try:
-            db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=5.0)  # no -wal/-shm made
+            uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"  # read only: no -wal or -shm file made
+            db = sqlite3.connect(uri, uri=True, timeout=5.0)
         except sqlite3.Error as exc:
             raise StoreProblem(f"the token store {path} cannot be opened ({exc})") from None
         try:
