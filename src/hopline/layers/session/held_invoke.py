@@ -96,7 +96,7 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
         held = g.held.hold(owner, start, on_expire=_expired)
     token = message.meta.get("progressToken")
     held.attend(
-        None if token is None else gs._progress_relay(token), _logs_to(gs)
+        None if token is None else gs.progress_relay(token), _logs_to(gs)
     )  # this round's request hears what the call reports
     try:
         step = await held.next_step(g.registry.timeout_for(call.backend))
