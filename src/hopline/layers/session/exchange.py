@@ -132,15 +132,14 @@ class TaskMediation:
     def __init__(self, next: Step) -> None:
         self.next = next
 
-    async def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
+    def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
+        if call.method != TOOLS_CALL or session.info.era is not Era.MODERN or _modern(call):
+            return self.next(call, session, params)
+        return self.mediated(call, session, params)
+
+    async def mediated(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
         answer = await self.next(call, session, params)
-        if (
-            call.method == TOOLS_CALL
-            and session.info.era is Era.MODERN
-            and not _modern(call)
-            and task_mediation.is_task(answer)
-            and _client(call).task_settings.mediate
-        ):
+        if task_mediation.is_task(answer) and _client(call).task_settings.mediate:
             return await settle(_client(call), session, call, answer)
         return answer
 
@@ -151,20 +150,26 @@ class InputMediation:
     def __init__(self, next: Step) -> None:
         self.next = next
 
-    async def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
+    def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
+        # input_required is a 2026-07-28 result: a handshake-era backend asks by server→client requests
+        if session.info.era is not Era.MODERN or _modern(call):
+            return self.next(call, session, params)
+        return self.mediated(call, session, params)
+
+    async def mediated(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
         answer = await self.next(call, session, params)
-        if _modern(call) or not asks_input(answer):
+        if not asks_input(answer):
             return answer
         return await mediate(
             _client(call).ask, lambda retry: self.next(call, session, retry), params, answer, backend=session.id
         )
 
 
-async def send(call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
+def send(call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
     """The last step: the backend session's call, on behalf of (``owner``) the client."""
     client = _client(call)
     token = call.meta.get("progressToken")
-    return await session.call(
+    return session.call(
         call.method,
         params,
         on_progress=None if token is None else client.progress_relay(token),
