@@ -89,3 +89,119 @@ class FakeClient:
             self.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
 
         return relay
+
+
+# -- links.LinkHub's roles and links.LinkClient ------------------------------------------------
+def idle_session(backend_id: str, era: Era = Era.HANDSHAKE) -> tuple[Any, Any]:
+    """A real ``BackendSession`` on a memory channel nobody answers (what links keep and drop),
+    and the far end of its channel (close it: the backend went away)."""
+    from hopline.layers.discovery.backend import BackendSession
+    from hopline.layers.transport.rpc import RpcPeer
+    from hopline.transports.memory import memory_pair
+
+    ours, theirs = memory_pair()
+    holder: list[Any] = []
+    peer = RpcPeer(ours, name=backend_id, on_closed=lambda: holder and holder[0]._closed())
+    session = BackendSession(backend_id, peer, BackendInfo(era, "2025-11-25"), {}, timeout=None)
+    holder.append(session)
+    return session, theirs
+
+
+@dataclass
+class FakeRouting:
+    """hub.RoutingSettings (what links read: timeouts and the reconnect delay)."""
+
+    list_timeout: float = 1.0
+    page_size: int = 100
+    startup_timeout: float = 1.0
+    retry_after: float = 0.01
+    shared_capability_sets: int = 4
+    share_anonymous: bool = False
+    collision: str = "prefix"
+
+
+@dataclass
+class FakeLinkSettings:
+    routing: FakeRouting = field(default_factory=FakeRouting)
+
+
+@dataclass
+class FakeSource:
+    """links.BackendSource: the configured backends; ``connect`` is not expected (sessions come from sharing)."""
+
+    connectors: dict[str, object]
+    slow: set[str] = field(default_factory=set)
+
+    async def connect(self, backend_id: str, **kwargs: Any) -> Any:
+        raise AssertionError("a session's own backend session was not expected here")
+
+
+class FakeSharing:
+    """links.SharedBackends: each ``sessions_for`` of a backend takes the next of ``results[backend]``
+    (a session, or the exception it failed with); the last one stands. Every ask is recorded."""
+
+    def __init__(self, results: dict[str, list[Any]]) -> None:
+        self.results = results
+        self.asked: list[str] = []
+
+    def shares(self, backend_id: str) -> bool:
+        return True
+
+    def ready(self, ids: list[str], owner: Any) -> dict[str, Any] | None:
+        return None
+
+    async def sessions_for(self, ids: list[str], owner: Any) -> dict[str, Any]:
+        out = {}
+        for b in ids:
+            self.asked.append(b)
+            found = self.results[b]
+            out[b] = found.pop(0) if len(found) > 1 else found[0]
+        return out
+
+
+@dataclass
+class FakeLinkHub:
+    registry: FakeSource
+    sharing: FakeSharing
+    settings: FakeLinkSettings = field(default_factory=FakeLinkSettings)
+    routes: Any = None  # (unlisted only)
+
+
+class FakeEnd:
+    def __init__(self) -> None:
+        self.closed = False
+        self.told: list[Message] = []
+
+    def is_closed(self) -> bool:
+        return self.closed
+
+    def notify(self, message: Message) -> None:
+        self.told.append(message)
+
+
+@dataclass(eq=False)
+class FakeLinkClient:
+    """links.LinkClient: counts the surface changes it is told of."""
+
+    stateful: bool = True
+    end: FakeEnd = field(default_factory=FakeEnd)
+    client_capabilities: dict[str, Any] = field(default_factory=dict)
+    principal: Principal = ANONYMOUS
+    arrival: list[Any] = field(default_factory=list)
+    subscriptions: dict[str, set[str]] = field(default_factory=dict)
+    changes: int = 0
+
+    def _server_request_from(self, backend_id: str) -> Any:
+        raise AssertionError("not expected")
+
+    def _backend_notification(self, backend_id: str) -> Any:
+        raise AssertionError("not expected")
+
+    def backend_changed(self, backend_id: str, method: str) -> None:
+        self.changes += 1
+
+    def surface_changed(self) -> None:
+        self.changes += 1
+
+    async def catalog(self, list_method: str) -> Any:
+        raise AssertionError("not expected")

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable
 
 import orjson
 
@@ -61,7 +61,7 @@ MISSING_KEY = "io.hopline/missing-backends"
 _LIST_KEY_SET = frozenset(LIST_KEYS.values())  # a result carrying one of these is a list
 
 
-class GatewaySession(BackendLinks, ListComposer):
+class GatewaySession(ListComposer):
     def __init__(self, hub: Hub, *, stateful: bool, endpoint: str | None = None) -> None:
         self.hub = hub
         self.stateful = stateful
@@ -70,12 +70,9 @@ class GatewaySession(BackendLinks, ListComposer):
             self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session"
         )
         self.client_capabilities: dict[str, Any] = {}
-        self.backends: dict[str, BackendSession | BaseException] | None = None
-        self._owned: list[BackendSession] = []
+        self.links = BackendLinks(self, hub)  # its backend sessions (links.py)
         self._catalogs: dict[str, tuple[tuple, Catalog]] = {}
-        self._connecting: asyncio.Future | None = None
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
-        self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.sharer: Principal | None = None  # the principal of its own it shares backends as (sharing.sharer)
         self.held_call: Any = None  # its call held on a shared session, which the backend's requests go to
@@ -85,6 +82,44 @@ class GatewaySession(BackendLinks, ListComposer):
         self.acting_for: str | None = None  # a request handed over by another replica: its client session
         self.protocol_version: str | None = None  # what initialize negotiated (telemetry)
         self.opened = time.monotonic()  # for mcp.server.session.duration
+
+    # -- its backends (BackendLinks) ----------------------------------------------------------
+    @property
+    def backends(self) -> dict[str, BackendSession | BaseException] | None:
+        return self.links.backends
+
+    @backends.setter
+    def backends(self, value: dict[str, BackendSession | BaseException] | None) -> None:
+        self.links.backends = value
+
+    def backend(self, backend_id: str) -> Awaitable[BackendSession]:
+        return self.links.backend(backend_id)
+
+    def live_backends(self) -> Awaitable[dict[str, BackendSession | BaseException]]:
+        return self.links.live_backends()
+
+    def listable(self, method: str) -> Awaitable[dict[str, BackendSession]]:
+        return self.links.listable(method)
+
+    def starts_within(self, limit: float) -> Awaitable[None]:
+        return self.links.starts_within(limit)
+
+    def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> Awaitable[tuple[Any, Any]]:
+        return self.links.unlisted(list_method, kind, name, request_id)
+
+    def reloaded(self, gone: list[str], added: list[str]) -> Awaitable[None]:
+        return self.links.reloaded(gone, added)
+
+    def surface_changed(self) -> None:
+        """What this session can reach changed: its catalogues are stale (and a stateful client is told)."""
+        self._catalogs.clear()
+        if self.stateful:
+            for signal in CHANGE_SIGNALS:
+                self.end.notify(notification(signal))
+
+    async def catalog(self, list_method: str) -> Catalog:
+        await self._composed(list_method)
+        return self._catalogs[list_method][1]
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -153,7 +188,7 @@ class GatewaySession(BackendLinks, ListComposer):
         if not isinstance(params.get("capabilities", {}), dict):
             raise InvalidParams("initialize's params.capabilities must be an object", request_id=message.id)
         self.client_capabilities = params.get("capabilities") or {}  # an object or absent (checked above)
-        backends = await self.handshake_backends()  # not held by one still starting: it joins later (links.py)
+        backends = await self.links.handshake_backends()  # not held by one still starting: it joins later (links.py)
         g = self.hub
         value = compose.initialize_result(
             infos(backends),
@@ -483,7 +518,7 @@ class GatewaySession(BackendLinks, ListComposer):
         self.end.notify(message)
 
     def owns(self, session: BackendSession) -> bool:
-        return session in self._owned
+        return session in self.links.owned
 
     @property
     def task_settings(self) -> TaskSettings:
@@ -567,7 +602,7 @@ class GatewaySession(BackendLinks, ListComposer):
             and message.method != "notifications/initialized"
         ):
             for s in (self.backends or {}).values():
-                if isinstance(s, BackendSession) and s in self._owned:
+                if isinstance(s, BackendSession) and s in self.links.owned:
                     await s.peer.notify(message.method or "", message.params or None)
 
     async def _closed(self, end: ClientEnd) -> None:
@@ -576,12 +611,13 @@ class GatewaySession(BackendLinks, ListComposer):
             self.hub.sharing.forget(self)  # the backend sessions of a principal that was this session alone
         if self.stateful:
             self.hub.observability.session_ended(time.monotonic() - self.opened, self.protocol_version)
-        if not self.stateful and not self._owned and not self._reconnecting:
+        links = self.links
+        if not self.stateful and not links.owned and not links.tasks:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
-        for task in list(self._reconnecting.values()):
+        for task in list(links.tasks.values()):
             task.cancel()
         await sharing.release(self)  # its subscriptions and log level on shared sessions
-        owned, self._owned = self._owned, []
+        owned, links.owned = links.owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 
 

@@ -204,7 +204,7 @@ class Sharing:
                 return await self.session(
                     backend_id, principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful), owner
                 )
-            return await owner.open_backend(backend_id)
+            return await owner.links.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
         out: dict[str, BackendSession | BaseException] = {}
@@ -620,7 +620,7 @@ SUBSCRIPTIONS = ("resources/subscribe", "resources/unsubscribe")
 
 def shared_of(gs: Any) -> list[BackendSession]:
     """The shared backend sessions ``gs`` uses (the ones it does not own)."""
-    return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs._owned]
+    return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs.links.owned]
 
 
 async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
@@ -633,10 +633,10 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
         for b, s in backends.items()
         if isinstance(s, BackendSession)
         and s.is_closed()
-        and s not in gs._owned
+        and s not in gs.links.owned
         and b in gs.hub.registry.connectors
         and gs.hub.sharing.shares(b)
-        and b not in gs._parked
+        and b not in gs.links.parked
     ]
     if stale:
         fresh = await gs.hub.sharing.sessions_for(stale, gs)
