@@ -205,3 +205,68 @@ class FakeLinkClient:
 
     async def catalog(self, list_method: str) -> Any:
         raise AssertionError("not expected")
+
+
+# -- held_invoke.HeldHub's roles and held_invoke.HeldClient ---------------------------------------
+@dataclass
+class FakeBackendSettings:
+    """hub.BackendSettings (a held call reads ``mediate_input`` and ``url``)."""
+
+    url: str | None = "http://backend.invalid/mcp"
+    stateless: bool = False
+    mediate_input: bool | None = False  # on the shared session, not one of the call's own
+    prefix: bool = True
+    priority: int = 0
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def shares(self) -> bool:
+        return True
+
+    def per_principal(self) -> bool:
+        return False
+
+
+@dataclass
+class FakeHeldSettings:
+    backends: dict[str, FakeBackendSettings]
+
+
+class FakeHeldSource:
+    """held_invoke.HeldSource: no session of the call's own is expected; every backend gets 5 s."""
+
+    async def connect(self, backend_id: str, **kwargs: Any) -> Any:
+        raise AssertionError("a dedicated backend session was not expected")
+
+    def timeout_for(self, backend_id: str) -> float | None:
+        return 5.0
+
+
+@dataclass
+class FakeHeldHub:
+    held: Any
+    settings: FakeHeldSettings
+    replicas: Any = None
+    registry: FakeHeldSource = field(default_factory=FakeHeldSource)
+
+
+@dataclass(eq=False)
+class FakeHeldClient:
+    """held_invoke.HeldClient: one backend session, the notifications it was sent."""
+
+    hub: FakeHeldHub
+    session: Any
+    principal: Principal = ANONYMOUS
+    held_call: Any = None
+    told: list[Message] = field(default_factory=list)
+
+    async def backend(self, backend_id: str) -> Any:
+        return self.session
+
+    def notify(self, message: Message) -> None:
+        self.told.append(message)
+
+    def progress_relay(self, token: Any) -> Callable[[Message], None]:
+        def relay(m: Message) -> None:
+            self.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
+
+        return relay

@@ -53,6 +53,7 @@ from hopline.pipeline import STANDARD, Call, Item, Kind, ToolPlan
 from hopline.layers.transport.loop import running_loop
 
 if TYPE_CHECKING:
+    from hopline.layers.session.held import Held
     from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
@@ -75,7 +76,7 @@ class GatewaySession(ListComposer):
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.sharer: Principal | None = None  # the principal of its own it shares backends as (sharing.sharer)
-        self.held_call: Any = None  # its call held on a shared session, which the backend's requests go to
+        self.held_call: Held | None = None  # its call held on a shared session, which the backend's requests go to
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)

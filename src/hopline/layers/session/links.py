@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from hopline.binding import Era
 from hopline.jsonrpc import HoplineError, InvalidParams, Message, UnavailableError
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from hopline.context import Principal
     from hopline.layers.session.client_end import ClientEnd
     from hopline.layers.routing.catalog import Catalog
-    from hopline.layers.session.hub import Hub
+    from hopline.layers.routing.namespace import Namespace
+    from hopline.layers.session.hub import RoutingSettings
 
 log = logging.getLogger("hopline.gateway")
 
@@ -44,6 +45,58 @@ CHANGE_SIGNALS = (
     "notifications/resources/list_changed",
     "notifications/tools/list_changed",
 )
+
+
+class BackendSource(Protocol):
+    """Layer 2's registry, as a session's links use it: the configured backends, the ones a
+    handshake gave up waiting for, and a new backend session of the client's own."""
+
+    connectors: Mapping[str, object]
+    slow: set[str]
+
+    async def connect(
+        self,
+        backend_id: str,
+        *,
+        era: Era,
+        client_capabilities: dict[str, Any],
+        on_request: Callable[[Message], Awaitable[Message]],
+        on_notification: Callable[[Message], None],
+        principal: Principal,
+        chain: list[dict[str, Any]] | None = None,
+    ) -> BackendSession: ...
+
+
+class SharedBackends(Protocol):
+    """The gateway's shared backend sessions (``sharing.Sharing``), as a session's links use them."""
+
+    def shares(self, backend_id: str) -> bool: ...
+
+    def ready(self, ids: list[str], owner: LinkClient) -> dict[str, BackendSession | BaseException] | None: ...
+
+    async def sessions_for(self, ids: list[str], owner: LinkClient) -> dict[str, BackendSession | BaseException]: ...
+
+
+class LinkSettings(Protocol):
+    routing: RoutingSettings
+
+
+class LinkRoutes(Protocol):
+    """How a name not in the catalogue names its backend (``unlisted``)."""
+
+    reverse: bool
+    single: str | None
+    namespace: Namespace
+
+
+class LinkHub(Protocol):
+    """What a session's links are handed (the gateway is one): read at each use, since a hot
+    reload replaces the settings and the routes."""
+
+    registry: BackendSource
+    sharing: SharedBackends
+    settings: LinkSettings
+    routes: LinkRoutes
 
 
 class LinkClient(Protocol):
@@ -76,7 +129,7 @@ class BackendLinks:
     reaches each backend by (``backends``; ``owned``: the ones of its own, not shared), their
     starts, reconnects and reopens (``tasks``, cancelled when the client session closes)."""
 
-    def __init__(self, client: LinkClient, hub: Hub) -> None:
+    def __init__(self, client: LinkClient, hub: LinkHub) -> None:
         self.client = client
         self.hub = hub
         self.backends: dict[str, BackendSession | BaseException] | None = None

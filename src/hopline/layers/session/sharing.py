@@ -53,7 +53,7 @@ import random
 import secrets
 import weakref
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import orjson
 
@@ -66,6 +66,7 @@ from hopline.layers.session import task_calls
 from hopline.layers.transport.channel import Pooled
 
 if TYPE_CHECKING:
+    from hopline.layers.discovery.registry import Registry
     from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
@@ -618,12 +619,36 @@ class Sharing:
 SUBSCRIPTIONS = ("resources/subscribe", "resources/unsubscribe")
 
 
-def shared_of(gs: Any) -> list[BackendSession]:
+class SharingHub(Protocol):
+    """What the module functions below reach beyond the client session: the configured
+    backends and the shared backend sessions."""
+
+    registry: Registry
+    sharing: Sharing
+
+
+class OwnLinks(Protocol):
+    """Of a client session's backend links (``links.BackendLinks``): its own sessions, its parked backends."""
+
+    owned: list[BackendSession]
+    parked: frozenset[str]
+
+
+class SharingClient(Protocol):
+    """A client session, as its shared backend sessions see it (a ``GatewaySession``)."""
+
+    hub: SharingHub
+    stateful: bool
+    backends: dict[str, BackendSession | BaseException] | None
+    links: OwnLinks
+
+
+def shared_of(gs: SharingClient) -> list[BackendSession]:
     """The shared backend sessions ``gs`` uses (the ones it does not own)."""
     return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs.links.owned]
 
 
-async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
+async def reacquire(gs: SharingClient, backends: dict[str, Any]) -> None:
     """Closed shared sessions in ``backends`` are taken afresh from the gateway (which
     replaces each one once, under its lock); ones that do not start stay as they are,
     so the call fails as unavailable and the next one tries again."""
@@ -643,7 +668,13 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
         backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})
 
 
-async def subscription(gs: Any, session: BackendSession, method: str, params: dict[str, Any], send: Any) -> Message:
+async def subscription(
+    gs: SharingClient,
+    session: BackendSession,
+    method: str,
+    params: dict[str, Any],
+    send: Callable[[], Awaitable[Message]],
+) -> Message:
     """``resources/subscribe``/``unsubscribe`` on a shared session, refcounted: only the
     URI's first subscriber and its last unsubscriber reach the backend; the others are
     answered here (what the backend would have said: an empty result)."""
@@ -667,7 +698,7 @@ async def subscription(gs: Any, session: BackendSession, method: str, params: di
     return await send()
 
 
-async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) -> None:
+async def set_level(gs: SharingClient, session: BackendSession, params: dict[str, Any]) -> None:
     """``logging/setLevel`` on a shared session: the backend gets the most verbose level
     any of its clients asked for; each client is then delivered only lines at its own level."""
     level = session.owners.set_level(gs, params.get("level"))
@@ -675,7 +706,7 @@ async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) ->
         await session.call("logging/setLevel", {**params, "level": level})
 
 
-async def release(gs: Any) -> None:
+async def release(gs: SharingClient) -> None:
     """A client session closed: its subscriptions and level on shared sessions are let go
     (the backend gets ``resources/unsubscribe`` for URIs nobody else wants). Bounded."""
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hopline.binding import META_CLIENT_CAPABILITIES, META_SUBSCRIPTION_ID, Era
 from hopline.jsonrpc import Message
@@ -44,6 +44,9 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session import task_calls
 from hopline.layers.session.listen import Listener
 from hopline.layers.session.task_store import TaskRecord
+
+if TYPE_CHECKING:
+    from hopline.layers.session.hub import Replicas
 
 log = logging.getLogger("hopline.gateway")
 
@@ -237,7 +240,17 @@ def acknowledged(routes: list[Route], asked: Any) -> list[str]:
     return [t for t in dict.fromkeys(t for t in asked if isinstance(t, str)) if t in acked] if acked else []
 
 
-def _here(gs: Any, record: TaskRecord) -> bool:
+class _ReplicasHub(Protocol):
+    replicas: Replicas | None
+
+
+class ReplicaAware(Protocol):
+    """A client session, as far as where its tasks' backends run goes."""
+
+    hub: _ReplicasHub
+
+
+def _here(gs: ReplicaAware, record: TaskRecord) -> bool:
     """Not a task in another replica's own child (its backend listen cannot be opened here)."""
     replicas = gs.hub.replicas
     return not (record.replica and replicas is not None and record.replica != replicas.replica)
