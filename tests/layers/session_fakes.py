@@ -270,3 +270,49 @@ class FakeHeldClient:
             self.notify(notification("notifications/progress", {**m.params, "progressToken": token}))
 
         return relay
+
+
+# -- task_calls.TaskHub's roles and task_calls.TaskClient -----------------------------------------
+@dataclass
+class FakeTaskHubSettings:
+    routing: FakeRouting = field(default_factory=FakeRouting)
+    tasks: FakeTaskSettings = field(default_factory=FakeTaskSettings)
+    backends: dict[str, Any] = field(default_factory=dict)  # backend → an object with ``command``
+
+
+@dataclass
+class FakeConnectors:
+    connectors: dict[str, object]
+
+
+@dataclass
+class FakeTaskHub:
+    tasks: Any  # a TaskStore (the memory one: it is sans-io)
+    routes: Any  # routing's Routes (plain tables)
+    settings: FakeTaskHubSettings
+    registry: FakeConnectors
+    replicas: Any = None
+    pipeline: Any = None
+
+
+@dataclass(eq=False)
+class FakeTaskClient:
+    """task_calls.TaskClient: its backend sessions by id, its tasks, what it was told."""
+
+    hub: FakeTaskHub
+    known_tasks: Any
+    backends: dict[str, Any] | None = None
+    principal: Principal = ANONYMOUS
+    told: list[Message] = field(default_factory=list)
+
+    async def backend(self, backend_id: str) -> Any:
+        return (self.backends or {})[backend_id]
+
+    def notify(self, message: Message) -> None:
+        self.told.append(message)
+
+    def _cursor_binding(self) -> str:
+        return "test"
+
+    async def _forward(self, *args: Any, **kwargs: Any) -> Message:
+        raise AssertionError("not expected")
