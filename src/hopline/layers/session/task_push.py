@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from hopline.binding import META_CLIENT_CAPABILITIES, META_SUBSCRIPTION_ID, Era
 from hopline.jsonrpc import Message
@@ -44,9 +44,6 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session import task_calls
 from hopline.layers.session.listen import Listener
 from hopline.layers.session.task_store import TaskRecord
-
-if TYPE_CHECKING:
-    from hopline.layers.session.hub import Replicas
 
 log = logging.getLogger("hopline.gateway")
 
@@ -240,8 +237,12 @@ def acknowledged(routes: list[Route], asked: Any) -> list[str]:
     return [t for t in dict.fromkeys(t for t in asked if isinstance(t, str)) if t in acked] if acked else []
 
 
+class _Replica(Protocol):
+    replica: str | None
+
+
 class _ReplicasHub(Protocol):
-    replicas: Replicas | None
+    replicas: _Replica | None
 
 
 class ReplicaAware(Protocol):
