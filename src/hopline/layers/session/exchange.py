@@ -3,7 +3,8 @@
 They run after every configured call layer (resilience, policy, observability), once per
 attempt, so a retry after a reconnect binds the new backend session. ``EXCHANGE`` is the
 pipeline's last step for every ``to_backend`` call of a gateway session, configured layers
-or none; each step that does not apply costs one ``if`` and the next step's await:
+or none. Which steps a call goes through is chosen once it is bound (the client's era, the
+backend session's era, a subscription or not): a step that cannot apply is not in its chain.
 
 - :class:`Bind`: the backend session the call goes to (an unavailable backend raises here,
   inside resilience, where the breaker counts it).
@@ -18,7 +19,7 @@ or none; each step that does not apply costs one ``if`` and the next step's awai
   as server→client requests and retried (``mrtr.py``).
 - :class:`SharedSubscription`: ``resources/(un)subscribe`` on a shared backend session,
   refcounted (``sharing.subscription``).
-- :class:`Send`: ``backend_session.call`` with the client as its ``owner`` (on a shared
+- :func:`send`: ``backend_session.call`` with the client as its ``owner`` (on a shared
   session, what the backend asks meanwhile comes to this client).
 
 The steps after the pipeline (Layer 3's link rewriting, Layer 6's task adoption, the
@@ -35,6 +36,7 @@ from hopline.jsonrpc import Message, notification
 from hopline.layers.routing.apps import expose_read
 from hopline.layers.routing.links import expose_links
 from hopline.layers.session import held_invoke, sharing, task_mediation
+from hopline.layers.session.sharing import SUBSCRIPTIONS
 from hopline.layers.session.mrtr import mediate
 from hopline.layers.session.task_calls import TASKS_EXTENSION
 from hopline.layers.transport.loop import running_loop
@@ -64,21 +66,27 @@ def _client(call: Call) -> ExchangeClient:
     return call.client  # type: ignore[return-value]  # the session that made the call set itself
 
 
-def _modern(call: Call) -> bool:
-    return call.context is not None and call.context.era is Era.MODERN
+Chains = dict[tuple[bool, bool, bool], Step]
 
 
 class Bind:
-    """The first step, once per attempt: which backend session this attempt goes to."""
+    """The first step, once per attempt: which backend session this attempt goes to, then the
+    steps that apply to it: chosen by the client's era, the backend session's era and whether
+    the call is a subscription (``chains``, built once), so a step that cannot apply costs
+    nothing at all."""
 
-    __slots__ = ("next",)
+    __slots__ = ("chains",)
 
-    def __init__(self, next: Step) -> None:
-        self.next = next
+    def __init__(self, chains: Chains) -> None:
+        self.chains = chains
 
     async def __call__(self, call: Call) -> Message:
-        session = await _client(call).backend(call.backend)
-        return await self.next(call, session, call.params)
+        session = await call.client.backend(call.backend)  # type: ignore[union-attr]  # (an ExchangeClient)
+        ctx = call.context
+        steps = self.chains[
+            (ctx is not None and ctx.era is Era.MODERN, session.info.era is Era.MODERN, call.method in SUBSCRIPTIONS)
+        ]
+        return await steps(call, session, call.params)
 
 
 class EraMediation:
@@ -88,8 +96,6 @@ class EraMediation:
         self.next = next
 
     def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
-        if session.info.era is not Era.MODERN or _modern(call):
-            return self.next(call, session, params)
         client = _client(call)
         caps = client.client_capabilities
         if call.method == TOOLS_CALL and client.task_settings.mediate:
@@ -107,7 +113,7 @@ class HeldInvoke:
 
     def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
         request = call.request
-        if request is not None and _modern(call) and held_invoke.applies(_client(call), session, request, params):
+        if request is not None and held_invoke.applies(_client(call), session, request, params):
             return held_invoke.send(_client(call), request, call)
         return self.next(call, session, params)
 
@@ -119,7 +125,7 @@ class SharedSubscription:
         self.next = next
 
     def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
-        if call.method not in sharing.SUBSCRIPTIONS or _client(call).owns(session):
+        if _client(call).owns(session):
             return self.next(call, session, params)
         return sharing.subscription(
             _client(call), session, call.method, params, lambda: self.next(call, session, params)
@@ -133,7 +139,7 @@ class TaskMediation:
         self.next = next
 
     def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
-        if call.method != TOOLS_CALL or session.info.era is not Era.MODERN or _modern(call):
+        if call.method != TOOLS_CALL:
             return self.next(call, session, params)
         return self.mediated(call, session, params)
 
@@ -150,13 +156,7 @@ class InputMediation:
     def __init__(self, next: Step) -> None:
         self.next = next
 
-    def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitable[Message]:
-        # input_required is a 2026-07-28 result: a handshake-era backend asks by server→client requests
-        if session.info.era is not Era.MODERN or _modern(call):
-            return self.next(call, session, params)
-        return self.mediated(call, session, params)
-
-    async def mediated(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
+    async def __call__(self, call: Call, session: BackendSession, params: dict[str, Any]) -> Message:
         answer = await self.next(call, session, params)
         if not asks_input(answer):
             return answer
@@ -179,11 +179,23 @@ def send(call: Call, session: BackendSession, params: dict[str, Any]) -> Awaitab
 
 
 def chain() -> Bind:
-    """The steps bound to one another, outermost first (built once: no allocation per call)."""
-    step: Step = send
-    for layer in (SharedSubscription, InputMediation, TaskMediation, HeldInvoke, EraMediation):
-        step = layer(step)
-    return Bind(step)
+    """The steps bound to one another for each case, outermost first (built once: no allocation
+    per call). A handshake client on a 2026-07-28 backend: era, task and input mediation; a
+    2026-07-28 client on a handshake backend: held invoke; a subscription: shared subscriptions."""
+    chains: Chains = {}
+    for modern in (False, True):
+        for modern_backend in (False, True):
+            for subscription in (False, True):
+                step: Step = send
+                if subscription:
+                    step = SharedSubscription(step)
+                if not modern and modern_backend:
+                    # input_required is a 2026-07-28 result: a handshake backend asks by server→client requests
+                    step = EraMediation(TaskMediation(InputMediation(step)))
+                if modern and not modern_backend:
+                    step = HeldInvoke(step)
+                chains[(modern, modern_backend, subscription)] = step
+    return Bind(chains)
 
 
 EXCHANGE = chain()

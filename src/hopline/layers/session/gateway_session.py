@@ -20,7 +20,7 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
@@ -72,6 +72,8 @@ class GatewaySession(ListComposer):
         )
         self.client_capabilities: dict[str, Any] = {}
         self.links = BackendLinks(self, hub)  # its backend sessions (links.py)
+        # ``await session.backend(id)``: the backend session a call goes to (bound once: no delegating frame per call)
+        self.backend: Callable[[str], Awaitable[BackendSession]] = self.links.backend
         self._catalogs: dict[str, tuple[tuple, Catalog]] = {}
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
@@ -92,9 +94,6 @@ class GatewaySession(ListComposer):
     @backends.setter
     def backends(self, value: dict[str, BackendSession | BaseException] | None) -> None:
         self.links.backends = value
-
-    def backend(self, backend_id: str) -> Awaitable[BackendSession]:
-        return self.links.backend(backend_id)
 
     def live_backends(self) -> Awaitable[dict[str, BackendSession | BaseException]]:
         return self.links.live_backends()
