@@ -27,3 +27,16 @@ async def test_a_backend_that_failed_answers_31001_and_is_reconnected_with_a_sur
     await asyncio.wait_for(links.tasks["b"], 2)
     assert await links.backend("b") is later and client.changes == 1 and sharing.asked.count("b") == 2
 
+
+
+async def test_closing_cancels_and_awaits_every_reconnect():
+    failed = UnavailableError("backend b is unavailable: refused", backend="b", reason="start_failed")
+    client = FakeLinkClient()
+    hub = FakeLinkHub(FakeSource({"b": object()}), FakeSharing({"b": [failed]}))
+    hub.settings.routing.retry_after = 60.0  # the reconnect waits: closing must not
+    links = BackendLinks(client, hub)
+    with pytest.raises(UnavailableError):
+        await links.backend("b")
+    reconnect = links.tasks["b"]
+    await links.cancel_tasks()
+    assert reconnect.cancelled() and links.tasks == {}

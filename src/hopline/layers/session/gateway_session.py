@@ -614,8 +614,7 @@ class GatewaySession(ListComposer):
         links = self.links
         if not self.stateful and not links.owned and not links.tasks:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
-        for task in list(links.tasks.values()):
-            task.cancel()
+        await links.cancel_tasks()  # its backends' starts and reconnects end with it
         await sharing.release(self)  # its subscriptions and log level on shared sessions
         owned, links.owned = links.owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)

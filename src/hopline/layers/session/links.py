@@ -315,9 +315,18 @@ class BackendLinks:
 
     def _track(self, key: str, task: asyncio.Future) -> None:
         """Keep a start of this session's (initial connect "", reconnect or reopen of a
-        backend) where closing the session cancels it (``_closed`` cancels them all)."""
+        backend) where closing the session cancels and awaits it (``cancel_tasks``)."""
         self.tasks[key] = task  # type: ignore[assignment]
         task.add_done_callback(lambda t, k=key: self.tasks.pop(k, None) if self.tasks.get(k) is t else None)
+
+    async def cancel_tasks(self) -> None:
+        """The client session closed: every start, reconnect and reopen of its backends is
+        cancelled and awaited, so none outlives the session that owns it."""
+        current = asyncio.current_task()
+        pending = [task for task in self.tasks.values() if task is not current]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     # -- parking ---------------------------------------------------------------------------
     async def _park(self, backend_id: str, session: BackendSession, lease: Pooled) -> bool:
