@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, MutableSet, Protocol
 
 if TYPE_CHECKING:
     from hopline.layers.discovery.backend import BackendSession
+    from hopline.context import Context
     from hopline.jsonrpc import Message
     from hopline.layers.discovery.registry import Registry
     from hopline.layers.resilience.partial import FanOut
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from hopline.layers.session.task_push import Route
     from hopline.layers.routing.tables import Routes
     from hopline.layers.session.held import HeldCalls
-    from hopline.layers.session.task_calls import TaskSettings
+    from hopline.layers.session.task_calls import TaskClient, TaskSettings
     from hopline.layers.session.task_store import TaskStore
     from hopline.pipeline import Pipeline
 
@@ -111,7 +112,7 @@ class TaskPushes(Protocol):
     """Backend listens for the tasks clients' listens name (``task_push.TaskPush``)."""
 
     async def subscribe(
-        self, gs: object, ctx: object, listener: Listener, asked: object, *, wait: float
+        self, gs: TaskClient, ctx: Context, listener: Listener, asked: object, *, wait: float
     ) -> list[Route]: ...
 
     def start(self, routes: list[Route]) -> None: ...
