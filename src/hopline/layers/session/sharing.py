@@ -164,7 +164,7 @@ class Sharing:
         """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
         return self.hub.settings.backends[backend_id].shares()
 
-    def sharer(self, owner: Any) -> Principal:
+    def sharer(self, owner: ShareOwner) -> Principal:
         """Who ``owner`` shares backend sessions as: its principal; an anonymous client on a
         listener that is not loopback, a principal of its own (unless ``routing.share_anonymous``)."""
         principal = owner.principal
@@ -176,7 +176,7 @@ class Sharing:
             own = owner.sharer = Principal(ANONYMOUS.subject, issuer=f"hopline-session:{secrets.token_hex(12)}")
         return own
 
-    def ready(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException] | None:
+    def ready(self, ids: list[str], owner: ShareOwner) -> dict[str, BackendSession | BaseException] | None:
         """The open shared sessions a stateless ``owner`` uses, without waiting; None if one is not up."""
         caps = owner.client_capabilities
         principal = self.sharer(owner)
@@ -188,7 +188,7 @@ class Sharing:
             out[backend_id] = found
         return out
 
-    async def sessions_for(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException]:
+    async def sessions_for(self, ids: list[str], owner: ShareOwner) -> dict[str, BackendSession | BaseException]:
         """Connect ``owner`` to every backend in ``ids`` concurrently: to the shared session of
         each backend it shares, else to one of its own. One that fails or is slow (past
         ``routing.startup_timeout``) does not block the rest; its error stands in for it."""
@@ -443,7 +443,7 @@ class Sharing:
         await session.aclose()
         return True
 
-    def forget(self, owner: Any) -> None:
+    def forget(self, owner: ShareOwner) -> None:
         """A client session that was a principal of its own closed: its sessions go."""
         own = getattr(owner, "sharer", None)
         if own is None:
@@ -628,10 +628,25 @@ class SharingHub(Protocol):
 
 
 class OwnLinks(Protocol):
-    """Of a client session's backend links (``links.BackendLinks``): its own sessions, its parked backends."""
+    """Of a client session's backend links (``links.BackendLinks``): its own sessions, its parked
+    backends, and a backend session of its own (a backend that is not shared)."""
 
     owned: list[BackendSession]
     parked: frozenset[str]
+
+    async def open_backend(self, backend_id: str) -> BackendSession: ...
+
+
+class ShareOwner(Protocol):
+    """A client session as the shared backend sessions are taken for it (a ``GatewaySession``):
+    who it shares as, what it declared, its era and hop sequence, its own backend links."""
+
+    principal: Principal
+    sharer: Principal | None
+    client_capabilities: dict[str, Any]
+    stateful: bool
+    arrival: list[Any]
+    links: OwnLinks
 
 
 class SharingClient(Protocol):
