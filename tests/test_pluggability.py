@@ -116,7 +116,7 @@ async def test_a_session_store_that_never_shares_gives_each_client_its_own_backe
         sessions = list(gateway.sessions)
         own = [s.backends["demo"] for s in sessions]
         assert len(sessions) == 2 and own[0] is not own[1] and not gateway.sharing.shared  # nothing shared
-        assert all(s.backends["demo"] in s._owned for s in sessions)
+        assert all(s.backends["demo"] in s.links.owned for s in sessions)
         assert await as_in_forward(gateway, "sharing")
     finally:
         await gateway.aclose()

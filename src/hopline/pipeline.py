@@ -74,12 +74,31 @@ class Call:
     last: Next | None = field(
         default=None, repr=False, compare=False
     )  # the step after every layer (Pipeline.run sets it)
+    # The client whose call it is (to_backend), as the session layer's innermost call layers reach it
+    # (layers/session/exchange.py): what it declared, asking and telling it, its progress token's relay.
+    client: CallClient | None = field(default=None, repr=False, compare=False)
+    request: Message | None = field(default=None, repr=False, compare=False)  # the client's request as it came
 
     def event(self, name: str, **attributes: Any) -> None:
         self.events.append((name, attributes))
 
 
 Next = Callable[[Call], Awaitable[Message]]
+
+
+class CallClient(Protocol):
+    """What a call layer may reach of the client whose call it is (a ``GatewaySession``):
+    who it is and what it declared, a request to it (sampling, elicitation, roots), a
+    notification to it, and a relay of backend progress under its own progress token."""
+
+    principal: Principal
+    client_capabilities: dict[str, Any]
+
+    async def ask(self, method: str, params: Any) -> Message: ...
+
+    def notify(self, message: Message) -> None: ...
+
+    def progress_relay(self, token: Any) -> Callable[[Message], None]: ...
 
 
 @runtime_checkable

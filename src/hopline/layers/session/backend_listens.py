@@ -22,14 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hopline.binding import Era
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session.listen import Listener
 
 if TYPE_CHECKING:
-    from hopline.layers.session.hub import Hub
+    from hopline.layers.routing.tables import Routes
 
 log = logging.getLogger("hopline.gateway")
 
@@ -37,8 +37,15 @@ KIND_KEYS = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "reso
 REOPEN_BACKOFF = (0.2, 30.0)
 
 
+class ListensHub(Protocol):
+    """What the gateway's own listens need of it: the routes their resource URIs are exposed by
+    (read at each use: a hot reload replaces them)."""
+
+    routes: Routes
+
+
 class BackendListens:
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: ListensHub) -> None:
         self.hub = hub
         self.sessions: dict[str, BackendSession] = {}
         self.wanted: dict[tuple[str, str], set[Listener]] = {}  # (backend, original uri) → client listens

@@ -20,14 +20,13 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import orjson
 
 from hopline.binding import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
-    PROMPTS_GET,
     PROMPTS_LIST,
     RESOURCES_READ,
     TOOLS_CALL,
@@ -44,21 +43,19 @@ from hopline.layers.capability.toolmodes.host import SessionToolHost
 from hopline.layers.discovery.backend import BackendInfo, BackendSession
 from hopline.layers.routing import router
 from hopline.layers.routing.catalog import Catalog, Entry
-from hopline.layers.routing.apps import expose_read
-from hopline.layers.routing.links import expose_links
 from hopline.layers.routing.paging import page
 from hopline.layers.routing.tables import METHODS, REMOVED_IN_MODERN
-from hopline.layers.session import held_invoke, sharing, task_calls, task_mediation, task_push
+from hopline.layers.session import exchange, sharing, task_calls, task_push
 from hopline.layers.session.client_end import ClientEnd
 from hopline.layers.session.links import CHANGE_SIGNALS, BackendLinks, still_starting
 from hopline.layers.session.listen import LISTEN_KEYS, Listener
-from hopline.layers.session.mrtr import mediate
 from hopline.layers.policy.visibility import Hidden
-from hopline.layers.session.task_calls import TASKS_EXTENSION, KnownTasks
+from hopline.layers.session.task_calls import KnownTasks, TaskSettings
 from hopline.pipeline import Call, Item, ToolPlan
 from hopline.layers.transport.loop import running_loop
 
 if TYPE_CHECKING:
+    from hopline.layers.session.held import Held
     from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
@@ -67,7 +64,7 @@ MISSING_KEY = "io.hopline/missing-backends"
 _LIST_KEY_SET = frozenset(LIST_KEYS.values())  # a result carrying one of these is a list
 
 
-class GatewaySession(BackendLinks):
+class GatewaySession:
     def __init__(self, hub: Hub, *, stateful: bool, endpoint: str | None = None) -> None:
         self.hub = hub
         self.stateful = stateful
@@ -76,21 +73,51 @@ class GatewaySession(BackendLinks):
             self.handle, on_notification=self._client_notification, on_close=self._closed, name="gateway-session"
         )
         self.client_capabilities: dict[str, Any] = {}
-        self.backends: dict[str, BackendSession | BaseException] | None = None
-        self._owned: list[BackendSession] = []
+        self.links = BackendLinks(self, hub)  # its backend sessions (links.py)
+        # ``await session.backend(id)``: the backend session a call goes to (bound once: no delegating frame per call)
+        self.backend: Callable[[str], Awaitable[BackendSession]] = self.links.backend
         self._catalogs: dict[str, tuple[tuple, Catalog]] = {}
-        self._connecting: asyncio.Future | None = None
         self._binding = secrets.token_hex(16) if stateful else "stateless"  # cursors are bound to it
-        self._reconnecting: dict[str, asyncio.Task] = {}
         self.principal: Principal = ANONYMOUS  # who this client is (a session is bound to one principal)
         self.sharer: Principal | None = None  # the principal of its own it shares backends as (sharing.sharer)
-        self.held_call: Any = None  # its call held on a shared session, which the backend's requests go to
+        self.held_call: Held | None = None  # its call held on a shared session, which the backend's requests go to
         self.subscriptions: dict[str, set[str]] = {}  # backend → the URIs this client subscribed to there
         self.arrival: list[Any] = []  # the hop sequence the client's first request came with (federation)
         self._known_tasks: KnownTasks | None = None  # its tasks, for their notifications (made when needed)
         self.acting_for: str | None = None  # a request handed over by another replica: its client session
         self.protocol_version: str | None = None  # what initialize negotiated (telemetry)
         self.opened = time.monotonic()  # for mcp.server.session.duration
+
+    # -- its backends (BackendLinks) ----------------------------------------------------------
+    @property
+    def backends(self) -> dict[str, BackendSession | BaseException] | None:
+        return self.links.backends
+
+    @backends.setter
+    def backends(self, value: dict[str, BackendSession | BaseException] | None) -> None:
+        self.links.backends = value
+
+    def live_backends(self) -> Awaitable[dict[str, BackendSession | BaseException]]:
+        return self.links.live_backends()
+
+    def listable(self, method: str) -> Awaitable[dict[str, BackendSession]]:
+        return self.links.listable(method)
+
+    def starts_within(self, limit: float) -> Awaitable[None]:
+        return self.links.starts_within(limit)
+
+    def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> Awaitable[tuple[Any, Any]]:
+        return self.links.unlisted(list_method, kind, name, request_id)
+
+    def reloaded(self, gone: list[str], added: list[str]) -> Awaitable[None]:
+        return self.links.reloaded(gone, added)
+
+    def surface_changed(self) -> None:
+        """What this session can reach changed: its catalogues are stale (and a stateful client is told)."""
+        self._catalogs.clear()
+        if self.stateful:
+            for signal in CHANGE_SIGNALS:
+                self.end.notify(notification(signal))
 
     # -- dispatch -------------------------------------------------------------------------
     async def handle(self, message: Message, end: ClientEnd) -> Message | None:
@@ -157,7 +184,7 @@ class GatewaySession(BackendLinks):
         await self.hub.catalogue.fan_out(self, list_method, self._catalogs)
         return self._catalogs[list_method][1]
 
-    _composed = composed  # (links.py)
+    catalog = composed  # (links.py: a name not in the last catalogue)
 
     def cached(self, list_method: str, name: str) -> tuple[Entry, Catalog] | None:
         """``name`` in the catalogue this caller last composed, while its backend's list is current."""
@@ -190,7 +217,7 @@ class GatewaySession(BackendLinks):
         if not isinstance(params.get("capabilities", {}), dict):
             raise InvalidParams("initialize's params.capabilities must be an object", request_id=message.id)
         self.client_capabilities = params.get("capabilities") or {}  # an object or absent (checked above)
-        backends = await self.handshake_backends()  # not held by one still starting: it joins later (links.py)
+        backends = await self.links.handshake_backends()  # not held by one still starting: it joins later (links.py)
         g = self.hub
         value = compose.initialize_result(
             infos(backends),
@@ -318,7 +345,7 @@ class GatewaySession(BackendLinks):
             body["result"] = self._stamp(value, modern=True, backend_id=backend_id)
         return Message(body)
 
-    def _progress_relay(self, token: Any):
+    def progress_relay(self, token: Any):
         """Backend progress for one call, delivered under the client's own token (and type)."""
 
         def relay(m: Message) -> None:
@@ -458,108 +485,54 @@ class GatewaySession(BackendLinks):
         exposed: str | None = None,
         definition: dict[str, Any] | None = None,
     ) -> Message:
-        token = message.meta.get("progressToken")
-        on_progress = None if token is None else self._progress_relay(token)
-        modern = ctx.era is Era.MODERN
-
-        async def send(call: Call) -> Message:
-            # Looked up per attempt, inside the layers: an unavailable backend is an outcome
-            # the breaker counts, and a retry after a reconnect uses the new session.
-            session = await self.backend(backend_id)
-            sent = call.params
-            mediates_tasks = not modern and session.info.era is Era.MODERN and self.hub.settings.tasks.mediate
-            if not modern and session.info.era is Era.MODERN:
-                # A handshake client's capabilities travel per request to a 2026-07-28 backend
-                # (what this client declared, so the backend may ask for input; plus the Tasks
-                # extension, which the gateway takes on for it: task_mediation.py).
-                caps = self.client_capabilities
-                if mediates_tasks and call.method == TOOLS_CALL:
-                    caps = {**caps, "extensions": {**(caps.get("extensions") or {}), TASKS_EXTENSION: {}}}
-                sent = {**sent, "_meta": {**(sent.get("_meta") or {}), META_CLIENT_CAPABILITIES: caps}}
-            if modern and held_invoke.applies(
-                self, session, message, sent
-            ):  # a handshake backend that may ask this 2026-07-28 client for input
-                return await held_invoke.send(self, message, call)
-            if call.method in sharing.SUBSCRIPTIONS and session not in self._owned:  # refcounted on a shared session
-                forward = lambda: session.call(call.method, sent, timeout=call.timeout, owner=self)  # noqa: E731
-                return await sharing.subscription(self, session, call.method, sent, forward)
-            # ``owner``: on a shared session, what the backend asks meanwhile comes to this client
-            answer = await session.call(call.method, sent, on_progress=on_progress, timeout=call.timeout, owner=self)
-            if not modern:
-                if _asks_input(answer):
-                    again = lambda retry: session.call(
-                        call.method, retry, on_progress=on_progress, timeout=call.timeout, owner=self
-                    )  # noqa: E731
-                    answer = await mediate(self.end.ask, again, sent, answer, backend=session.id)
-                if mediates_tasks and call.method == TOOLS_CALL and task_mediation.is_task(answer):
-                    answer = await self._settle(session, call, answer, token)
-            return answer
-
-        pipeline = self.hub.pipeline
+        """The routed invoke through the call layers, ending in the exchange with the backend
+        session (``exchange.py``); then its links exposed, its task adopted, its stamp."""
         method = message.method or ""
         # The exchange's one deadline, no later than the backend's own timeout from now.
         timeout = self.hub.registry.timeout_for(backend_id)
         left = ctx.remaining(running_loop().time())
         if left is not None and (timeout is None or left < timeout):
             timeout = left
-        if pipeline.calls:
-            call = Call(
-                method,
-                backend_id,
-                params,
-                ctx.principal,
-                target=target,
-                exposed=exposed,
-                session=self._binding,
-                definition=definition,
-                meta=message.meta,
-                timeout=timeout,
-                context=ctx,
-            )
-            answer = await pipeline.run(call, send)
-        else:
-            answer = await send(Call(method, backend_id, params, timeout=timeout, context=ctx))
-        value = answer.body.get("result")
-        if not self.hub.routes.reverse and method in (TOOLS_CALL, PROMPTS_GET, RESOURCES_READ):
-            linked = (
-                expose_read(value, backend_id, self.hub.routes.uris)  # an App's contents under the URI asked for
-                if method == RESOURCES_READ
-                else expose_links(method, value, backend_id, self.hub.routes.uris)  # links the client can read back
-            )
-            if linked is not None:
-                answer = Message({**answer.body, "result": linked})
-                value = linked
-        if method == TOOLS_CALL and task_calls.created(value) is not None:
+        call = Call(
+            method,
+            backend_id,
+            params,
+            ctx.principal,
+            target=target,
+            exposed=exposed,
+            session=self._binding,
+            definition=definition,
+            meta=message.meta,
+            timeout=timeout,
+            context=ctx,
+            client=self,
+            request=message,
+        )
+        answer = await self.hub.pipeline.run(call, exchange.EXCHANGE)
+        if method in exchange.LINKED and not self.hub.routes.reverse:
+            answer = exchange.expose(answer, method, backend_id, self.hub.routes.uris)
+        if method == TOOLS_CALL and task_calls.created(answer.body.get("result")) is not None:
             # A created task is bound to its caller, under an id the gateway owns.
             answer = await task_calls.adopt(self, ctx, backend_id, target or "", answer)
-        if modern and isinstance(answer.body.get("result"), dict):
+        if ctx.era is Era.MODERN and isinstance(answer.body.get("result"), dict):
             return Message(
                 {**answer.body, "result": self._stamp(answer.body["result"], modern=True, backend_id=backend_id)}
             )
         return answer
 
-    async def _settle(self, session: BackendSession, call: Call, answer: Message, token: Any) -> Message:
-        """A handshake client's call answered with a task: polled to its outcome (task_mediation.py)."""
+    # -- what the exchange's call layers reach of this client (exchange.ExchangeClient) ----------
+    async def ask(self, method: str, params: Any) -> Message:
+        return await self.end.ask(method, params)
 
-        async def backend_call(method: str, params: dict[str, Any], timeout: float | None) -> Message:
-            return await session.call(method, params, timeout=timeout, owner=self)
+    def notify(self, message: Message) -> None:
+        self.end.notify(message)
 
-        def progress(count: int, text: str | None) -> None:
-            params: dict[str, Any] = {"progressToken": token, "progress": count}
-            if text is not None:
-                params["message"] = text
-            self.end.notify(notification("notifications/progress", params))
+    def owns(self, session: BackendSession) -> bool:
+        return session in self.links.owned
 
-        loop = running_loop()
-        return await task_mediation.settle(
-            backend_call,
-            self.end.ask,
-            answer,
-            settings=self.hub.settings.tasks,
-            deadline=None if call.timeout is None else loop.time() + call.timeout,
-            progress=None if token is None else progress,
-            backend=session.id,
-        )
+    @property
+    def task_settings(self) -> TaskSettings:
+        return self.hub.settings.tasks
 
     def _stamp(self, value: dict[str, Any], *, modern: bool, backend_id: str | None = None) -> dict[str, Any]:
         if not modern:
@@ -639,7 +612,7 @@ class GatewaySession(BackendLinks):
             and message.method != "notifications/initialized"
         ):
             for s in (self.backends or {}).values():
-                if isinstance(s, BackendSession) and s in self._owned:
+                if isinstance(s, BackendSession) and s in self.links.owned:
                     await s.peer.notify(message.method or "", message.params or None)
 
     async def _closed(self, end: ClientEnd) -> None:
@@ -648,12 +621,12 @@ class GatewaySession(BackendLinks):
             self.hub.sharing.forget(self)  # the backend sessions of a principal that was this session alone
         if self.stateful:
             self.hub.observability.session_ended(time.monotonic() - self.opened, self.protocol_version)
-        if not self.stateful and not self._owned and not self._reconnecting:
+        links = self.links
+        if not self.stateful and not links.owned and not links.tasks:
             return  # a 2026-07-28 exchange holds nothing of its own (sharing.release would return at once)
-        for task in list(self._reconnecting.values()):
-            task.cancel()
+        await links.cancel_tasks()  # its backends' starts and reconnects end with it
         await sharing.release(self)  # its subscriptions and log level on shared sessions
-        owned, self._owned = self._owned, []
+        owned, links.owned = links.owned, []
         await asyncio.gather(*(s.aclose() for s in owned), return_exceptions=True)
 
 
@@ -675,10 +648,3 @@ _HANDLERS = {
     "listen": GatewaySession._listen,
     None: GatewaySession._pass_on,  # Sidecar: not in the table, passed on mediated
 }
-
-
-def _asks_input(answer: Message) -> bool:
-    """Whether an answer asks for input (``mrtr.mediate`` has work to do): looked at here, so
-    that the common answer costs no coroutine (bench/profile_call.py: 6 calls fewer per call)."""
-    value = answer.body.get("result")
-    return isinstance(value, dict) and value.get("resultType") == "input_required"

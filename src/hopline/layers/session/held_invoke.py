@@ -14,7 +14,7 @@ request is waiting (``Held.attend``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from hopline.binding import META_CLIENT_CAPABILITIES, Era
 from hopline.context import principal_fields
@@ -23,13 +23,59 @@ from hopline.layers.session.held import Held
 from hopline.pipeline import Call
 
 if TYPE_CHECKING:
+    from hopline.context import Principal
     from hopline.layers.discovery.backend import BackendSession
+    from hopline.layers.session.held import HeldCalls
+    from hopline.layers.session.hub import Replicas, Settings
+
+
+class HeldSource(Protocol):
+    """Layer 2's registry, as a held call uses it: a backend session of the call's own, and
+    how long the backend is given to answer."""
+
+    async def connect(
+        self,
+        backend_id: str,
+        *,
+        era: Era,
+        client_capabilities: dict[str, Any],
+        on_request: Callable[[Message], Any],
+        on_notification: Callable[[Message], None],
+        principal: Principal,
+    ) -> BackendSession: ...
+
+    def timeout_for(self, backend_id: str) -> float | None: ...
+
+
+class HeldHub(Protocol):
+    """What a held call reaches beyond its client: the held calls, the other replicas (which may
+    hold it), the registry, the backends' settings (``mediate_input``)."""
+
+    held: HeldCalls
+    replicas: Replicas | None
+    registry: HeldSource
+    settings: Settings
+
+
+class HeldClient(Protocol):
+    """The client session a held call is for (a ``GatewaySession``)."""
+
+    hub: HeldHub
+    principal: Principal
+    held_call: Held | None  # its call held on a shared session, which the backend's requests go to
+
+    async def backend(self, backend_id: str) -> BackendSession: ...
+
+    def notify(self, message: Message) -> None: ...
+
+    def progress_relay(self, token: Any) -> Callable[[Message], None]: ...
+
 
 ASKS = ("sampling", "elicitation", "roots")
 RETRY_KEYS = ("inputResponses", "requestState")
 
 
-def applies(gs: Any, session: BackendSession, message: Message, params: dict[str, Any]) -> bool:
+def applies(gs: HeldClient, session: BackendSession, message: Message, params: dict[str, Any]) -> bool:
     if session.info.era is not Era.HANDSHAKE:
         return False
     if gs.hub.held.is_ours(params.get("requestState")):
@@ -37,13 +83,13 @@ def applies(gs: Any, session: BackendSession, message: Message, params: dict[str
     return bool(_asks(message))
 
 
-def _dedicated(gs: Any, backend_id: str) -> bool:
+def _dedicated(gs: HeldClient, backend_id: str) -> bool:
     """Whether a held call runs on a backend session of its own (``mediate_input``)."""
     spec = gs.hub.settings.backends[backend_id]
     return spec.mediate_input if spec.mediate_input is not None else spec.url is not None
 
 
-async def _handed(gs: Any, replica: str, message: Message, call: Call) -> Message:
+async def _handed(gs: HeldClient, replica: str, message: Message, call: Call) -> Message:
     """The client's retry, answered by the replica that holds its call (as this caller)."""
     answer = await gs.hub.replicas.forward(replica, message.body, principal_fields(gs.principal), call.timeout)
     return Message(answer)
@@ -54,7 +100,7 @@ def _asks(message: Message) -> dict[str, Any]:
     return {k: v for k, v in caps.items() if k in ASKS} if isinstance(caps, dict) else {}
 
 
-async def send(gs: Any, message: Message, call: Call) -> Message:
+async def send(gs: HeldClient, message: Message, call: Call) -> Message:
     """One round: start the held call, or resume it with the client's answers; then the
     backend's final answer, or an ``input_required`` result naming the held call."""
     g = gs.hub
@@ -96,7 +142,7 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
         held = g.held.hold(owner, start, on_expire=_expired)
     token = message.meta.get("progressToken")
     held.attend(
-        None if token is None else gs._progress_relay(token), _logs_to(gs)
+        None if token is None else gs.progress_relay(token), _logs_to(gs)
     )  # this round's request hears what the call reports
     try:
         step = await held.next_step(g.registry.timeout_for(call.backend))
@@ -113,12 +159,12 @@ async def send(gs: Any, message: Message, call: Call) -> Message:
     return result(message.id, step)
 
 
-def _logs_to(gs: Any):
+def _logs_to(gs: HeldClient) -> Callable[[Message], None]:
     def deliver(message: Message) -> None:
         if (
             message.method == "notifications/message"
         ):  # logs; list changes and the rest are the shared session's business
-            gs.end.notify(message)
+            gs.notify(message)
 
     return deliver
 

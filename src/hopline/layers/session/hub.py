@@ -12,15 +12,20 @@ configuration's sections satisfy; nothing here imports the configuration.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, MutableSet, Protocol
 
 if TYPE_CHECKING:
     from hopline.layers.capability.lists import Catalogue
     from hopline.layers.discovery.backend import BackendSession
+    from hopline.context import Context
+    from hopline.jsonrpc import Message
     from hopline.layers.discovery.registry import Registry
+    from hopline.layers.resilience.partial import FanOut
+    from hopline.layers.session.listen import Listener
+    from hopline.layers.session.task_push import Route
     from hopline.layers.routing.tables import Routes
     from hopline.layers.session.held import HeldCalls
-    from hopline.layers.session.task_calls import TaskSettings
+    from hopline.layers.session.task_calls import TaskClient, TaskSettings
     from hopline.layers.session.task_store import TaskStore
     from hopline.pipeline import Pipeline
 
@@ -75,21 +80,96 @@ class Replicas(Protocol):
     async def ready(self, timeout: float) -> None: ...
 
 
+class SharedSessions(Protocol):
+    """The gateway's shared backend sessions (``sharing.Sharing``), as client sessions use them
+    (``owner``: the client session a shared session is taken for)."""
+
+    shared: Mapping[Any, BackendSession]  # keyed by (backend, capability set…): sharing.py's own key
+
+    def shares(self, backend_id: str) -> bool: ...
+
+    def ready(self, ids: list[str], owner: object) -> dict[str, BackendSession | BaseException] | None: ...
+
+    async def sessions_for(self, ids: list[str], owner: object) -> dict[str, BackendSession | BaseException]: ...
+
+    def forget(self, owner: object) -> None: ...
+
+
+class ListenRelay(Protocol):
+    """The gateway's own listens on 2026-07-28 backends (``backend_listens.BackendListens``)."""
+
+    sessions: dict[str, BackendSession]
+
+    async def subscribe(self, listener: Listener, targets: list[tuple[str, str]], *, wait: float = 5.0) -> None: ...
+
+    def unsubscribe(self, listener: Listener) -> None: ...
+
+    def updated(self, backend_id: str, uri: str, params: dict[str, Any]) -> None: ...
+
+    def acknowledged(self, backend_id: str, listen_id: object = None) -> None: ...
+
+
+class TaskPushes(Protocol):
+    """Backend listens for the tasks clients' listens name (``task_push.TaskPush``)."""
+
+    async def subscribe(
+        self, gs: TaskClient, ctx: Context, listener: Listener, asked: object, *, wait: float
+    ) -> list[Route]: ...
+
+    def start(self, routes: list[Route]) -> None: ...
+
+    def unsubscribe(self, routes: list[Route]) -> None: ...
+
+    def deliver(self, backend_id: str, session: BackendSession | None, message: Message) -> bool: ...
+
+
+class SharedEvents(Protocol):
+    def shared_event(self, backend_id: str, event: str) -> None: ...
+
+
+class SessionMetrics(Protocol):
+    """What the session layer reports to observability."""
+
+    metrics: SharedEvents | None
+
+    def list_fetch(self, backend: str, method: str, result: object) -> None: ...
+
+    def session_ended(self, seconds: float, version: str | None) -> None: ...
+
+
+class ListResilience(Protocol):
+    """Layer 4 as a fan-out list sees it: partial failure, and each fetch's outcome for the breakers."""
+
+    fan_out: FanOut
+
+    def observe(self, backend: str, result: object) -> None: ...
+
+
+class OpenSession(Protocol):
+    """An open client session, as the gateway-wide state sees it (a ``GatewaySession``)."""
+
+    backends: dict[str, BackendSession | BaseException] | None
+
+    def surface_changed(self) -> None: ...
+
+    def backend_changed(self, backend_id: str, method: str) -> None: ...
+
+
 class Hub(Protocol):
     settings: Settings
     registry: Registry
     routes: Routes
     pipeline: Pipeline
-    sharing: Any  # sharing.Sharing: the shared backend sessions (typed loosely: it uses this Hub)
-    backend_listens: Any  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
-    task_push: Any  # task_push.TaskPush: backend listens for the tasks clients' listens name
+    sharing: SharedSessions  # sharing.Sharing: the shared backend sessions
+    backend_listens: ListenRelay  # backend_listens.BackendListens: the gateway's own listens on 2026-07-28 backends
+    task_push: TaskPushes  # task_push.TaskPush: backend listens for the tasks clients' listens name
     held: HeldCalls
     replicas: Replicas | None  # the other replicas, to hand them what they hold (None: alone)
     tasks: TaskStore  # exposed task id → (backend, owner…): layers/session/task_store.py
-    sessions: set[Any]  # the open GatewaySessions
-    listeners: set[Any]  # open 2026-07-28 listen streams
-    resilience: Any  # the resilience layer (breaker outcomes, fan-out policy)
-    observability: Any  # the observability layer (list fetch metrics, shared-session events)
+    sessions: MutableSet[OpenSession]  # the open GatewaySessions
+    listeners: MutableSet[Listener]  # open 2026-07-28 listen streams
+    resilience: ListResilience  # the resilience layer (breaker outcomes, fan-out policy)
+    observability: SessionMetrics  # the observability layer (list fetch metrics, shared-session events)
     catalogue: Catalogue  # the composed lists and their filtered views, gateway-wide (layers/capability/lists.py)
 
     def shared_changed(self, backend: BackendSession, method: str) -> None:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from hopline.binding import Era
-from hopline.jsonrpc import HoplineError, InvalidParams, UnavailableError, notification
+from hopline.jsonrpc import HoplineError, InvalidParams, Message, UnavailableError
 from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.routing.catalog import Entry
 from hopline.layers.session import sharing
@@ -34,7 +34,9 @@ from hopline.layers.transport.channel import Pooled
 if TYPE_CHECKING:
     from hopline.context import Principal
     from hopline.layers.session.client_end import ClientEnd
-    from hopline.layers.session.hub import Hub
+    from hopline.layers.routing.catalog import Catalog
+    from hopline.layers.routing.namespace import Namespace
+    from hopline.layers.session.hub import RoutingSettings
 
 log = logging.getLogger("hopline.gateway")
 
@@ -45,53 +47,118 @@ CHANGE_SIGNALS = (
 )
 
 
-class BackendLinks:
-    """Mixin of :class:`~hopline.layers.session.gateway_session.GatewaySession`: its backends."""
+class BackendSource(Protocol):
+    """Layer 2's registry, as a session's links use it: the configured backends, the ones a
+    handshake gave up waiting for, and a new backend session of the client's own."""
 
-    hub: Hub
+    connectors: Mapping[str, object]
+    slow: set[str]
+
+    async def connect(
+        self,
+        backend_id: str,
+        *,
+        era: Era,
+        client_capabilities: dict[str, Any],
+        on_request: Callable[[Message], Awaitable[Message]],
+        on_notification: Callable[[Message], None],
+        principal: Principal,
+        chain: list[dict[str, Any]] | None = None,
+    ) -> BackendSession: ...
+
+
+class SharedBackends(Protocol):
+    """The gateway's shared backend sessions (``sharing.Sharing``), as a session's links use them."""
+
+    def shares(self, backend_id: str) -> bool: ...
+
+    def ready(self, ids: list[str], owner: LinkClient) -> dict[str, BackendSession | BaseException] | None: ...
+
+    async def sessions_for(self, ids: list[str], owner: LinkClient) -> dict[str, BackendSession | BaseException]: ...
+
+
+class LinkSettings(Protocol):
+    routing: RoutingSettings
+
+
+class LinkRoutes(Protocol):
+    """How a name not in the catalogue names its backend (``unlisted``)."""
+
+    reverse: bool
+    single: str | None
+    namespace: Namespace
+
+
+class LinkHub(Protocol):
+    """What a session's links are handed (the gateway is one): read at each use, since a hot
+    reload replaces the settings and the routes."""
+
+    registry: BackendSource
+    sharing: SharedBackends
+    settings: LinkSettings
+    routes: LinkRoutes
+
+
+class LinkClient(Protocol):
+    """What a session's backend links need of the client session they belong to: what it
+    opens a backend session as (``client_capabilities``, ``principal``, ``arrival``), whether
+    it is stateful and still open (``end``), the URIs it subscribed to, where a backend's
+    requests and notifications go, and what it does when its surface changes. (The session
+    itself is also what ``sharing`` hands shared backend sessions to.)"""
+
     stateful: bool
     end: ClientEnd
     client_capabilities: dict[str, Any]
-    backends: dict[str, BackendSession | BaseException] | None
-    _owned: list[BackendSession]
-    _catalogs: dict[str, Any]
-    _connecting: asyncio.Future | None
-    _reconnecting: dict[str, asyncio.Task]
     principal: Principal
-    subscriptions: dict[str, set[str]]
     arrival: list[Any]
-    _starts: dict[str, asyncio.Future]  # each backend's start in this session (set by _connect)
-    _parked: frozenset[str] = frozenset()  # backends closed while idle (or refused at the cap), reopened on demand
+    subscriptions: dict[str, set[str]]
 
-    if TYPE_CHECKING:  # provided by the other parts of GatewaySession
+    def _server_request_from(self, backend_id: str) -> Callable[[Message], Awaitable[Message]]: ...
 
-        def _server_request_from(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
+    def _backend_notification(self, backend_id: str) -> Callable[[Message], None]: ...
 
-        def _backend_notification(self, backend_id: str) -> Any: ...  # noqa: E704 (GatewaySession)
+    def backend_changed(self, backend_id: str, method: str) -> None: ...
 
-        def backend_changed(self, backend_id: str, method: str) -> None: ...  # noqa: E704 (GatewaySession)
+    def surface_changed(self) -> None: ...
 
-        async def _composed(self, method: str) -> None: ...  # noqa: E704 (ListComposer)
+    async def catalog(self, list_method: str) -> Catalog: ...
+
+
+class BackendLinks:
+    """A gateway session's backends (owned by it: ``GatewaySession.links``): the sessions it
+    reaches each backend by (``backends``; ``owned``: the ones of its own, not shared), their
+    starts, reconnects and reopens (``tasks``, cancelled when the client session closes)."""
+
+    def __init__(self, client: LinkClient, hub: LinkHub) -> None:
+        self.client = client
+        self.hub = hub
+        self.backends: dict[str, BackendSession | BaseException] | None = None
+        self.owned: list[BackendSession] = []
+        self._connecting: asyncio.Future | None = None
+        self.tasks: dict[str, asyncio.Task] = {}  # starts, reconnects and reopens, by backend ("": the first connect)
+        self._starts: dict[str, asyncio.Future] = {}  # each backend's start in this session (set by _connect)
+        # backends closed while idle (or refused at the cap), reopened on demand
+        self.parked: frozenset[str] = frozenset()
 
     # -- backends ---------------------------------------------------------------------
     async def open_backend(self, backend_id: str) -> BackendSession:
         session = await self.hub.registry.connect(
             backend_id,
             era=Era.HANDSHAKE,
-            client_capabilities=self.client_capabilities,
-            on_request=self._server_request_from(backend_id),
-            on_notification=self._backend_notification(backend_id),
-            principal=self.principal,
-            chain=self.arrival,
+            client_capabilities=self.client.client_capabilities,
+            on_request=self.client._server_request_from(backend_id),
+            on_notification=self.client._backend_notification(backend_id),
+            principal=self.client.principal,
+            chain=self.client.arrival,
         )
-        if self.end.is_closed():  # the client left while this backend started
+        if self.client.end.is_closed():  # the client left while this backend started
             await session.aclose()
             raise UnavailableError(
                 f"backend {backend_id}: the client session is closed", backend=backend_id, reason="client_closed"
             )
-        session.on_changed = lambda s, method: self.backend_changed(s.id, method)
+        session.on_changed = lambda s, method: self.client.backend_changed(s.id, method)
         session.on_closed = self._backend_lost
-        self._owned.append(session)
+        self.owned.append(session)
         channel = session.peer.channel
         if isinstance(channel, Pooled):  # a child from the backend's pool: it may ask for it back
             channel.reclaim = lambda: self._park(backend_id, session, channel)
@@ -99,8 +166,10 @@ class BackendLinks:
 
     async def live_backends(self) -> dict[str, BackendSession | BaseException]:
         if self.backends is None:
-            if not self.stateful and self._connecting is None:  # a 2026-07-28 request: every shared session up, no task
-                ready = self.hub.sharing.ready(list(self.hub.registry.connectors), self)
+            if (
+                not self.client.stateful and self._connecting is None
+            ):  # a 2026-07-28 request: every shared session up, no task
+                ready = self.hub.sharing.ready(list(self.hub.registry.connectors), self.client)
                 if ready is not None:
                     self.backends = ready
                     return ready
@@ -109,7 +178,7 @@ class BackendLinks:
                 self.backends = found
                 self._started(found)
         elif any(isinstance(s, BackendSession) and s.is_closed() for s in self.backends.values()):
-            await sharing.reacquire(self, self.backends)  # shared sessions that went away, taken afresh
+            await sharing.reacquire(self.client, self.backends)  # shared sessions that went away, taken afresh
         return self.backends
 
     def _connect(self) -> asyncio.Future:
@@ -118,7 +187,7 @@ class BackendLinks:
         in ``_starts`` so that the handshake can answer from the ones that are up."""
         if self._connecting is None:
             starts = {
-                b: asyncio.ensure_future(self.hub.sharing.sessions_for([b], self))
+                b: asyncio.ensure_future(self.hub.sharing.sessions_for([b], self.client))
                 for b in list(self.hub.registry.connectors)
             }
             self._starts = starts
@@ -133,20 +202,20 @@ class BackendLinks:
                 return {b: s for one in found for b, s in one.items()}
 
             self._connecting = asyncio.ensure_future(every())
-            if self.stateful:
+            if self.client.stateful:
                 self._track("", self._connecting)  # cancelled with the reconnects when the client session closes
         return self._connecting
 
     def _started(self, found: dict[str, BackendSession | BaseException]) -> None:
         """Backends that did not start: a pool's child is parked (tried again when a request
         needs it), the others reconnected with backoff."""
-        if not self.stateful:
+        if not self.client.stateful:
             return
         for backend_id, one in found.items():
             if (isinstance(one, asyncio.TimeoutError) or getattr(one, "reason", None) == "at_capacity") and _pooled(
                 self.hub.registry.connectors.get(backend_id)
             ):
-                self._parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
+                self.parked |= {backend_id}  # a pool's child: tried again when a request needs it, not in a loop
             elif not isinstance(one, BackendSession):
                 self._schedule_reconnect(backend_id)
             else:
@@ -159,7 +228,7 @@ class BackendLinks:
         still starting then does not hold the handshake: it stands as unavailable ("still
         starting"), its start goes on (up to ``routing.startup_timeout``), and when it comes up
         it joins the session with the CHANGE-SIGNAL, as a backend that reconnects does."""
-        if self.backends is not None or not self.stateful:
+        if self.backends is not None or not self.client.stateful:
             return await self.live_backends()
         connecting = self._connect()
         slow = self.hub.registry.slow
@@ -195,7 +264,7 @@ class BackendLinks:
         if self.backends is None:
             return
         if any([self._join(b, found[b]) for b in late if b in found]):  # (every one joined, then one signal)
-            self.surface_changed()
+            self.client.surface_changed()
 
     def _join(self, backend_id: str, found: BackendSession | BaseException) -> bool:
         """One backend the handshake did not wait for, its start over: put in its place (unless
@@ -227,7 +296,7 @@ class BackendLinks:
             if start.done() and not start.cancelled() and start.exception() is None
         ]
         if any(joined):
-            self.surface_changed()
+            self.client.surface_changed()
 
     async def _started_late(self, backend_id: str, placeholder: Any) -> Any:
         """A call to a backend still starting waits for its start (bounded by
@@ -241,16 +310,23 @@ class BackendLinks:
             return placeholder
         found = start.result().get(backend_id, placeholder)
         if self._join(backend_id, found):
-            self.surface_changed()
+            self.client.surface_changed()
         return (self.backends or {}).get(backend_id, found)
 
     def _track(self, key: str, task: asyncio.Future) -> None:
         """Keep a start of this session's (initial connect "", reconnect or reopen of a
-        backend) where closing the session cancels it (``_closed`` cancels them all)."""
-        self._reconnecting[key] = task  # type: ignore[assignment]
-        task.add_done_callback(
-            lambda t, k=key: self._reconnecting.pop(k, None) if self._reconnecting.get(k) is t else None
-        )
+        backend) where closing the session cancels and awaits it (``cancel_tasks``)."""
+        self.tasks[key] = task  # type: ignore[assignment]
+        task.add_done_callback(lambda t, k=key: self.tasks.pop(k, None) if self.tasks.get(k) is t else None)
+
+    async def cancel_tasks(self) -> None:
+        """The client session closed: every start, reconnect and reopen of its backends is
+        cancelled and awaited, so none outlives the session that owns it."""
+        current = asyncio.current_task()
+        pending = [task for task in self.tasks.values() if task is not current]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     # -- parking ---------------------------------------------------------------------------
     async def _park(self, backend_id: str, session: BackendSession, lease: Pooled) -> bool:
@@ -259,17 +335,17 @@ class BackendLinks:
             return False
         current = (self.backends or {}).get(backend_id)
         if current is session or current is None:
-            self._parked |= {backend_id}
+            self.parked |= {backend_id}
         session.on_closed = None  # not a loss: no reconnect loop, no CHANGE-SIGNAL
-        if session in self._owned:
-            self._owned.remove(session)
+        if session in self.owned:
+            self.owned.remove(session)
         log.info("backend %s: parked an idle session (child %s reaped)", backend_id, lease.pid)
         await session.aclose()
         return True
 
     async def _unpark(self, backend_id: str) -> BackendSession:
         """Reopen a parked backend for this client (one reopen shared by concurrent requests)."""
-        task = self._reconnecting.get(backend_id)
+        task = self.tasks.get(backend_id)
         if task is None:
             task = asyncio.ensure_future(self._reopen(backend_id))
             self._track(backend_id, task)
@@ -279,7 +355,7 @@ class BackendLinks:
         shared = self.hub.sharing.shares(backend_id)  # refused at the cap: its shared session, asked again
         try:
             if shared:
-                (found,) = (await self.hub.sharing.sessions_for([backend_id], self)).values()
+                (found,) = (await self.hub.sharing.sessions_for([backend_id], self.client)).values()
                 if isinstance(found, BaseException):
                     raise found
                 session = found
@@ -299,7 +375,7 @@ class BackendLinks:
             raise UnavailableError(
                 f"backend {backend_id} is unavailable: {why}", backend=backend_id, reason="start_failed"
             ) from None
-        self._parked -= {backend_id}
+        self.parked -= {backend_id}
         if self.backends is not None:
             self.backends[backend_id] = session
         if not shared:  # a shared session's subscriptions are refcounted there (sharing.subscription)
@@ -310,7 +386,7 @@ class BackendLinks:
         """The backend sessions a list is composed from: the live ones and the parked ones
         (their cached lists stand; one without this list cached is reopened first)."""
         backends = await self.live_backends()
-        parked = self._parked
+        parked = self.parked
         if parked:
             reopen = [
                 b
@@ -325,7 +401,7 @@ class BackendLinks:
         return {
             b: s
             for b, s in backends.items()
-            if isinstance(s, BackendSession) and (not s.is_closed() or b in self._parked)
+            if isinstance(s, BackendSession) and (not s.is_closed() or b in self.parked)
         }
 
     async def unlisted(self, list_method: str, kind: str, name: str, request_id: Any) -> tuple[Any, Any]:
@@ -343,35 +419,33 @@ class BackendLinks:
             backend_id = head[0] if head is not None else None
         if backend_id is not None and backend_id in g.registry.connectors:
             found = (self.backends or {}).get(backend_id)
-            if backend_id in self._parked:
+            if backend_id in self.parked:
                 await self._unpark(backend_id)
-                await self._composed(list_method)
-                catalog = self._catalogs[list_method][1]
+                catalog = await self.client.catalog(list_method)
                 entry = catalog.resolve(name)
                 if entry is not None:
                     return entry, catalog
             elif not isinstance(found, BackendSession) or found.is_closed():
                 raise _unavailable(backend_id, found, request_id)
             if g.routes.reverse:  # the client believes it talks to the server: the server answers
-                catalog = self._catalogs[list_method][1]
-                return Entry(name, backend_id, name), catalog
+                return Entry(name, backend_id, name), await self.client.catalog(list_method)
         raise InvalidParams(f"Unknown {kind}: {name!r}", request_id=request_id)
 
     def _schedule_reconnect(self, backend_id: str) -> None:
         """Keep trying a backend that failed or went away; when it answers, its
         capabilities reappear and the client gets the CHANGE-SIGNAL (draft §6.7)."""
-        if backend_id in self._reconnecting or self.end.is_closed():
+        if backend_id in self.tasks or self.client.end.is_closed():
             return
         task = asyncio.create_task(self._reconnect(backend_id), name=f"reconnect-{backend_id}")
-        self._reconnecting[backend_id] = task
-        task.add_done_callback(lambda _t, b=backend_id: self._reconnecting.pop(b, None))
+        self.tasks[backend_id] = task
+        task.add_done_callback(lambda _t, b=backend_id: self.tasks.pop(b, None))
 
     async def _reconnect(self, backend_id: str) -> None:
         delay = self.hub.settings.routing.retry_after
-        while not self.end.is_closed() and backend_id in self.hub.registry.connectors:
+        while not self.client.end.is_closed() and backend_id in self.hub.registry.connectors:
             await asyncio.sleep(random.uniform(delay / 2, delay))  # jittered: sessions do not reconnect in lockstep
             try:
-                (found,) = (await self.hub.sharing.sessions_for([backend_id], self)).values()
+                (found,) = (await self.hub.sharing.sessions_for([backend_id], self.client)).values()
             except Exception as exc:  # never let a reconnect loop die silently
                 found = exc
             if isinstance(found, BackendSession):
@@ -379,13 +453,13 @@ class BackendLinks:
                     self.backends[backend_id] = found
                 log.info("backend %s is back", backend_id)
                 await self._resubscribe(found)
-                self.surface_changed()
+                self.client.surface_changed()
                 return
             delay = min(delay * 2, 60.0)
 
     async def _resubscribe(self, session: BackendSession) -> None:
         """A new backend session knows none of this client's resource subscriptions: renew them."""
-        for uri in sorted(self.subscriptions.get(session.id, ())):
+        for uri in sorted(self.client.subscriptions.get(session.id, ())):
             try:
                 await session.call("resources/subscribe", {"uri": uri})
             except Exception as exc:
@@ -394,38 +468,32 @@ class BackendLinks:
     def _backend_lost(self, backend: BackendSession) -> None:
         if self.backends is not None and self.backends.get(backend.id) is backend:
             self.backends[backend.id] = UnavailableError(f"backend {backend.id} went away", backend=backend.id)
-            self.surface_changed()
+            self.client.surface_changed()
             self._schedule_reconnect(backend.id)
 
     async def reloaded(self, gone: list[str], added: list[str]) -> None:
         """The configuration changed under this session: drop what went, connect what came."""
         if self.backends is None:
             return  # not connected yet: the next request sees the new configuration
-        self._parked -= set(gone)
+        self.parked -= set(gone)
         for backend_id in gone:
             found = self.backends.pop(backend_id, None)
-            task = self._reconnecting.pop(backend_id, None)
+            task = self.tasks.pop(backend_id, None)
             if task is not None:
                 task.cancel()
-            if isinstance(found, BackendSession) and found in self._owned:
-                self._owned.remove(found)
+            if isinstance(found, BackendSession) and found in self.owned:
+                self.owned.remove(found)
                 await found.aclose()
         if added:
-            self.backends.update(await self.hub.sharing.sessions_for(added, self))
+            self.backends.update(await self.hub.sharing.sessions_for(added, self.client))
             for backend_id in added:
                 if not isinstance(self.backends.get(backend_id), BackendSession):
                     self._schedule_reconnect(backend_id)
-        self.surface_changed()
-
-    def surface_changed(self) -> None:
-        self._catalogs.clear()
-        if self.stateful:
-            for signal in CHANGE_SIGNALS:
-                self.end.notify(notification(signal))
+        self.client.surface_changed()
 
     async def backend(self, backend_id: str) -> BackendSession:
         backends = self.backends
-        if backends is not None and backend_id not in self._parked:
+        if backends is not None and backend_id not in self.parked:
             # live_backends' own test, without its coroutine and generator: when no session is
             # closed it hands the table back untouched (bench/profile_call.py: 7 calls fewer per call)
             for session in backends.values():
@@ -438,7 +506,7 @@ class BackendLinks:
         found = (await self.live_backends()).get(backend_id)
         if still_starting(found):  # a start the handshake did not wait for: a call to it waits for it
             found = await self._started_late(backend_id, found)
-        if backend_id in self._parked:
+        if backend_id in self.parked:
             return await self._unpark(backend_id)
         if not isinstance(found, BackendSession) or found.is_closed():
             raise _unavailable(backend_id, found)

@@ -53,7 +53,7 @@ import random
 import secrets
 import weakref
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 import orjson
 
@@ -66,6 +66,7 @@ from hopline.layers.session import task_calls
 from hopline.layers.transport.channel import Pooled
 
 if TYPE_CHECKING:
+    from hopline.layers.discovery.registry import Registry
     from hopline.layers.session.hub import Hub
 
 log = logging.getLogger("hopline.gateway")
@@ -163,7 +164,7 @@ class Sharing:
         """Whether client sessions share this backend's sessions (``share``/``stateless``)."""
         return self.hub.settings.backends[backend_id].shares()
 
-    def sharer(self, owner: Any) -> Principal:
+    def sharer(self, owner: ShareOwner) -> Principal:
         """Who ``owner`` shares backend sessions as: its principal; an anonymous client on a
         listener that is not loopback, a principal of its own (unless ``routing.share_anonymous``)."""
         principal = owner.principal
@@ -175,7 +176,7 @@ class Sharing:
             own = owner.sharer = Principal(ANONYMOUS.subject, issuer=f"hopline-session:{secrets.token_hex(12)}")
         return own
 
-    def ready(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException] | None:
+    def ready(self, ids: list[str], owner: ShareOwner) -> dict[str, BackendSession | BaseException] | None:
         """The open shared sessions a stateless ``owner`` uses, without waiting; None if one is not up."""
         caps = owner.client_capabilities
         principal = self.sharer(owner)
@@ -187,7 +188,7 @@ class Sharing:
             out[backend_id] = found
         return out
 
-    async def sessions_for(self, ids: list[str], owner: Any) -> dict[str, BackendSession | BaseException]:
+    async def sessions_for(self, ids: list[str], owner: ShareOwner) -> dict[str, BackendSession | BaseException]:
         """Connect ``owner`` to every backend in ``ids`` concurrently: to the shared session of
         each backend it shares, else to one of its own. One that fails or is slow (past
         ``routing.startup_timeout``) does not block the rest; its error stands in for it."""
@@ -204,7 +205,7 @@ class Sharing:
                 return await self.session(
                     backend_id, principal, owner.arrival, caps, self.prefer(backend_id, owner.stateful), owner
                 )
-            return await owner.open_backend(backend_id)
+            return await owner.links.open_backend(backend_id)
 
         results = await asyncio.gather(*(asyncio.wait_for(one(b), startup) for b in ids), return_exceptions=True)
         out: dict[str, BackendSession | BaseException] = {}
@@ -442,7 +443,7 @@ class Sharing:
         await session.aclose()
         return True
 
-    def forget(self, owner: Any) -> None:
+    def forget(self, owner: ShareOwner) -> None:
         """A client session that was a principal of its own closed: its sessions go."""
         own = getattr(owner, "sharer", None)
         if own is None:
@@ -618,12 +619,51 @@ class Sharing:
 SUBSCRIPTIONS = ("resources/subscribe", "resources/unsubscribe")
 
 
-def shared_of(gs: Any) -> list[BackendSession]:
+class SharingHub(Protocol):
+    """What the module functions below reach beyond the client session: the configured
+    backends and the shared backend sessions."""
+
+    registry: Registry
+    sharing: Sharing
+
+
+class OwnLinks(Protocol):
+    """Of a client session's backend links (``links.BackendLinks``): its own sessions, its parked
+    backends, and a backend session of its own (a backend that is not shared)."""
+
+    owned: list[BackendSession]
+    parked: frozenset[str]
+
+    async def open_backend(self, backend_id: str) -> BackendSession: ...
+
+
+class ShareOwner(Protocol):
+    """A client session as the shared backend sessions are taken for it (a ``GatewaySession``):
+    who it shares as, what it declared, its era and hop sequence, its own backend links."""
+
+    principal: Principal
+    sharer: Principal | None
+    client_capabilities: dict[str, Any]
+    stateful: bool
+    arrival: list[Any]
+    links: OwnLinks
+
+
+class SharingClient(Protocol):
+    """A client session, as its shared backend sessions see it (a ``GatewaySession``)."""
+
+    hub: SharingHub
+    stateful: bool
+    backends: dict[str, BackendSession | BaseException] | None
+    links: OwnLinks
+
+
+def shared_of(gs: SharingClient) -> list[BackendSession]:
     """The shared backend sessions ``gs`` uses (the ones it does not own)."""
-    return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs._owned]
+    return [s for s in (gs.backends or {}).values() if isinstance(s, BackendSession) and s not in gs.links.owned]
 
 
-async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
+async def reacquire(gs: SharingClient, backends: dict[str, Any]) -> None:
     """Closed shared sessions in ``backends`` are taken afresh from the gateway (which
     replaces each one once, under its lock); ones that do not start stay as they are,
     so the call fails as unavailable and the next one tries again."""
@@ -633,17 +673,23 @@ async def reacquire(gs: Any, backends: dict[str, Any]) -> None:
         for b, s in backends.items()
         if isinstance(s, BackendSession)
         and s.is_closed()
-        and s not in gs._owned
+        and s not in gs.links.owned
         and b in gs.hub.registry.connectors
         and gs.hub.sharing.shares(b)
-        and b not in gs._parked
+        and b not in gs.links.parked
     ]
     if stale:
         fresh = await gs.hub.sharing.sessions_for(stale, gs)
         backends.update({b: s for b, s in fresh.items() if isinstance(s, BackendSession)})
 
 
-async def subscription(gs: Any, session: BackendSession, method: str, params: dict[str, Any], send: Any) -> Message:
+async def subscription(
+    gs: SharingClient,
+    session: BackendSession,
+    method: str,
+    params: dict[str, Any],
+    send: Callable[[], Awaitable[Message]],
+) -> Message:
     """``resources/subscribe``/``unsubscribe`` on a shared session, refcounted: only the
     URI's first subscriber and its last unsubscriber reach the backend; the others are
     answered here (what the backend would have said: an empty result)."""
@@ -667,7 +713,7 @@ async def subscription(gs: Any, session: BackendSession, method: str, params: di
     return await send()
 
 
-async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) -> None:
+async def set_level(gs: SharingClient, session: BackendSession, params: dict[str, Any]) -> None:
     """``logging/setLevel`` on a shared session: the backend gets the most verbose level
     any of its clients asked for; each client is then delivered only lines at its own level."""
     level = session.owners.set_level(gs, params.get("level"))
@@ -675,7 +721,7 @@ async def set_level(gs: Any, session: BackendSession, params: dict[str, Any]) ->
         await session.call("logging/setLevel", {**params, "level": level})
 
 
-async def release(gs: Any) -> None:
+async def release(gs: SharingClient) -> None:
     """A client session closed: its subscriptions and level on shared sessions are let go
     (the backend gets ``resources/unsubscribe`` for URIs nobody else wants). Bounded."""
 

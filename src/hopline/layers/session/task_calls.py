@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable, Mapping, Protocol
 
 from hopline.context import principal_fields
 from hopline.jsonrpc import InvalidParams, Message, notification, result
@@ -36,7 +36,11 @@ from hopline.layers.session.task_store import TaskRecord, mint, owner_of
 from hopline.pipeline import Item
 
 if TYPE_CHECKING:
-    from hopline.context import principal_fields, Context
+    from hopline.context import principal_fields, Context, Principal
+    from hopline.layers.discovery.backend import BackendSession
+    from hopline.layers.routing.tables import Routes
+    from hopline.layers.session.task_store import TaskStore
+    from hopline.pipeline import Pipeline
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -52,6 +56,73 @@ class TaskSettings(Protocol):
     poll_interval: float
     min_poll_interval: float
     mediate: bool
+
+
+class _Routing(Protocol):
+    page_size: int
+    list_timeout: float
+
+
+class _Backend(Protocol):
+    command: object  # a stdio backend's command (its tasks live in this replica's child), else None
+
+
+class TaskHubSettings(Protocol):
+    routing: _Routing
+    tasks: TaskSettings
+    backends: Mapping[str, _Backend]
+
+
+class _Connectors(Protocol):
+    connectors: Mapping[str, object]
+
+
+class TaskReplicas(Protocol):
+    replica: str | None
+
+    async def forward(
+        self, replica: str, body: dict[str, Any], who: dict[str, Any], timeout: float | None, what: str = "call"
+    ) -> dict[str, Any]: ...
+
+
+class TaskHub(Protocol):
+    """What the task calls reach of the gateway: the task store, the tables that name tasks
+    (and cursors), the settings, the configured backends, the replicas, the pipeline's surface."""
+
+    tasks: TaskStore
+    routes: Routes
+    settings: TaskHubSettings
+    registry: _Connectors
+    replicas: TaskReplicas | None
+    pipeline: Pipeline
+
+
+class TaskClient(Protocol):
+    """A client session, as its tasks see it (a ``GatewaySession``): who it is, its tasks, its
+    backend sessions, a notification to it, its cursor binding and its routed invoke."""
+
+    hub: TaskHub
+    principal: Principal
+    known_tasks: KnownTasks
+    backends: dict[str, BackendSession | BaseException] | None
+
+    def backend(self, backend_id: str) -> Awaitable[BackendSession]: ...
+
+    def notify(self, message: Message) -> None: ...
+
+    def _cursor_binding(self) -> str: ...
+
+    async def _forward(
+        self,
+        message: Message,
+        ctx: Context,
+        backend_id: str,
+        params: dict[str, Any],
+        *,
+        target: str | None = None,
+        exposed: str | None = None,
+        definition: dict[str, Any] | None = None,
+    ) -> Message: ...
 
 
 class KnownTasks:
@@ -102,7 +173,7 @@ def renamed(value: dict[str, Any], exposed: str) -> dict[str, Any]:
     return out
 
 
-async def adopt(session: Any, ctx: Context, backend: str, tool: str, answer: Message) -> Message:
+async def adopt(session: TaskClient, ctx: Context, backend: str, tool: str, answer: Message) -> Message:
     """A ``tools/call`` answer that created a task: the task under an id the gateway owns."""
     value = answer.body.get("result")
     found = created(value)
@@ -118,7 +189,7 @@ async def adopt(session: Any, ctx: Context, backend: str, tool: str, answer: Mes
     return Message({**answer.body, "result": renamed(value, exposed)})  # type: ignore[arg-type]
 
 
-async def lookup(session: Any, ctx: Context, exposed: Any) -> TaskRecord | None:
+async def lookup(session: TaskClient, ctx: Context, exposed: Any) -> TaskRecord | None:
     """The caller's own record of ``exposed``, or None (unknown, expired, another's, backend gone)."""
     if not isinstance(exposed, str):
         return None
@@ -136,7 +207,7 @@ def unknown(exposed: Any, request_id: Any) -> InvalidParams:
     return InvalidParams(f"Unknown task: {exposed!r}", request_id=request_id)
 
 
-async def route(session: Any, message: Message, ctx: Context) -> Message:
+async def route(session: TaskClient, message: Message, ctx: Context) -> Message:
     """``tasks/get|update|cancel|result`` to the backend that holds the caller's task."""
     exposed = message.params.get("taskId")
     record = await lookup(session, ctx, exposed)
@@ -158,7 +229,7 @@ async def route(session: Any, message: Message, ctx: Context) -> Message:
     return answer
 
 
-async def listing(session: Any, message: Message, ctx: Context) -> Message:
+async def listing(session: TaskClient, message: Message, ctx: Context) -> Message:
     """``tasks/list`` (2025-11-25): the caller's own tasks, as their backends report them now."""
     hub = session.hub
     binding = session._cursor_binding()
@@ -180,13 +251,13 @@ async def listing(session: Any, message: Message, ctx: Context) -> Message:
     return result(message.id, value)
 
 
-def may(session: Any, record: TaskRecord, method: str) -> bool:
+def may(session: TaskClient, record: TaskRecord, method: str) -> bool:
     pipeline = session.hub.pipeline
     item = Item("task", record.backend, record.tool, {"method": method})
     return not pipeline.surface or pipeline.visible(session.principal, item)
 
 
-async def _status(session: Any, exposed: str, record: TaskRecord) -> dict[str, Any] | None:
+async def _status(session: TaskClient, exposed: str, record: TaskRecord) -> dict[str, Any] | None:
     try:
         backend = await session.backend(record.backend)
         answer = await backend.call(
@@ -204,7 +275,7 @@ async def _status(session: Any, exposed: str, record: TaskRecord) -> dict[str, A
     return value
 
 
-def relate(session: Any, backend: str, message: Message) -> Message | None:
+def relate(session: TaskClient, backend: str, message: Message) -> Message | None:
     """A backend's notification as this session may see it: a task's status or a message
     related to a task under the exposed id, or None when the task is not this session's."""
     params = message.params
@@ -226,7 +297,7 @@ def is_task_message(message: Message) -> bool:
     return isinstance(meta, dict) and isinstance(meta.get(RELATED_TASK), dict)
 
 
-def deliver_to_owner(sessions: Any, backend: str, shared: Any, message: Message) -> bool:
+def deliver_to_owner(sessions: Iterable[TaskClient], backend: str, shared: object, message: Message) -> bool:
     """A task notification on a shared backend session: to the client session (of those on
     that backend session) whose task it is."""
     for session in list(sessions):
@@ -234,6 +305,6 @@ def deliver_to_owner(sessions: Any, backend: str, shared: Any, message: Message)
             continue
         related = relate(session, backend, message)
         if related is not None:
-            session.end.notify(related)
+            session.notify(related)
             return True
     return False

@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from hopline.jsonrpc import BackendTimeout, Message, UnavailableError
+
+if TYPE_CHECKING:
+    from hopline.layers.session.task_calls import TaskSettings
 
 CANCEL_WAIT = 5.0
 
@@ -46,7 +49,7 @@ async def settle(
     ask: Ask,
     answer: Message,
     *,
-    settings: Any,
+    settings: TaskSettings,
     deadline: float | None,
     progress: Progress | None,
     backend: str,
@@ -112,7 +115,7 @@ async def _cancel(call: Call, task_id: str) -> None:
         await asyncio.wait_for(call("tasks/cancel", {"taskId": task_id}, CANCEL_WAIT), CANCEL_WAIT)
 
 
-def _interval(poll_ms: Any, settings: Any) -> float:
+def _interval(poll_ms: Any, settings: TaskSettings) -> float:
     if isinstance(poll_ms, (int, float)) and not isinstance(poll_ms, bool) and poll_ms > 0:
         return max(poll_ms / 1000, settings.min_poll_interval)
     return max(settings.poll_interval, settings.min_poll_interval)

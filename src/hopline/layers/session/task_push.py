@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hopline.binding import META_CLIENT_CAPABILITIES, META_SUBSCRIPTION_ID, Era
 from hopline.jsonrpc import Message
@@ -44,6 +44,9 @@ from hopline.layers.discovery.backend import BackendSession
 from hopline.layers.session import task_calls
 from hopline.layers.session.listen import Listener
 from hopline.layers.session.task_store import TaskRecord
+
+if TYPE_CHECKING:
+    from hopline.context import Context
 
 log = logging.getLogger("hopline.gateway")
 
@@ -74,7 +77,9 @@ class TaskPush:
         self.reopened = 0  # backend listens reopened after the backend ended them
 
     # -- a client listen -------------------------------------------------------------------
-    async def subscribe(self, gs: Any, ctx: Any, listener: Listener, asked: Any, *, wait: float) -> list[Route]:
+    async def subscribe(
+        self, gs: task_calls.TaskClient, ctx: Context, listener: Listener, asked: object, *, wait: float
+    ) -> list[Route]:
         """Subscribe the caller's own tasks among ``asked`` at their backends; the routes
         opened (their acknowledged tasks: :func:`acknowledged`)."""
         if not isinstance(asked, list):
@@ -237,7 +242,21 @@ def acknowledged(routes: list[Route], asked: Any) -> list[str]:
     return [t for t in dict.fromkeys(t for t in asked if isinstance(t, str)) if t in acked] if acked else []
 
 
-def _here(gs: Any, record: TaskRecord) -> bool:
+class _Replica(Protocol):
+    replica: str | None
+
+
+class _ReplicasHub(Protocol):
+    replicas: _Replica | None
+
+
+class ReplicaAware(Protocol):
+    """A client session, as far as where its tasks' backends run goes."""
+
+    hub: _ReplicasHub
+
+
+def _here(gs: ReplicaAware, record: TaskRecord) -> bool:
     """Not a task in another replica's own child (its backend listen cannot be opened here)."""
     replicas = gs.hub.replicas
     return not (record.replica and replicas is not None and record.replica != replicas.replica)
