@@ -15,7 +15,7 @@ from mcp import StdioServerParameters
 from pydantic import ValidationError
 
 from hopline.config.schema import GatewayConfig
-from tests.conftest import PY, sdk_server_cmd
+from tests.conftest import PY, SERVERS, sdk_server_cmd
 from tests.peers import MODES, bounded, client, text_of
 from tests.servers import recorder_server
 
@@ -99,3 +99,14 @@ async def test_methods_the_gateway_does_not_know_reach_the_backend_through_the_p
     # Refused by the policy exactly as a method that does not exist, before the backend.
     assert refused.json()["error"] == {"code": -32601, "message": "Method not found: acme/forbidden"}
     assert "acme/forbidden" not in methods
+
+
+async def test_the_handshake_waits_for_the_one_backends_start_so_the_identity_is_its_own(tmp_path):
+    """A backend that starts slower than ``list_timeout`` (here 1.5 s against 0.5 s): a Forward
+    gateway would answer ``initialize`` without it; a sidecar's handshake is the backend's own,
+    so it waits for the start (up to ``startup_timeout``) and the client sees the backend's name."""
+    slow = f"sleep 1.5; exec {PY} {SERVERS / 'fault_server.py'}"
+    path = write(tmp_path, {"command": "sh", "args": ["-c", slow]}, routing={"list_timeout": 0.5})
+    async with client(StdioServerParameters(command=PY, args=["-m", "hopline", "serve", "--stdio", path]), "legacy") as c:
+        assert c.server_info.name == "fault-server"
+        assert "echo" in {t.name for t in (await bounded(c.list_tools())).tools}

@@ -227,14 +227,19 @@ class BackendLinks:
         already gave up on and that has not come up since is not waited for at all). A backend
         still starting then does not hold the handshake: it stands as unavailable ("still
         starting"), its start goes on (up to ``routing.startup_timeout``), and when it comes up
-        it joins the session with the CHANGE-SIGNAL, as a backend that reconnects does."""
+        it joins the session with the CHANGE-SIGNAL, as a backend that reconnects does.
+        Reverse and Sidecar (one backend, ``routes.single``): the handshake *is* that backend's
+        (its name, version, instructions), so it is waited for up to ``routing.startup_timeout``,
+        as a client talking to the server directly waits for it to start."""
         if self.backends is not None or not self.client.stateful:
             return await self.live_backends()
         connecting = self._connect()
         slow = self.hub.registry.slow
-        waited = [start for b, start in self._starts.items() if b not in slow]
+        single = self.hub.routes.single is not None
+        routing = self.hub.settings.routing
+        waited = [start for b, start in self._starts.items() if single or b not in slow]
         if waited:
-            await asyncio.wait(waited, timeout=self.hub.settings.routing.list_timeout)
+            await asyncio.wait(waited, timeout=routing.startup_timeout if single else routing.list_timeout)
         else:
             await asyncio.sleep(0)  # (a start that fails at once still answers for itself)
         if connecting.done() or self.backends is not None:
