@@ -25,25 +25,19 @@ import httpx
 import orjson
 import psutil
 import pytest
-import yaml
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY, SERVERS
 from tests.faults.tcp_proxy import FaultProxy
 from tests.peers import bounded, client, text_of
+from tests.helpers import write_yaml as write
 
 FAULT = [PY, str(SERVERS / "fault_server.py")]
 DEMO = [PY, "-m", "hopline.demo"]
 VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 HOPS = "io.modelcontextprotocol/proxy-hops"
 PROMPT = 5.0  # "promptly": seconds, generous for 2 shared cores
-
-
-def write(tmp_path, conf: dict, name: str = "gw.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(conf))
-    return str(path)
 
 
 def stdio(argv: list[str], **extra: Any) -> dict[str, Any]:
