@@ -43,7 +43,10 @@ class Proc:
     def base(self) -> str:
         return self.url.rsplit("/", 1)[0]
 
-    def wait_line(self, pattern: str, timeout: float = 15.0) -> re.Match:
+    def wait_line(self, pattern: str, timeout: float = 45.0) -> re.Match:
+        """The first stderr line matching ``pattern``: it waits for that line (readiness) or for the
+        process's end, whichever comes first, as long as a loaded machine makes either take; ``timeout``
+        only bounds a process that hangs alive (below pytest's 60 s, so the error says which line)."""
         deadline = time.monotonic() + timeout
         rx = re.compile(pattern)
         while True:

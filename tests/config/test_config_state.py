@@ -26,6 +26,7 @@ def test_a_valid_state_section_gives_the_sealing_key_first():
 @pytest.mark.parametrize(
     "key, said",
     [("c2hvcnQ", "must decode to 32 bytes, not 5"), ("not a key!", "is not base64url"), (KEY.rstrip("=") + "AAAA", "not 35")],
+    ids=["short", "not-base64url", "too-long"],  # the key is random: ids of its own keep collection the same in every xdist worker
 )
 def test_a_bad_key_is_refused_at_its_key_path_without_being_quoted(key, said):
     with pytest.raises(ConfigError) as caught:

@@ -13,21 +13,14 @@ import subprocess
 import httpx
 import orjson
 import pytest
-import yaml
 from mcp import MCPError, StdioServerParameters
 
 from tests.conftest import PY, SERVERS, _launcher, _stop_all
 from tests.peers import MODES, bounded, client, exercise, text_of
+from tests.helpers import answer_of, write_backends as write_config
 
 DEMO = [PY, "-m", "hopline.demo"]
 SDK = [PY, str(SERVERS / "sdk_server.py"), "stdio"]
-
-
-def write_config(tmp_path, backends: dict, **top) -> str:
-    conf = {"backends": {bid: {"command": argv[0], "args": argv[1:], **extra} for bid, (argv, extra) in backends.items()}, **top}
-    path = tmp_path / "gateway.yaml"
-    path.write_text(yaml.safe_dump(conf))
-    return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -143,10 +136,10 @@ async def test_invalid_cursor_is_invalid_params(two_backends):
     async with httpx.AsyncClient(timeout=20) as http:
         r = await http.post(two_backends.url, content=orjson.dumps(init), headers=headers)
         sid = r.headers["mcp-session-id"]
-        assert r.json()["result"]["serverInfo"]["name"] == "hopline"
+        assert answer_of(r, 1)["result"]["serverInfo"]["name"] == "hopline"
         bad = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "forged"}}
         r = await http.post(two_backends.url, content=orjson.dumps(bad), headers={**headers, "mcp-session-id": sid})
-        assert r.json()["error"]["code"] == -32602
+        assert answer_of(r, 2)["error"]["code"] == -32602  # streamed with list_changed notifications when backends join meanwhile
 
 
 async def test_desktop_mcpservers_file_just_works(tmp_path, hopline_serve):
@@ -227,7 +220,7 @@ async def test_paging_with_the_gateways_own_cursors_covers_every_item_once(tmp_p
         while True:
             params = {"cursor": cursor} if cursor else {}
             r = await http.post(gw.url, content=orjson.dumps({"jsonrpc": "2.0", "id": 2 + pages, "method": "tools/list", "params": params}), headers={**headers, "mcp-session-id": sid})
-            result = r.json()["result"]
+            result = answer_of(r, 2 + pages)["result"]
             assert len(result["tools"]) <= 3
             seen += [t["name"] for t in result["tools"]]
             pages += 1

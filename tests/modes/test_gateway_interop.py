@@ -62,6 +62,7 @@ client can take is also tested in test_gateway_shared.py (two handshake clients)
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from contextlib import asynccontextmanager
@@ -72,7 +73,7 @@ import pytest
 import yaml
 from mcp import Client, MCPError, StdioServerParameters
 
-from tests.conftest import PY, SERVERS
+from tests.conftest import PY, SERVERS, _launcher, _stop_all
 from tests.peers import MODES, bounded, client, start_sdk_http, stop, text_of
 
 NODE_MODULES = Path(__file__).resolve().parents[1] / "node" / "node_modules" / "@modelcontextprotocol"
@@ -104,20 +105,43 @@ def sdk_http() -> Any:
             stop(proc)
 
 
-@pytest.fixture
-def gateway(tmp_path, hopline_serve, sdk_http):
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory) -> Path:
+    """The module's directory: server-memory's files, through the gateway and direct, live here for
+    the whole module, so both stores see the same writes in the same order whatever tests run."""
+    return tmp_path_factory.mktemp("interop")
+
+
+def gateway_config(sdk_http: dict[str, str], tmp: Path) -> str:
     conf = {
         "backends": {
             "stdio": {"command": SDK_STDIO[0], "args": SDK_STDIO[1:]},
             "stateful": {"url": sdk_http["stateful"]},
             "stateless": {"url": sdk_http["stateless"], "stateless": True},
             "everything": {"command": NODE, "args": [str(EVERYTHING), "stdio"]},
-            "memory": {"command": NODE, "args": [str(MEMORY)], "env": {"MEMORY_FILE_PATH": str(tmp_path / "gateway-memory.jsonl")}},
+            "memory": {"command": NODE, "args": [str(MEMORY)], "env": {"MEMORY_FILE_PATH": str(tmp / "gateway-memory.jsonl")}},
         }
     }
-    path = tmp_path / "gateway.yaml"
+    path = tmp / "gateway.yaml"
     path.write_text(yaml.safe_dump(conf))
-    return hopline_serve(str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def gateway(module_tmp, sdk_http):
+    """One gateway for the module: each test is a client session of its own, and the one backend
+    with state (server-memory) is compared with a direct server-memory on a file that lives as long."""
+    launch, started = _launcher("serve", "--lazy")
+    try:
+        yield launch(gateway_config(sdk_http, module_tmp))
+    finally:
+        _stop_all(started)
+
+
+@pytest.fixture
+def fresh_gateway(tmp_path, sdk_http, hopline_serve):
+    """A gateway of the test's own, for what only holds before anything else used it."""
+    return hopline_serve(gateway_config(sdk_http, tmp_path))
 
 
 def direct_target(backend: str, sdk_http: dict[str, str], tmp_path: Path) -> Any:
@@ -171,17 +195,28 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 
 
 # -- catalogue --------------------------------------------------------------------------------
+async def every_tool(c: Client) -> list[Any]:
+    """``tools/list`` once no backend is missing from it. A backend slower to start than a list
+    waits (``routing.list_timeout``, 5 s: a loaded machine starting a new session's children) is
+    left out of that answer, named in ``_meta``, and joins later, so a client asks again."""
+    while True:
+        listed = await bounded(c.list_tools())
+        if not (listed.meta or {}).get("io.hopline/missing-backends"):
+            return listed.tools
+        await asyncio.sleep(0.1)
+
+
 @pytest.mark.req("DUAL-HANDSHAKE")
 @pytest.mark.parametrize("mode", MODES)
-async def test_every_backends_tools_are_listed_namespaced_and_unchanged(gateway, sdk_http, tmp_path, mode):
+async def test_every_backends_tools_are_listed_namespaced_and_unchanged(gateway, sdk_http, module_tmp, mode):
     async with client(gateway.url, mode) as c:
         assert c.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-        through = {t.name: dump(t, "name") for t in (await bounded(c.list_tools())).tools}
+        through = {t.name: dump(t, "name") for t in await bounded(every_tool(c), 50)}
     expected: dict[str, dict[str, Any]] = {}
     for backend in BACKENDS:
         # A 2026-07-28 request reaches an npm server over the shared session of its own
         # capability set (issue 12): the same tools as a direct client with those capabilities.
-        async with direct(backend, mode, sdk_http, tmp_path) as d:
+        async with direct(backend, mode, sdk_http, module_tmp) as d:
             tools = (await bounded(d.list_tools())).tools
         assert tools, backend
         expected.update({f"{backend}__{t.name}": dump(t, "name") for t in tools})
@@ -195,10 +230,10 @@ async def test_every_backends_tools_are_listed_namespaced_and_unchanged(gateway,
 
 # -- invokes ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
-async def test_a_call_per_backend_equals_the_direct_call(gateway, sdk_http, tmp_path, mode):
+async def test_a_call_per_backend_equals_the_direct_call(gateway, sdk_http, module_tmp, mode):
     want: dict[str, list[dict[str, Any]]] = {}
     for backend, calls in CALLS.items():
-        async with direct(backend, mode, sdk_http, tmp_path) as d:
+        async with direct(backend, mode, sdk_http, module_tmp) as d:
             want[backend] = [dump(await bounded(d.call_tool(name, args))) for name, args in calls]
     async with client(gateway.url, mode) as c:
         for backend, calls in CALLS.items():
@@ -212,13 +247,13 @@ async def test_a_call_per_backend_equals_the_direct_call(gateway, sdk_http, tmp_
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_resources_and_templates_are_rewritten_and_read_like_direct(gateway, sdk_http, tmp_path, mode):
+async def test_resources_and_templates_are_rewritten_and_read_like_direct(gateway, sdk_http, module_tmp, mode):
     want_resources: dict[str, dict[str, Any]] = {}
     want_templates: dict[str, dict[str, Any]] = {}
     reads = {b: "test://info" for b in SDK_BACKENDS} | {"everything": "demo://resource/static/document/features.md", "memory": "memory://knowledge-graph"}
     want_reads: dict[str, dict[str, Any]] = {}
     for backend in BACKENDS:
-        async with direct(backend, mode, sdk_http, tmp_path) as d:
+        async with direct(backend, mode, sdk_http, module_tmp) as d:
             for r in (await bounded(d.list_resources())).resources:
                 want_resources[f"hopline://{backend}/{r.uri}"] = dump(r, "uri")
             if backend == "everything":
@@ -241,7 +276,7 @@ async def test_resources_and_templates_are_rewritten_and_read_like_direct(gatewa
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_prompts_are_listed_namespaced_and_rendered_like_direct(gateway, sdk_http, tmp_path, mode):
+async def test_prompts_are_listed_namespaced_and_rendered_like_direct(gateway, sdk_http, module_tmp, mode):
     gets = {
         **{b: [("review", {"code": "x = 1"})] for b in SDK_BACKENDS},
         "everything": [("simple-prompt", {}), ("args-prompt", {"city": "Paris", "state": "TX"})],
@@ -249,7 +284,7 @@ async def test_prompts_are_listed_namespaced_and_rendered_like_direct(gateway, s
     want_list: dict[str, dict[str, Any]] = {}
     want_get: dict[str, list[dict[str, Any]]] = {}
     for backend in gets:  # server-memory has no prompts
-        async with direct(backend, mode, sdk_http, tmp_path) as d:
+        async with direct(backend, mode, sdk_http, module_tmp) as d:
             want_list.update({f"{backend}__{p.name}": dump(p, "name") for p in (await bounded(d.list_prompts())).prompts})
             want_get[backend] = [dump(await bounded(d.get_prompt(name, args))) for name, args in gets[backend]]
     async with client(gateway.url, mode) as c:
@@ -283,9 +318,9 @@ EVERYTHING_FEATURES = [
 LONG_RUNNING = ("trigger-long-running-operation", {"duration": 0.4, "steps": 4})
 
 
-async def test_legacy_client_server_everything_sampling_elicitation_roots_progress(gateway, sdk_http, tmp_path):
+async def test_legacy_client_server_everything_sampling_elicitation_roots_progress(gateway, sdk_http, module_tmp):
     """Legacy client: the backend session is the client's own, so server→client requests reach it."""
-    async with direct("everything", "legacy", sdk_http, tmp_path) as d:
+    async with direct("everything", "legacy", sdk_http, module_tmp) as d:
         want = [dump(await bounded(d.call_tool(name, args))) for name, args in EVERYTHING_FEATURES]
         want_long, want_progress = await call_with_progress(d, *LONG_RUNNING)
     async with client(gateway.url, "legacy") as c:
@@ -297,14 +332,14 @@ async def test_legacy_client_server_everything_sampling_elicitation_roots_progre
     assert got_progress == want_progress and [p for p, _, _ in got_progress] == [1, 2, 3, 4]
 
 
-async def test_2026_client_server_everything_sampling_elicitation_roots_progress(gateway, sdk_http, tmp_path):
+async def test_2026_client_server_everything_sampling_elicitation_roots_progress(fresh_gateway, sdk_http, module_tmp):
     """2026-07-28 client on the shared handshake session of its capability set (issue 28): the
     backend's sampling / elicitation requests during its call (the only one in flight) reach it
     through input_required, so it sees what a direct legacy client sees; progress too. The
     roots the backend asked for before any call are the empty list (README "Stdio backends")."""
-    async with direct("everything", "legacy", sdk_http, tmp_path) as d:
+    async with direct("everything", "legacy", sdk_http, module_tmp) as d:
         want = [dump(await bounded(d.call_tool(name, args))) for name, args in EVERYTHING_FEATURES]
-    async with client(gateway.url, "2026-07-28") as c:
+    async with client(fresh_gateway.url, "2026-07-28") as c:
         names = {t.name for t in (await bounded(c.list_tools())).tools}
         for name, args in EVERYTHING_FEATURES:
             assert f"everything__{name}" in names  # as a direct client with these capabilities sees them
@@ -325,7 +360,7 @@ SDK_DIRECT_FEATURES = [("sample_direct", {"prompt": "gw"}), ("elicit_direct", {"
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("backend", ["stdio", "stateful"])
-async def test_sdk_backend_sampling_elicitation_roots_progress_equal_direct(gateway, sdk_http, tmp_path, mode, backend):
+async def test_sdk_backend_sampling_elicitation_roots_progress_equal_direct(gateway, sdk_http, module_tmp, mode, backend):
     """Own backend session (legacy) or MRTR (2026-07-28): the same answers as directly.
 
     ``sample_direct`` / ``elicit_direct`` are real server→client requests: they work for
@@ -343,7 +378,7 @@ async def test_sdk_backend_sampling_elicitation_roots_progress_equal_direct(gate
                 out[name] = (code_of(info), info.value.error.message)
         return out
 
-    async with direct(backend, mode, sdk_http, tmp_path) as d:
+    async with direct(backend, mode, sdk_http, module_tmp) as d:
         want = await run(d, "")
     async with client(gateway.url, mode) as c:
         got = await run(c, f"{backend}__")
@@ -360,7 +395,7 @@ async def test_sdk_backend_sampling_elicitation_roots_progress_equal_direct(gate
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_stateless_shared_backend_progress_and_direct_requests(gateway, sdk_http, tmp_path, mode):
+async def test_stateless_shared_backend_progress_and_direct_requests(gateway, sdk_http, module_tmp, mode):
     """The ``stateless: true`` backend (one shared session): progress reaches the caller;
     ``sample_direct`` / ``elicit_direct`` have no back-channel (-32600, as directly)."""
     async with client(gateway.url, mode) as c:
@@ -390,11 +425,11 @@ async def test_legacy_client_gets_version_mediation_from_the_shared_2026_backend
 
 
 @pytest.mark.parametrize("mode", ["legacy"])
-async def test_resource_links_in_results_route_back_through_the_gateway(gateway, sdk_http, tmp_path, mode):
+async def test_resource_links_in_results_route_back_through_the_gateway(gateway, sdk_http, module_tmp, mode):
     """A ``resource_link`` a tool returns is an address to follow, so it comes back in the
     gateway's routable form and reads like the backend's own (layers/routing/links.py);
     embedded resources are contents and keep the backend's URI."""
-    async with direct("everything", mode, sdk_http, tmp_path) as d:
+    async with direct("everything", mode, sdk_http, module_tmp) as d:
         direct_links = [item for item in (await bounded(d.call_tool("get-resource-links", {"count": 2}))).content if item.type == "resource_link"]
         direct_read = dump(await bounded(d.read_resource(str(direct_links[0].uri))))
         embedded = (await bounded(d.call_tool("get-resource-reference", {"resourceType": "Text", "resourceId": 1}))).content

@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import PY, SERVERS, _launcher, _stop_all
+from tests.helpers import write_backends as write_config
 
 DEMO = [PY, "-m", "hopline.demo"]
 SLOW_LIST = [PY, str(SERVERS / "slow_list_server.py")]
@@ -40,13 +40,6 @@ MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelconte
 # 1 and "1" are different JSON-RPC ids (and tokens); the JSON type must come back unchanged.
 IDS: list[int | str] = [1, "1", 2, "two", 0]
 TOKENS: list[int | str] = [1, "1", "tok", 0, 2]
-
-
-def write_config(tmp_path, backends: dict[str, tuple[list[str], dict[str, Any]]], **top: Any) -> str:
-    conf = {"backends": {bid: {"command": argv[0], "args": argv[1:], **extra} for bid, (argv, extra) in backends.items()}, **top}
-    path = tmp_path / "gateway.yaml"
-    path.write_text(yaml.safe_dump(conf))
-    return str(path)
 
 
 @pytest.fixture(scope="module")

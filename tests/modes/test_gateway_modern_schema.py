@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-import yaml
 
 from tests.conftest import PY, ROOT, SERVERS
 from tests.modes.test_gateway_isolation import messages_of
+from tests.helpers import write_yaml
 
 EVERYTHING = ROOT / "tests" / "node" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 NODE = shutil.which("node")
@@ -77,9 +77,7 @@ class Modern:
 
 
 def write(tmp_path: Path, backends: dict[str, Any], **top: Any) -> str:
-    path = tmp_path / "gw.yaml"
-    path.write_text(yaml.safe_dump({"backends": backends, **top}))
-    return str(path)
+    return write_yaml(tmp_path, {"backends": backends, **top})
 
 
 SDK = {"command": PY, "args": [str(SERVERS / "sdk_server.py"), "stdio"]}

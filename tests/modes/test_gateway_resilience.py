@@ -25,25 +25,20 @@ import httpx
 import orjson
 import psutil
 import pytest
-import yaml
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import PY, SERVERS
 from tests.faults.tcp_proxy import FaultProxy
 from tests.peers import bounded, client, text_of
+from tests.helpers import write_yaml as write
 
 FAULT = [PY, str(SERVERS / "fault_server.py")]
 DEMO = [PY, "-m", "hopline.demo"]
 VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 HOPS = "io.modelcontextprotocol/proxy-hops"
 PROMPT = 5.0  # "promptly": seconds, generous for 2 shared cores
-
-
-def write(tmp_path, conf: dict, name: str = "gw.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(conf))
-    return str(path)
+STARTED = 45.0  # a bound on a start that hangs (a start itself waits for its answer, however long the machine takes)
 
 
 def stdio(argv: list[str], **extra: Any) -> dict[str, Any]:
@@ -215,15 +210,24 @@ class Wire:
         self._arrived = asyncio.Event()
         self._reader = asyncio.create_task(self._read())
         self._ids = 100
+        self.ended = False  # its stdout closed
 
     @classmethod
     async def start(cls, config_path: str) -> Wire:
         proc = await asyncio.create_subprocess_exec(PY, "-m", "hopline", "serve", "--stdio", config_path, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         wire = cls(proc)
-        await wire.call("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "wire", "version": "1"}})
+        await wire.started(wire.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "wire", "version": "1"}}))
         wire.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        await wire.call("tools/list")
+        await wire.started(wire.request("tools/list"))
         return wire
+
+    async def started(self, msg_id: int) -> dict:
+        """The answer to a request made while hopline and its backends start: it takes what the machine
+        gives it (a loaded one takes more than PROMPT), so this waits for the answer or for the process's
+        end, whichever comes first; STARTED only bounds a hang, below pytest's own timeout."""
+        await self.until(lambda: bool(self.answers.get(msg_id)) or self.ended, STARTED)
+        assert self.answers.get(msg_id), f"hopline serve --stdio ended (status {self.proc.returncode}) before answering"
+        return self.answers[msg_id][0]
 
     async def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -234,6 +238,8 @@ class Wire:
             else:
                 self.answers[message.get("id")].append(message)
             self._arrived.set()
+        self.ended = True
+        self._arrived.set()
 
     async def until(self, predicate, timeout: float = PROMPT) -> None:
         """Wait (bounded) until ``predicate()`` holds, re-checking as messages arrive."""

@@ -29,6 +29,7 @@ from mcp import Client, MCPError, StdioServerParameters, types
 
 from tests.conftest import PY, SERVERS
 from tests.peers import bounded, client, elicitation_cb, eventually, sampling_cb, text_of
+from tests.helpers import write_yaml
 
 SDK = [PY, str(SERVERS / "sdk_server.py"), "stdio"]
 FAULT = [PY, str(SERVERS / "fault_server.py")]
@@ -39,9 +40,7 @@ if NODE is None or not EVERYTHING.exists():  # pragma: no cover - scripts/test i
 
 
 def write(tmp_path: Path, backends: dict, **top) -> str:
-    path = tmp_path / "gw.yaml"
-    path.write_text(yaml.safe_dump({"backends": backends, **top}))
-    return str(path)
+    return write_yaml(tmp_path, {"backends": backends, **top})
 
 
 def children(gw, name: str) -> list[psutil.Process]:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import PY
+from tests.conftest import PY, _launcher, _stop_all
 from tests.peers import ChangeWatcher, bounded, client
 
 MODES = ["legacy", "2026-07-28"]
@@ -32,14 +32,32 @@ def write(tmp_path, mode: str, **extra) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def gateway_of(tmp_path_factory):
+    """``gateway_of(name)``: one gateway per configuration for the whole module, started when a test
+    first asks for it (``standard``, ``search``, ``code`` or ``grouped``). The tests that share one only
+    read through it, each in a client session of its own; the demo backends keep no state."""
+    launch, started = _launcher("serve", "--lazy")
+    gateways = {}
+
+    def get(name: str):
+        if name not in gateways:
+            tmp = tmp_path_factory.mktemp(name)
+            gateways[name] = launch(write_grouped(tmp) if name == "grouped" else write(tmp, name))
+        return gateways[name]
+
+    yield get
+    _stop_all(started)
+
+
 def payload(result) -> dict:
     assert not result.is_error, result
     return result.structured_content if result.structured_content is not None else json.loads(result.content[0].text)
 
 
 @pytest.mark.parametrize("era", MODES)
-async def test_search_mode_lists_two_tools_finds_by_phrase_and_invokes(tmp_path, hopline_serve, era):
-    gw = hopline_serve(write(tmp_path, "search"))
+async def test_search_mode_lists_two_tools_finds_by_phrase_and_invokes(gateway_of, era):
+    gw = gateway_of("search")
     async with client(gw.url, era) as c:
         tools = (await bounded(c.list_tools())).tools
         assert sorted(t.name for t in tools) == ["get_tool", "invoke_tool"]
@@ -57,8 +75,8 @@ async def test_search_mode_lists_two_tools_finds_by_phrase_and_invokes(tmp_path,
 
 
 @pytest.mark.parametrize("era", MODES)
-async def test_code_mode_runs_code_that_combines_two_tools(tmp_path, hopline_serve, era):
-    gw = hopline_serve(write(tmp_path, "code"))
+async def test_code_mode_runs_code_that_combines_two_tools(gateway_of, era):
+    gw = gateway_of("code")
     code = 'total = call_tool("demo__add", {"a": 2, "b": 3})["sum"]\nword = call_tool("locked__echo", {"text": "five"})\nf"{word}={total}"'
     async with client(gw.url, era) as c:
         assert [t.name for t in (await bounded(c.list_tools())).tools] == ["run_code"]
@@ -67,8 +85,8 @@ async def test_code_mode_runs_code_that_combines_two_tools(tmp_path, hopline_ser
 
 
 @pytest.mark.parametrize("mode", ["standard", "search", "code"])
-async def test_a_hidden_tool_is_unreachable_in_every_mode(tmp_path, hopline_serve, mode):
-    gw = hopline_serve(write(tmp_path, mode))
+async def test_a_hidden_tool_is_unreachable_in_every_mode(gateway_of, mode):
+    gw = gateway_of(mode)
     async with client(gw.url, "legacy") as c:
         listed = {t.name for t in (await bounded(c.list_tools())).tools}
         assert "locked__add" not in listed
@@ -112,8 +130,8 @@ def at(gw, path: str) -> str:
 
 
 @pytest.mark.parametrize("era", MODES)
-async def test_a_group_behind_search_next_to_tools_listed_in_full(tmp_path, hopline_serve, era):
-    gw = hopline_serve(write_grouped(tmp_path))
+async def test_a_group_behind_search_next_to_tools_listed_in_full(gateway_of, era):
+    gw = gateway_of("grouped")
     async with client(gw.url, era) as c:
         tools = {t.name: t for t in (await bounded(c.list_tools())).tools}
         assert {"get_tool", "invoke_tool", "demo__add", "demo__echo"} <= set(tools)
@@ -137,8 +155,8 @@ async def test_a_group_behind_search_next_to_tools_listed_in_full(tmp_path, hopl
 
 
 @pytest.mark.parametrize("era", MODES)
-async def test_each_endpoint_shows_the_same_backends_in_its_own_mode(tmp_path, hopline_serve, era):
-    gw = hopline_serve(write_grouped(tmp_path))
+async def test_each_endpoint_shows_the_same_backends_in_its_own_mode(gateway_of, era):
+    gw = gateway_of("grouped")
     async with client(at(gw, "/mcp/search"), era) as c:
         tools = (await bounded(c.list_tools())).tools
         assert sorted(t.name for t in tools) == ["get_tool", "invoke_tool"]
@@ -153,10 +171,10 @@ async def test_each_endpoint_shows_the_same_backends_in_its_own_mode(tmp_path, h
         assert out.is_error and "Unknown tool: 'locked__add'" in out.content[0].text
 
 
-async def test_endpoints_keep_their_own_sessions_and_are_declared(tmp_path, hopline_serve):
+async def test_endpoints_keep_their_own_sessions_and_are_declared(gateway_of):
     import httpx
 
-    gw = hopline_serve(write_grouped(tmp_path))
+    gw = gateway_of("grouped")
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     async with httpx.AsyncClient(timeout=10) as http:
