@@ -378,8 +378,7 @@ class GatewaySession:
     async def _complete(self, message: Message, ctx: Context) -> Message:
         ref = message.params.get("ref") if isinstance(message.params.get("ref"), dict) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
-            await self._composed(PROMPTS_LIST)
-            catalog = self._catalogs[PROMPTS_LIST][1]
+            catalog = await self.composed(PROMPTS_LIST)
             entry = catalog.resolve(ref["name"])
             if entry is None:
                 raise InvalidParams(f"Unknown prompt: {ref['name']!r}", request_id=message.id)

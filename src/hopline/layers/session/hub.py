@@ -108,6 +108,8 @@ class ListenRelay(Protocol):
 
     def acknowledged(self, backend_id: str, listen_id: object = None) -> None: ...
 
+    def attach(self, backend_id: str, session: BackendSession) -> None: ...
+
 
 class TaskPushes(Protocol):
     """Backend listens for the tasks clients' listens name (``task_push.TaskPush``)."""
