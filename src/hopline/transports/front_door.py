@@ -603,7 +603,11 @@ class FrontDoorProtocol(HttpToolsProtocol):
             app = self.app
         existing_cycle = self.cycle
         out = OneWrite(self.transport, self.loop)
-        scope["extensions"] = {FASTPATH: out}  # the declared side door (http_util.FastPath)
+        extensions = scope.get("extensions")  # the request's own (interception.py: its original destination, SNI)
+        if extensions is None:
+            scope["extensions"] = {FASTPATH: out}  # the declared side door (http_util.FastPath)
+        else:
+            extensions[FASTPATH] = out
         self.cycle = out.cycle = cycle = RequestResponseCycle(
             scope=scope,
             transport=out,

@@ -526,6 +526,9 @@ class Endpoints:
         principal = self.caller(headers)
         if endpoint.challenges is not None:
             send = endpoint.challenges.relaying(send, principal.key)
+            # The answer must pass through ``send`` (a challenge may replace it): no side door past it.
+            extensions = {k: v for k, v in (scope.get("extensions") or {}).items() if k != hu.FASTPATH}
+            scope = {**scope, "extensions": extensions}
         if not sse:
             await endpoint.listener(scope, receive, send, headers, principal)
         elif path == self.MESSAGES:
