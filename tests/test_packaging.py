@@ -73,7 +73,8 @@ sys.modules.update(dict.fromkeys(BLOCKED))
 import hopline
 OWN = {"hopline.layers.capability.toolmodes.embed", "hopline.layers.policy.cel", "hopline.observability.otel"}  # the extras' own code
 for info in pkgutil.walk_packages(hopline.__path__, "hopline."):
-    if info.name not in OWN and not info.name.startswith("hopline.signin.") and not info.name.endswith("__main__"):  # a __main__ runs its command; hopline.signin.* is the signin extra's own code
+    extra = info.name.startswith(("hopline.signin.", "hopline.connect."))  # the signin extra's own code (Authlib)
+    if info.name not in OWN and not extra and not info.name.endswith("__main__"):  # a __main__ runs its command
         importlib.import_module(info.name)
 
 from hopline.cli import main

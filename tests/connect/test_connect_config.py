@@ -115,3 +115,20 @@ def test_a_corrupt_or_foreign_store_is_a_clear_refusal_and_stays_as_it_was(tmp_p
     said = "cannot be opened as a SQLite database" if damage == "corrupt" else "sealed under another secret_key"
     assert "auth.connect.store" in out and said in out and "Traceback" not in out
     assert store.read_bytes() == before
+
+
+def test_without_the_signin_extra_check_names_it_at_the_backend(tmp_path, monkeypatch, capsys):
+    """Authlib (the signin extra) is what the per-user accounts use: missing, the file is refused at the
+    key that asks for it, with the install command, never an ImportError at the first call."""
+    from hopline.cli import main
+
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(conf(issuers=ISSUERS, connect=CONNECT)))
+    monkeypatch.setenv("CONNECT_KEY", KEY)
+    monkeypatch.setenv("UP_SECRET", "upstream-secret-value")
+    monkeypatch.setitem(sys.modules, "authlib.oauth2", None)
+    monkeypatch.setitem(sys.modules, "authlib", None)
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "auth.backends.up.mode: per-user upstream accounts (user_oauth) need the signin extra" in err
+    assert "pip install 'hopline[signin]'" in err and "Traceback" not in err

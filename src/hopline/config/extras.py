@@ -95,6 +95,9 @@ def needed(config: GatewayConfig | Mapping[str, Any]) -> list[tuple[Loc, str, st
         out.append((("auth", "issuers"), "JWT validation needs", "auth"))
     if _map(data.get("auth")).get("signin") is not None:
         out.append((("auth", "signin"), "the sign-in authorization server needs", "signin"))
+    for bid, spec in _map(_map(data.get("auth")).get("backends")).items():
+        if _map(spec).get("mode") == "user_oauth":  # hopline/connect/: Authlib's OAuth client
+            out.append((("auth", "backends", bid, "mode"), "per-user upstream accounts (user_oauth) need", "signin"))
     components = _map(data.get("acp")).get("components")
     for i, component in enumerate(components if isinstance(components, list) else ()):
         command = _map(component).get("command")
