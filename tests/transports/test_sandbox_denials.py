@@ -38,21 +38,19 @@ async def attempt(gateway, tool: str, **args):
         return await bounded(c.call_tool(f"limited__{tool}", args))
 
 
-async def eventually_denied(gateway, what: str) -> dict:
-    for _ in range(100):
-        found = [d for d in await denials(gateway) if d["denial"].startswith(what)]
-        if found:
-            return found[-1]
-        await __import__("asyncio").sleep(0.1)
-    raise AssertionError(f"no denial {what!r} in {await denials(gateway)}")
+async def denied(gateway, what: str) -> dict:
+    """The denial ``what`` as /status keeps it, once the gateway has logged it (kept, then logged)."""
+    gateway["proc"].wait_line(rf"backend limited: child \d+ ended: {what}")
+    found = [d for d in await denials(gateway) if d["denial"].startswith(what)]
+    assert found, await denials(gateway)
+    return found[-1]
 
 
 async def test_a_child_past_its_cpu_time_is_reported_and_the_backend_serves_again(gateway):
     with pytest.raises(Exception):  # the child is killed mid-call: the call fails, it is not answered
         await attempt(gateway, "spin", seconds=30)
-    found = await eventually_denied(gateway, "CPU time limit reached")
+    found = await denied(gateway, "CPU time limit reached")
     assert found["status"] in (-24, 152)  # SIGXCPU, as the process or as bwrap reports it
-    gateway["proc"].wait_line(r"backend limited: child \d+ ended: CPU time limit reached")
     assert text_of(await attempt(gateway, "whoami")).startswith("OK")  # a new child serves
     async with httpx.AsyncClient(timeout=20) as http:
         page = (await http.get(f"http://127.0.0.1:{gateway['admin']}/")).text
@@ -62,5 +60,5 @@ async def test_a_child_past_its_cpu_time_is_reported_and_the_backend_serves_agai
 async def test_a_child_that_dies_of_its_memory_limit_is_reported(gateway):
     with pytest.raises(Exception):
         await attempt(gateway, "die_allocating", mib=1024)
-    found = await eventually_denied(gateway, "memory limit reached")
+    found = await denied(gateway, "memory limit reached")
     assert found["status"] == 1 and "MemoryError" in found["said"]

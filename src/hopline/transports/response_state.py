@@ -7,7 +7,7 @@ raises :class:`IllegalTransition` instead of writing a malformed response::
     WAITING ──▶ JSON_SENT                       the answer came first: one JSON body
        │
        ├──────▶ STREAMING ──▶ DONE              the stream ended with the answer
-       │            ├───────▶ CUT               ended without it (overflow, backend closed, client left)
+       │            ├───────▶ CUT               ended without it (overflow, backend gone, client left)
        │            └───────▶ RESUMED           the client took the stream over on another response
        ├──────▶ CUT                             before a byte: the client left, or an overflow
        └──────▶ RESUMED                         before a byte: resumed elsewhere

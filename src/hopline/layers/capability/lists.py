@@ -42,7 +42,8 @@ MAX_VIEWS = 1024  # filtered views kept (per catalogue, gate state and caller)
 Fanned = tuple[list[dict[str, Any]], list[tuple[str, str]], list[str], tuple]
 # A caller's view: its items, the backend of each, the backends missing or withdrawn.
 View = tuple[list[dict[str, Any]], list[str], list[str]]
-Held = dict[str, tuple[tuple, Catalog]]  # a session's catalogues as it last composed them (list method → key, Catalog)
+# A session's catalogues as it last composed them: list method → (key, Catalog).
+Held = dict[str, tuple[tuple, Catalog]]
 
 
 class ListSource(Protocol):
